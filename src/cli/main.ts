@@ -1,0 +1,47 @@
+/**
+ * The `fcp` command line: parses argv, runs one command, and turns user errors into one line each
+ * and exit code 2 (never a stack trace). Internal bugs exit 1 with a short message; set
+ * FCP_DEBUG=1 for the stack.
+ */
+import { Command, CommanderError } from 'commander';
+import { FcpError, formatIssue } from '../core/issues.ts';
+import { COMMANDS } from './commands.ts';
+
+/** Builds the program with every command registered. */
+export function createProgram(): Command {
+  const program = new Command('fcp')
+    .description('Flexible Context Parallelism: plan, check, simulate and run attention over long-tailed batches')
+    .version('0.1.0')
+    .showHelpAfterError(false)
+    .exitOverride();
+  for (const register of COMMANDS) register(program);
+  for (const cmd of program.commands) cmd.exitOverride();
+  return program;
+}
+
+/** Runs the CLI; resolves to the process exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = createProgram();
+  try {
+    await program.parseAsync(argv as string[], { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (e) {
+    return reportError(e);
+  }
+}
+
+/** Prints an error the way users should see it and returns the exit code. */
+export function reportError(e: unknown): number {
+  if (e instanceof FcpError) {
+    for (const i of e.issues) process.stderr.write(`fcp: error: ${formatIssue(i)}\n`);
+    return 2;
+  }
+  if (e instanceof CommanderError) {
+    if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+    return 2; // commander already printed "error: ..." naming the option
+  }
+  const err = e as Error;
+  process.stderr.write(`fcp: internal error: ${err?.message ?? String(e)} (please report; FCP_DEBUG=1 shows the stack)\n`);
+  if (process.env.FCP_DEBUG) process.stderr.write(`${err?.stack ?? ''}\n`);
+  return 1;
+}

@@ -1,0 +1,33 @@
+/**
+ * Planner registry: every strategy of `fcp plan --strategy NAME`. Planners register here by name.
+ */
+import { fail } from '../core/issues.ts';
+import { fcpPlanner } from './fcp/index.ts';
+import type { Planner } from './types.ts';
+
+const PLANNERS = new Map<string, Planner>();
+
+/** Adds a planner; registering a name twice is a bug. */
+export function registerPlanner(p: Planner): void {
+  if (PLANNERS.has(p.name)) throw new Error(`planner ${p.name} registered twice`);
+  PLANNERS.set(p.name, p);
+}
+
+registerPlanner(fcpPlanner);
+
+/** The planner called `name`; FcpError `strategy.unknown` otherwise. */
+export function getPlanner(name: string): Planner {
+  const p = PLANNERS.get(name);
+  if (!p) fail('strategy.unknown', `unknown strategy ${JSON.stringify(name)}; choose one of ${plannerNames().join(', ')}`, 'strategy');
+  return p;
+}
+
+/** Registered strategy names, in registration order. */
+export function plannerNames(): string[] {
+  return [...PLANNERS.keys()];
+}
+
+/** All registered planners. */
+export function allPlanners(): Planner[] {
+  return [...PLANNERS.values()];
+}

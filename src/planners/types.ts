@@ -1,0 +1,43 @@
+/**
+ * The planner interface. A planner is a pure function of a {@link Problem} and its options that
+ * returns an `fcp-plan/1` plan; same inputs and seed give the same plan, byte for byte.
+ */
+import type { Problem } from '../cluster/problem.ts';
+import type { Plan } from '../plan/types.ts';
+
+/**
+ * Options understood by the planners. Every planner receives the same bag and reads the fields it
+ * knows; each fills its defaults and validates them in its own `resolveOptions`.
+ */
+export interface PlannerOptions {
+  /** fcp: tokens per block (default 4096). */
+  blockSize?: number;
+  /** fcp: load tolerance of the locality tie-break, as a fraction (default 0.01). */
+  tolerance?: number;
+  /** fcp: consecutive rounds merged into one group (default 16). */
+  coalesce?: number;
+  /** fcp ablation: all fetches complete before any compute. */
+  noPipeline?: boolean;
+  /** fcp ablation: `matching` (congestion-free, default) or `naive` (each rank's fetches at once). */
+  rounds?: 'matching' | 'naive';
+  /** fcp ablation: no compute while the reshuffle is in flight. */
+  noReshuffleOverlap?: boolean;
+  /** fcp ablation: no locality-aware tie-break. */
+  noLocality?: boolean;
+  /** fcp: disable the granularity refinement (fixed blocks only). */
+  fixedBlocks?: boolean;
+  /** magi: chunk size in tokens (default total / (8N)). */
+  chunkSize?: number;
+  /** magi: number of overlap stages (default 2). */
+  overlapDegree?: number;
+}
+
+/** A strategy that turns a problem into a plan. */
+export interface Planner {
+  /** Registry name, e.g. `fcp`, `ring`. */
+  readonly name: string;
+  /** One line for `fcp plan --list`. */
+  readonly description: string;
+  /** Plans the problem. Throws FcpError for options it cannot honour. */
+  plan(problem: Problem, options?: PlannerOptions): Plan;
+}
