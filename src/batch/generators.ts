@@ -12,7 +12,8 @@ export const MAX_SEQUENCE_LENGTH = 524288;
 /** Draws one sequence length. */
 type LengthSampler = (rng: Rng, tokensPerRank: number) => number;
 
-const clip = (x: number, lo = 16, hi = MAX_SEQUENCE_LENGTH): number => Math.min(hi, Math.max(lo, Math.round(x)));
+const clip = (x: number, lo = 16, hi = MAX_SEQUENCE_LENGTH): number =>
+  Math.min(hi, Math.max(lo, Math.round(x)));
 
 interface MagiBin {
   lo: number;
@@ -39,7 +40,8 @@ function magiBins(): { bins: MagiBin[]; cdf: Float64Array } {
 /** Built-in generators by name. */
 export const GENERATORS: Record<string, { description: string; sample: LengthSampler }> = {
   longtail: {
-    description: 'mixture: 99% lognormal(median 800, sigma 1.1), 1% lognormal(median 48K, sigma 1.2), clipped to [16, 512K]',
+    description:
+      'mixture: 99% lognormal(median 800, sigma 1.1), 1% lognormal(median 48K, sigma 1.2), clipped to [16, 512K]',
     sample: (rng) => clip(rng.next() < 0.99 ? rng.lognormal(800, 1.1) : rng.lognormal(49152, 1.2)),
   },
   magi: {
@@ -58,7 +60,8 @@ export const GENERATORS: Record<string, { description: string; sample: LengthSam
     sample: (rng) => clip(rng.next() < 0.95 ? rng.lognormal(1024, 0.5) : rng.lognormal(65536, 0.3)),
   },
   'weak-longtail': {
-    description: 'a milder tail: 99.7% lognormal(median 1.5K, sigma 1.0), 0.3% lognormal(median 24K, sigma 1.0)',
+    description:
+      'a milder tail: 99.7% lognormal(median 1.5K, sigma 1.0), 0.3% lognormal(median 24K, sigma 1.0)',
     sample: (rng) => clip(rng.next() < 0.997 ? rng.lognormal(1536, 1.0) : rng.lognormal(24576, 1.0)),
   },
   uniform: {

@@ -11,7 +11,11 @@ export function readBatchFile(path: string): Int32Array {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    fail('io.read', `cannot read batch file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, path);
+    fail(
+      'io.read',
+      `cannot read batch file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      path,
+    );
   }
   return parseBatchText(text, path);
 }
@@ -25,7 +29,11 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
     try {
       arr = JSON.parse(trimmed);
     } catch (e) {
-      fail('batch.parse', `${path} looks like a JSON array but does not parse (${(e as Error).message})`, path);
+      fail(
+        'batch.parse',
+        `${path} looks like a JSON array but does not parse (${(e as Error).message})`,
+        path,
+      );
     }
     if (!Array.isArray(arr)) fail('batch.parse', `${path} must hold a JSON array of lengths`, path);
     arr.forEach((value, i) => {
@@ -44,10 +52,14 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
           fail('batch.parse', `line ${i + 1} of ${path} is not valid JSON`, path, i + 1);
         }
         const len = (obj as Record<string, unknown> | null)?.length;
-        if (len === undefined) fail('batch.parse', `line ${i + 1} of ${path} has no "length" field`, path, i + 1);
+        if (len === undefined)
+          fail('batch.parse', `line ${i + 1} of ${path} has no "length" field`, path, i + 1);
         values.push({ value: len, line: i + 1 });
       } else {
-        values.push({ value: /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(line) ? Number(line) : line, line: i + 1 });
+        values.push({
+          value: /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(line) ? Number(line) : line,
+          line: i + 1,
+        });
       }
     });
   }
@@ -60,9 +72,18 @@ export function checkLengths(values: readonly { value: unknown; line: number }[]
   const out = new Int32Array(values.length);
   values.forEach(({ value, line }, i) => {
     if (typeof value !== 'number' || !Number.isInteger(value)) {
-      issues.push(issue('batch.length.notInteger', `line ${line}: ${JSON.stringify(value)} is not an integer length`, path, line));
+      issues.push(
+        issue(
+          'batch.length.notInteger',
+          `line ${line}: ${JSON.stringify(value)} is not an integer length`,
+          path,
+          line,
+        ),
+      );
     } else if (value <= 0) {
-      issues.push(issue('batch.length.nonPositive', `line ${line}: length ${value} must be at least 1`, path, line));
+      issues.push(
+        issue('batch.length.nonPositive', `line ${line}: length ${value} must be at least 1`, path, line),
+      );
     } else if (value > 2147483647) {
       issues.push(issue('batch.length.tooLarge', `line ${line}: length ${value} is too large`, path, line));
     } else out[i] = value;

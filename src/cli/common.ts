@@ -3,16 +3,27 @@
  * `demo`): one declaration, one parser, so every command spells them the same way.
  */
 import type { Command } from 'commander';
-import { resolveProblem, type Problem, type ProblemOptions } from '../cluster/problem.ts';
+import { type Problem, type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { fail } from '../core/issues.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 
 /** Adds the batch, cluster and model options. */
-export function addProblemOptions(cmd: Command, defaults: { world?: string; tokensPerRank?: string } = {}): Command {
+export function addProblemOptions(
+  cmd: Command,
+  defaults: { world?: string; tokensPerRank?: string } = {},
+): Command {
   return cmd
-    .option('--batch <name|path>', 'generator (longtail, magi, bimodal, weak-longtail, uniform, fixed) or a batch file', 'longtail')
+    .option(
+      '--batch <name|path>',
+      'generator (longtail, magi, bimodal, weak-longtail, uniform, fixed) or a batch file',
+      'longtail',
+    )
     .option('--world <n>', 'number of ranks (GPUs)', defaults.world ?? '8')
-    .option('--tokens-per-rank <n>', 'tokens per rank of a generated batch', defaults.tokensPerRank ?? '32768')
+    .option(
+      '--tokens-per-rank <n>',
+      'tokens per rank of a generated batch',
+      defaults.tokensPerRank ?? '32768',
+    )
     .option('--seed <n>', 'random seed', '1')
     .option('--mask <mask>', 'causal or full', 'causal')
     .option('--q-heads <n>', 'query heads (default 64)')
@@ -41,14 +52,16 @@ export function addPlannerOptions(cmd: Command): Command {
 export function intOption(value: unknown, name: string): number {
   const s = String(value).trim();
   const n = /^[-+]?\d+$/.test(s) ? Number(s) : Number.NaN;
-  if (!Number.isSafeInteger(n)) fail(`option.${name}`, `--${kebab(name)} must be an integer (got ${JSON.stringify(value)})`, name);
+  if (!Number.isSafeInteger(n))
+    fail(`option.${name}`, `--${kebab(name)} must be an integer (got ${JSON.stringify(value)})`, name);
   return n;
 }
 
 /** Parses a number option. */
 export function numberOption(value: unknown, name: string): number {
   const n = Number(value);
-  if (!Number.isFinite(n)) fail(`option.${name}`, `--${kebab(name)} must be a number (got ${JSON.stringify(value)})`, name);
+  if (!Number.isFinite(n))
+    fail(`option.${name}`, `--${kebab(name)} must be a number (got ${JSON.stringify(value)})`, name);
   return n;
 }
 
@@ -63,7 +76,10 @@ export function intListOption(value: unknown, name: string): number[] {
 const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
 /** Commander's parsed values of {@link addProblemOptions} -> {@link ProblemOptions}. */
-export function problemOptionsFrom(o: Record<string, unknown>, overrides: Partial<ProblemOptions> = {}): ProblemOptions {
+export function problemOptionsFrom(
+  o: Record<string, unknown>,
+  overrides: Partial<ProblemOptions> = {},
+): ProblemOptions {
   const out: ProblemOptions = {
     batch: String(o.batch ?? 'longtail'),
     world: intOption(o.world ?? 8, 'world'),
@@ -92,7 +108,8 @@ export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
   if (o.coalesce !== undefined) out.coalesce = intOption(o.coalesce, 'coalesce');
   if (o.pipeline === false) out.noPipeline = true;
   if (o.rounds !== undefined) {
-    if (o.rounds !== 'matching' && o.rounds !== 'naive') fail('option.rounds', `--rounds must be matching or naive (got ${String(o.rounds)})`, 'rounds');
+    if (o.rounds !== 'matching' && o.rounds !== 'naive')
+      fail('option.rounds', `--rounds must be matching or naive (got ${String(o.rounds)})`, 'rounds');
     out.rounds = o.rounds;
   }
   if (o.reshuffleOverlap === false) out.noReshuffleOverlap = true;

@@ -10,7 +10,9 @@ import { COMMANDS } from './commands.ts';
 /** Builds the program with every command registered. */
 export function createProgram(): Command {
   const program = new Command('fcp')
-    .description('Flexible Context Parallelism: plan, check, simulate and run attention over long-tailed batches')
+    .description(
+      'Flexible Context Parallelism: plan, check, simulate and run attention over long-tailed batches',
+    )
     .version('0.1.0')
     .showHelpAfterError(false)
     .exitOverride();
@@ -37,11 +39,14 @@ export function reportError(e: unknown): number {
     return 2;
   }
   if (e instanceof CommanderError) {
-    if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0;
+    if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help')
+      return 0;
     return 2; // commander already printed "error: ..." naming the option
   }
   const err = e as Error;
-  process.stderr.write(`fcp: internal error: ${err?.message ?? String(e)} (please report; FCP_DEBUG=1 shows the stack)\n`);
+  process.stderr.write(
+    `fcp: internal error: ${err?.message ?? String(e)} (please report; FCP_DEBUG=1 shows the stack)\n`,
+  );
   if (process.env.FCP_DEBUG) process.stderr.write(`${err?.stack ?? ''}\n`);
   return 1;
 }

@@ -43,4 +43,5 @@ export function attendedPairs(causal: boolean, qs: number, ql: number, ks: numbe
 }
 
 /** Attended pairs of a whole sequence of length `len`. */
-export const sequencePairs = (causal: boolean, len: number): number => (causal ? (len * (len + 1)) / 2 : len * len);
+export const sequencePairs = (causal: boolean, len: number): number =>
+  causal ? (len * (len + 1)) / 2 : len * len;

@@ -51,7 +51,14 @@ export interface ProblemOptions {
 }
 
 /** Defaults of {@link ProblemOptions}. */
-export const PROBLEM_DEFAULTS = { batch: 'longtail', world: 8, tokensPerRank: 32768, seed: 1, mask: 'causal', gpusPerNode: 8 } as const;
+export const PROBLEM_DEFAULTS = {
+  batch: 'longtail',
+  world: 8,
+  tokensPerRank: 32768,
+  seed: 1,
+  mask: 'causal',
+  gpusPerNode: 8,
+} as const;
 
 const positiveInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
 
@@ -70,18 +77,49 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
     headDim: o.headDim ?? base.headDim,
     bytesPerElement: o.bytesPerElement ?? base.bytesPerElement,
   };
-  if (!positiveInt(world)) issues.push(issue('option.world', `world size must be a positive integer (got ${world})`, 'world'));
-  else if (world > 65536) issues.push(issue('option.world', `world size ${world} is above the supported 65536`, 'world'));
-  if (!positiveInt(tpr)) issues.push(issue('option.tokensPerRank', `tokens per rank must be a positive integer (got ${tpr})`, 'tokensPerRank'));
-  if (!Number.isInteger(seed) || seed < 0) issues.push(issue('option.seed', `seed must be a non-negative integer (got ${seed})`, 'seed'));
-  if (mask !== 'causal' && mask !== 'full') issues.push(issue('option.mask', `mask must be causal or full (got ${mask})`, 'mask'));
-  if (!positiveInt(gpusPerNode)) issues.push(issue('option.gpusPerNode', `GPUs per node must be a positive integer (got ${gpusPerNode})`, 'gpusPerNode'));
+  if (!positiveInt(world))
+    issues.push(issue('option.world', `world size must be a positive integer (got ${world})`, 'world'));
+  else if (world > 65536)
+    issues.push(issue('option.world', `world size ${world} is above the supported 65536`, 'world'));
+  if (!positiveInt(tpr))
+    issues.push(
+      issue(
+        'option.tokensPerRank',
+        `tokens per rank must be a positive integer (got ${tpr})`,
+        'tokensPerRank',
+      ),
+    );
+  if (!Number.isInteger(seed) || seed < 0)
+    issues.push(issue('option.seed', `seed must be a non-negative integer (got ${seed})`, 'seed'));
+  if (mask !== 'causal' && mask !== 'full')
+    issues.push(issue('option.mask', `mask must be causal or full (got ${mask})`, 'mask'));
+  if (!positiveInt(gpusPerNode))
+    issues.push(
+      issue(
+        'option.gpusPerNode',
+        `GPUs per node must be a positive integer (got ${gpusPerNode})`,
+        'gpusPerNode',
+      ),
+    );
   for (const k of ['qHeads', 'kvHeads', 'headDim', 'bytesPerElement'] as const)
-    if (!positiveInt(model[k])) issues.push(issue(`option.${k}`, `${k} must be a positive integer (got ${model[k]})`, k));
+    if (!positiveInt(model[k]))
+      issues.push(issue(`option.${k}`, `${k} must be a positive integer (got ${model[k]})`, k));
   if (positiveInt(model.qHeads) && positiveInt(model.kvHeads) && model.qHeads % model.kvHeads !== 0)
-    issues.push(issue('option.heads', `query heads (${model.qHeads}) must be a multiple of KV heads (${model.kvHeads})`, 'qHeads'));
+    issues.push(
+      issue(
+        'option.heads',
+        `query heads (${model.qHeads}) must be a multiple of KV heads (${model.kvHeads})`,
+        'qHeads',
+      ),
+    );
   if (o.memoryTokens !== undefined && !positiveInt(o.memoryTokens))
-    issues.push(issue('option.memoryTokens', `memory per rank must be a positive integer of tokens (got ${o.memoryTokens})`, 'memoryTokens'));
+    issues.push(
+      issue(
+        'option.memoryTokens',
+        `memory per rank must be a positive integer of tokens (got ${o.memoryTokens})`,
+        'memoryTokens',
+      ),
+    );
   if (issues.length > 0) throw new FcpError(issues);
 
   const spec = o.batch ?? PROBLEM_DEFAULTS.batch;
@@ -92,9 +130,18 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
     batchName = 'explicit';
     for (let i = 0; i < spec.length; i++) {
       const v = spec[i]!;
-      if (!Number.isInteger(v) || v <= 0) throw new FcpError(issue('batch.length.nonPositive', `sequence ${i} has length ${v}; lengths must be positive integers`, 'batch', i));
+      if (!Number.isInteger(v) || v <= 0)
+        throw new FcpError(
+          issue(
+            'batch.length.nonPositive',
+            `sequence ${i} has length ${v}; lengths must be positive integers`,
+            'batch',
+            i,
+          ),
+        );
     }
-    if (sequences.length === 0) throw new FcpError(issue('batch.empty', 'the batch holds no sequences', 'batch'));
+    if (sequences.length === 0)
+      throw new FcpError(issue('batch.empty', 'the batch holds no sequences', 'batch'));
   } else if (GENERATOR_NAMES.includes(spec)) {
     sequences = generateBatch(spec, world, tpr, seed);
     batchName = spec;
@@ -103,7 +150,11 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
     batchName = spec;
   } else {
     throw new FcpError(
-      issue('batch.unknown', `--batch ${spec} is neither a generator (${GENERATOR_NAMES.join(', ')}) nor an existing file`, 'batch'),
+      issue(
+        'batch.unknown',
+        `--batch ${spec} is neither a generator (${GENERATOR_NAMES.join(', ')}) nor an existing file`,
+        'batch',
+      ),
     );
   }
   const total = totalTokens(sequences);

@@ -1,5 +1,5 @@
 export * from './assert.ts';
+export * from './data-dir.ts';
 export * from './int-column.ts';
 export * from './issues.ts';
 export * from './rng.ts';
-export * from './data-dir.ts';

@@ -51,11 +51,18 @@ export function readPlan(path: string): Plan {
   try {
     raw = readFileSync(path);
   } catch (e) {
-    fail('io.read', `cannot read plan file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, path);
+    fail(
+      'io.read',
+      `cannot read plan file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      path,
+    );
   }
   let text: string;
   try {
-    text = path.endsWith('.gz') || (raw[0] === 0x1f && raw[1] === 0x8b) ? gunzipSync(raw).toString('utf8') : raw.toString('utf8');
+    text =
+      path.endsWith('.gz') || (raw[0] === 0x1f && raw[1] === 0x8b)
+        ? gunzipSync(raw).toString('utf8')
+        : raw.toString('utf8');
   } catch {
     fail('plan.json', `${path} is not valid gzip; write plans with \`fcp plan -o FILE\``, path);
   }
@@ -85,11 +92,14 @@ export function planFromJson(json: unknown): Plan {
   const out: Record<string, unknown> = { ...o };
   const num = (key: string, min: number): void => {
     const v = o[key];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min) issues.push(issue('plan.schema', `${key} must be an integer >= ${min}`, key));
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min)
+      issues.push(issue('plan.schema', `${key} must be an integer >= ${min}`, key));
   };
   num('world', 1);
-  if (typeof o.strategy !== 'string') issues.push(issue('plan.schema', 'strategy must be a string', 'strategy'));
-  if (o.mask !== 'causal' && o.mask !== 'full') issues.push(issue('plan.schema', 'mask must be "causal" or "full"', 'mask'));
+  if (typeof o.strategy !== 'string')
+    issues.push(issue('plan.schema', 'strategy must be a string', 'strategy'));
+  if (o.mask !== 'causal' && o.mask !== 'full')
+    issues.push(issue('plan.schema', 'mask must be "causal" or "full"', 'mask'));
   const m = o.model as Record<string, unknown> | undefined;
   if (typeof m !== 'object' || m === null) issues.push(issue('plan.schema', 'model is required', 'model'));
   else
@@ -112,7 +122,10 @@ export function planFromJson(json: unknown): Plan {
       const arr = c === 'kind' ? toKind(t[c], `${path}.${c}`, issues) : toInt(t[c], `${path}.${c}`, issues);
       t[c] = arr;
       if (arr && !(c.endsWith('Offsets') || c.endsWith('Ids') || optional.includes(c))) {
-        if (n >= 0 && arr.length !== n) issues.push(issue('plan.schema', `${path}.${c} has ${arr.length} rows, expected ${n}`, `${path}.${c}`));
+        if (n >= 0 && arr.length !== n)
+          issues.push(
+            issue('plan.schema', `${path}.${c} has ${arr.length} rows, expected ${n}`, `${path}.${c}`),
+          );
         n = Math.max(n, arr.length);
       }
     }
@@ -134,12 +147,27 @@ export function planFromJson(json: unknown): Plan {
     const phase: Record<string, unknown> = { ...p };
     phase.transfers = table(p.transfers, `${name}.transfers`, COLUMNS.transfers);
     phase.groupOfRound = toInt(p.groupOfRound, `${name}.groupOfRound`, issues);
-    phase.compute = table(p.compute, `${name}.compute`, ['rank', 'after'], ['taskOffsets', 'taskIds', 'chunkTaskOffsets', 'chunkTaskIds']);
+    phase.compute = table(
+      p.compute,
+      `${name}.compute`,
+      ['rank', 'after'],
+      ['taskOffsets', 'taskIds', 'chunkTaskOffsets', 'chunkTaskIds'],
+    );
     const c = phase.compute as Record<string, unknown> | undefined;
-    if (c && !(c.taskOffsets instanceof Int32Array)) issues.push(issue('plan.schema', `${name}.compute.taskOffsets is missing`, `${name}.compute.taskOffsets`));
-    if (c && !(c.taskIds instanceof Int32Array)) issues.push(issue('plan.schema', `${name}.compute.taskIds is missing`, `${name}.compute.taskIds`));
-    phase.sendAfter = table(p.sendAfter, `${name}.sendAfter`, [], ['transfer', 'compute', 'chunkTransfer', 'chunkCompute']);
-    if (p.chunkTransfers !== undefined) phase.chunkTransfers = table(p.chunkTransfers, `${name}.chunkTransfers`, COLUMNS.chunkTransfers);
+    if (c && !(c.taskOffsets instanceof Int32Array))
+      issues.push(
+        issue('plan.schema', `${name}.compute.taskOffsets is missing`, `${name}.compute.taskOffsets`),
+      );
+    if (c && !(c.taskIds instanceof Int32Array))
+      issues.push(issue('plan.schema', `${name}.compute.taskIds is missing`, `${name}.compute.taskIds`));
+    phase.sendAfter = table(
+      p.sendAfter,
+      `${name}.sendAfter`,
+      [],
+      ['transfer', 'compute', 'chunkTransfer', 'chunkCompute'],
+    );
+    if (p.chunkTransfers !== undefined)
+      phase.chunkTransfers = table(p.chunkTransfers, `${name}.chunkTransfers`, COLUMNS.chunkTransfers);
     out[name] = phase;
   }
   if (issues.length > 0) throw new FcpError(issues);
@@ -177,7 +205,14 @@ function toKind(v: unknown, path: string, issues: FcpIssue[]): Uint8Array | unde
   for (let i = 0; i < v.length; i++) {
     const code = KIND_NAMES.indexOf(v[i] as (typeof KIND_NAMES)[number]);
     if (code < 0) {
-      issues.push(issue('plan.schema', `${path} holds ${JSON.stringify(v[i])}; kinds are ${KIND_NAMES.join(', ')}`, path, i));
+      issues.push(
+        issue(
+          'plan.schema',
+          `${path} holds ${JSON.stringify(v[i])}; kinds are ${KIND_NAMES.join(', ')}`,
+          path,
+          i,
+        ),
+      );
       return undefined;
     }
     out[i] = code;

@@ -183,7 +183,12 @@ export function emptyPhase(): Phase {
       length: new Int32Array(0),
     },
     groupOfRound: new Int32Array(0),
-    compute: { rank: new Int32Array(0), after: new Int32Array(0), taskOffsets: new Int32Array(1), taskIds: new Int32Array(0) },
+    compute: {
+      rank: new Int32Array(0),
+      after: new Int32Array(0),
+      taskOffsets: new Int32Array(1),
+      taskIds: new Int32Array(0),
+    },
     sendAfter: { transfer: new Int32Array(0), compute: new Int32Array(0) },
   };
 }

@@ -18,7 +18,12 @@ registerPlanner(fcpPlanner);
 /** The planner called `name`; FcpError `strategy.unknown` otherwise. */
 export function getPlanner(name: string): Planner {
   const p = PLANNERS.get(name);
-  if (!p) fail('strategy.unknown', `unknown strategy ${JSON.stringify(name)}; choose one of ${plannerNames().join(', ')}`, 'strategy');
+  if (!p)
+    fail(
+      'strategy.unknown',
+      `unknown strategy ${JSON.stringify(name)}; choose one of ${plannerNames().join(', ')}`,
+      'strategy',
+    );
   return p;
 }
 

@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { FcpError } from '../../src/core/issues.ts';
+import { planFromJson, planToJson, readPlan, writePlan } from '../../src/plan/io.ts';
+import { evenUserLayout } from '../../src/plan/layout.ts';
+import { emptyPhase, Kind, type Plan } from '../../src/plan/types.ts';
+
+function tinyPlan(): Plan {
+  const layout = evenUserLayout([5, 3], 2);
+  const fwd = emptyPhase();
+  fwd.transfers = {
+    round: Int32Array.of(0),
+    src: Int32Array.of(1),
+    dst: Int32Array.of(0),
+    kind: Uint8Array.of(Kind.kv),
+    seq: Int32Array.of(0),
+    start: Int32Array.of(4),
+    length: Int32Array.of(1),
+  };
+  fwd.groupOfRound = Int32Array.of(0);
+  return {
+    format: 'fcp-plan/1',
+    strategy: 'test',
+    world: 2,
+    mask: 'causal',
+    model: { qHeads: 4, kvHeads: 2, headDim: 8, bytesPerElement: 4 },
+    sequences: Int32Array.of(5, 3),
+    userLayout: layout,
+    homeLayout: layout,
+    tasks: {
+      rank: Int32Array.of(0),
+      seq: Int32Array.of(0),
+      qStart: Int32Array.of(0),
+      qLength: Int32Array.of(4),
+      kvStart: Int32Array.of(0),
+      kvLength: Int32Array.of(4),
+    },
+    forward: fwd,
+    backward: emptyPhase(),
+    meta: { note: 'x' },
+  };
+}
+
+test('a plan round-trips through JSON and gzip byte for byte', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-'));
+  const plan = tinyPlan();
+  const text = planToJson(plan);
+  assert.match(text, /"kind":\["kv"\]/);
+  for (const name of ['p.json', 'p.json.gz']) {
+    writePlan(join(dir, name), plan);
+    assert.equal(planToJson(readPlan(join(dir, name))), text);
+  }
+});
+
+test('readPlan rejects other format versions, bad JSON and missing tables with codes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-'));
+  const json = JSON.parse(planToJson(tinyPlan()));
+  const code = (f: () => unknown): string => {
+    try {
+      f();
+    } catch (e) {
+      assert.ok(e instanceof FcpError);
+      return e.code;
+    }
+    assert.fail('expected FcpError');
+  };
+  assert.equal(
+    code(() => planFromJson({ ...json, format: 'fcp-plan/2' })),
+    'plan.format',
+  );
+  assert.equal(
+    code(() => planFromJson({ ...json, tasks: undefined })),
+    'plan.schema',
+  );
+  assert.equal(
+    code(() => planFromJson({ ...json, tasks: { ...json.tasks, qStart: [1.5] } })),
+    'plan.schema',
+  );
+  assert.equal(
+    code(() => planFromJson({ ...json, tasks: { ...json.tasks, qStart: [] } })),
+    'plan.schema',
+  );
+  writeFileSync(join(dir, 'bad.json'), '{"format": ');
+  assert.equal(
+    code(() => readPlan(join(dir, 'bad.json'))),
+    'plan.json',
+  );
+  assert.equal(
+    code(() => readPlan(join(dir, 'none.json'))),
+    'io.read',
+  );
+});
+
+test('writePlan leaves no partial file when the target is not writable', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-'));
+  const target = join(dir, 'missing-dir', 'plan.json');
+  assert.throws(
+    () => writePlan(target, tinyPlan()),
+    (e: unknown) => e instanceof FcpError && e.code === 'io.write',
+  );
+  assert.equal(existsSync(target), false);
+  assert.ok(readFileSync !== undefined);
+});
