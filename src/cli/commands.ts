@@ -3,8 +3,9 @@
  * Add a command by importing its register function here.
  */
 import type { Command } from 'commander';
+import { register as registerComparePlans } from './compare-plans.ts';
 
 /** Registers one command on the program. */
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [];
+export const COMMANDS: RegisterCommand[] = [registerComparePlans];

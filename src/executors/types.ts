@@ -52,5 +52,7 @@ export interface ExecutorRunOptions {
 export interface Executor<O extends ExecutorRunOptions = ExecutorRunOptions> {
   readonly name: string;
   readonly description: string;
+  /** True when `run` computes real outputs from `inputs` (cpu, torch); the conformance suite compares them. */
+  readonly numeric?: boolean;
   run(plan: Plan, inputs: SequenceInputs | undefined, options?: O): Promise<ExecutionResult>;
 }

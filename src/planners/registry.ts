@@ -3,7 +3,11 @@
  */
 import { fail } from '../core/issues.ts';
 import { fcpPlanner } from './fcp/index.ts';
+import { byteScalePlanner } from './bytescale/index.ts';
+import { magiPlanner } from './magi/index.ts';
+import { ringPlanner } from './ring/index.ts';
 import type { Planner } from './types.ts';
+import { wlbPlanner } from './wlb/index.ts';
 
 const PLANNERS = new Map<string, Planner>();
 
@@ -14,6 +18,10 @@ export function registerPlanner(p: Planner): void {
 }
 
 registerPlanner(fcpPlanner);
+registerPlanner(ringPlanner);
+registerPlanner(byteScalePlanner);
+registerPlanner(wlbPlanner);
+registerPlanner(magiPlanner);
 
 /** The planner called `name`; FcpError `strategy.unknown` otherwise. */
 export function getPlanner(name: string): Planner {

@@ -1,0 +1,66 @@
+"""Drop-in attention for a model: user-layout q, k, v in, user-layout output out, gradients through.
+
+    rt = FcpAttention.from_plan("plan.json", rank=dist.get_rank(), device="cuda")
+    o = rt(q, k, v)          # q [U, qHeads, D], k/v [U, kvHeads, D]: this rank's user tokens
+    o.sum().backward()       # runs the plan's backward phase
+
+The user tokens of a rank are its userLayout rows sorted by (sequence, start), concatenated.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .plan import Plan, rank_program, read_plan
+from .runtime import RankRuntime
+
+
+class _FcpAttentionFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, runtime: RankRuntime):  # type: ignore[override]
+        ctx.runtime = runtime
+        ctx.dtypes = (q.dtype, k.dtype, v.dtype)
+        return runtime.forward(q.detach(), k.detach(), v.detach()).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):  # type: ignore[override]
+        dq, dk, dv = ctx.runtime.backward(do.contiguous())
+        tq, tk, tv = ctx.dtypes
+        return dq.to(tq), dk.to(tk), dv.to(tv), None
+
+
+def fcp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, runtime: RankRuntime) -> torch.Tensor:
+    """Attention of this rank's user tokens under the runtime's plan (autograd-aware)."""
+    return _FcpAttentionFn.apply(q, k, v, runtime)
+
+
+class FcpAttention:
+    """A callable bound to one plan and rank; build one per batch (each batch has its own plan)."""
+
+    def __init__(self, runtime: RankRuntime):
+        self.runtime = runtime
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: "str | Plan",
+        rank: int = 0,
+        device: str = "cpu",
+        dtype: Optional[torch.dtype] = None,
+        kernel: str = "auto",
+        comm=None,
+    ) -> "FcpAttention":
+        p = read_plan(plan) if isinstance(plan, str) else plan
+        if comm is None and p.world > 1:
+            import torch.distributed as dist
+
+            from .comm import DistComm
+
+            if dist.is_available() and dist.is_initialized():
+                comm = DistComm(rank, p.world, torch.device(device))
+        dt = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+        return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel))
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return fcp_attention(q, k, v, self.runtime)

@@ -1,0 +1,483 @@
+"""One rank's interpreter of a plan: buffers, groups of transfers, compute ops, forward and backward.
+
+Semantics follow DESIGN.md and the brief's "plan semantics": per rank, groups run in order; the
+transfers of group g start after group g-1 completed and after their `sendAfter` ops; compute ops
+run in table order, each after group `after` completed on the rank.
+
+Buffers (see spaces.py): `qspace` holds the rank's user and home tokens (Q, O, LSE, dO, dQ);
+`kvspace` of each phase holds every token whose K/V the rank ever has (user, home, received).
+Accumulators are float32: O/LSE (forward, online-softmax merge), dQ/dK/dV (backward). Transfers of
+accumulated values (`out`, `dkv`) are staged on the compute stream right after the op that finishes
+them; what arrives is added to separate "incoming" buffers written only by the communication side,
+so the compute stream never waits for a group it does not need.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .comm import LocalComm
+from .kernels import Kernels, Pieces, decompose, merge_into, plan_launches
+from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
+from .spaces import TokenSpace
+
+warnings.filterwarnings("ignore", message="index_reduce")
+
+# Fields carried by each transfer kind, per phase: (field, space) with space q or kv.
+FIELDS = {
+    "forward": {KIND_IN: (("Q", "q"), ("K", "kv"), ("V", "kv")), KIND_KV: (("K", "kv"), ("V", "kv")), KIND_OUT: (("O", "q"),)},
+    "backward": {
+        KIND_IN: (("dO", "q"),),
+        KIND_KV: (("K", "kv"), ("V", "kv")),
+        KIND_DKV: (("dK", "kv"), ("dV", "kv")),
+        KIND_OUT: (("dQ", "q"), ("dK", "kv"), ("dV", "kv")),
+    },
+}
+ACC_FIELDS = {"O", "dQ", "dK", "dV"}
+
+
+@dataclass
+class MsgPart:
+    field: str
+    kind: int
+    idx: torch.Tensor
+    rows: int
+
+
+@dataclass
+class GroupSpec:
+    sends: Dict[int, List[MsgPart]]
+    recvs: Dict[int, List[MsgPart]]
+    send_after: int  # last op (rank order) that must finish before this group's sends; -1 none
+
+
+@dataclass
+class PhaseStats:
+    wall_ms: float = 0.0
+    compute_ms: float = 0.0
+    comm_ms: float = 0.0
+    ops: int = 0
+    launches: int = 0
+    pairs: int = 0
+    bytes_sent: int = 0
+    launch_kinds: Dict[str, int] = field(default_factory=dict)
+
+
+class RankRuntime:
+    """Executes one rank's program. `local=True`: all K/V of the rank's tasks are local (replay)."""
+
+    def __init__(
+        self,
+        prog: RankProgram,
+        comm=None,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        kernel: str = "auto",
+        mode: Optional[str] = None,
+        local: bool = False,
+        time_ops: bool = True,
+    ):
+        self.prog = prog
+        self.comm = comm if comm is not None else LocalComm()
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.H, self.Hk, self.D = prog.q_heads, prog.kv_heads, prog.head_dim
+        self.scale = 1.0 / math.sqrt(self.D)
+        self.kernels = Kernels(self.device, dtype, self.scale)
+        if kernel == "auto" and self.device.type != "cuda":
+            kernel = "math"
+        if kernel in ("flash", "cudnn") and not self.kernels.available.get(kernel):
+            raise PlanError(
+                "run.kernel", f"kernel {kernel} is not usable here: {self.kernels.errors.get(kernel, 'needs CUDA')}"
+            )
+        self.kernel = kernel
+        self.mode = mode or ("square" if kernel in ("cudnn", "auto") else "br")
+        self.local = local
+        self.time_ops = time_ops
+        self.cuda = self.device.type == "cuda"
+        self.stream_comm = self.cuda and getattr(self.comm, "stream", None) is not None
+        p = prog
+        base = (
+            np.concatenate([p.user_seq, p.home_seq]),
+            np.concatenate([p.user_start, p.home_start]),
+            np.concatenate([p.user_length, p.home_length]),
+        )
+        self.qspace = TokenSpace(*base)
+        self.kvspace = {ph: self._kv_space(ph, base) for ph in ("forward", "backward")}
+        self.user_q = self._t(self.qspace.index(p.user_seq, p.user_start, p.user_length))
+        self.user_kv = {ph: self._t(self.kvspace[ph].index(p.user_seq, p.user_start, p.user_length)) for ph in self.kvspace}
+        # K/V kept from forward to backward: the rank's own tokens (user and home), not fetched ones.
+        self.base_space = TokenSpace(*base)
+        bsq, bst, ben = self.base_space.seq, self.base_space.start, self.base_space.end
+        self.base_kv = {ph: self._t(self.kvspace[ph].index(bsq, bst, ben - bst)) for ph in self.kvspace}
+        self._launch_cache: Dict[Tuple[str, int], list] = {}
+        self._group_cache: Dict[Tuple[str, int], GroupSpec] = {}
+        self.saved = None  # forward state kept for backward
+        self.stats: Dict[str, PhaseStats] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # setup helpers
+
+    def _t(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
+
+    def _kv_space(self, phase: str, base) -> TokenSpace:
+        pp: PhaseProgram = getattr(self.prog, phase)
+        seqs, starts, lens = [base[0]], [base[1]], [base[2]]
+        me = self.prog.rank
+        for g in pp.groups:
+            m = (g.dst == me) & ((g.kind == KIND_KV) | (g.kind == KIND_IN) | (g.kind == KIND_DKV) | (g.kind == KIND_OUT))
+            m |= (g.src == me) & (g.kind == KIND_DKV)
+            seqs.append(g.seq[m])
+            starts.append(g.start[m])
+            lens.append(g.length[m])
+        if self.local:
+            for op in pp.ops:
+                seqs.append(op.seq)
+                starts.append(op.kv_start)
+                lens.append(op.kv_length)
+        return TokenSpace(np.concatenate(seqs), np.concatenate(starts), np.concatenate(lens))
+
+    def _launches(self, phase: str, i: int):
+        key = (phase, i)
+        if key not in self._launch_cache:
+            op = getattr(self.prog, phase).ops[i]
+            pieces = decompose(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length, self.prog.causal, self.mode)
+            qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
+            kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
+            self._launch_cache[key] = plan_launches(pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available)
+        return self._launch_cache[key]
+
+    def prepare(self) -> float:
+        """Builds every launch and message layout ahead of time; returns the seconds it took."""
+        t0 = time.perf_counter()
+        for ph in ("forward", "backward"):
+            pp = getattr(self.prog, ph)
+            for i in range(len(pp.ops)):
+                self._launches(ph, i)
+            if not self.local:
+                for g in range(len(pp.groups)):
+                    self._group(ph, g)
+        return time.perf_counter() - t0
+
+    def _group(self, phase: str, g: int) -> GroupSpec:
+        key = (phase, g)
+        if key in self._group_cache:
+            return self._group_cache[key]
+        grp = getattr(self.prog, phase).groups[g]
+        me = self.prog.rank
+        fields = FIELDS[phase]
+        sends: Dict[int, List[MsgPart]] = {}
+        recvs: Dict[int, List[MsgPart]] = {}
+        for direction, target in (("send", sends), ("recv", recvs)):
+            mine = grp.src == me if direction == "send" else grp.dst == me
+            peers = grp.dst if direction == "send" else grp.src
+            for p in np.unique(peers[mine]).tolist():
+                m = mine & (peers == p)
+                parts: List[MsgPart] = []
+                for kind in (KIND_IN, KIND_KV, KIND_OUT, KIND_DKV):
+                    mk = m & (grp.kind == kind)
+                    if not mk.any():
+                        continue
+                    if kind not in fields:
+                        raise PlanError("plan.schema", f"{phase} transfers cannot be of kind {kind}")
+                    for f, sp in fields[kind]:
+                        space = self.qspace if sp == "q" else self.kvspace[phase]
+                        idx = space.index(grp.seq[mk], grp.start[mk], grp.length[mk])
+                        parts.append(MsgPart(f, kind, self._t(idx), len(idx)))
+                target[int(p)] = parts
+        sa = grp.send_after[grp.src == me]
+        spec = GroupSpec(sends, recvs, int(sa.max()) if len(sa) else -1)
+        self._group_cache[key] = spec
+        return spec
+
+    def _elems(self, f: str) -> int:
+        return (self.H if f in ("Q", "O", "dO", "dQ") else self.Hk) * self.D
+
+    # ------------------------------------------------------------------------------------------
+    # the phase loop
+
+    def _run_phase(self, phase: str, bufs: Dict[str, torch.Tensor]) -> PhaseStats:
+        pp: PhaseProgram = getattr(self.prog, phase)
+        st = PhaseStats()
+        self._bufs = bufs
+        self._phase = phase
+        self._st = st
+        self._op_events: List = []
+        self._comm_events: List = []
+        self._keep: List = []
+        self._done: Dict[int, object] = {}
+        self._pending: Optional[Tuple[int, object, GroupSpec]] = None
+        self._completed = -1
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        ops = pp.ops
+        op_ptr = 0
+        G = 0 if self.local else len(pp.groups)
+        for g in range(G):
+            spec = self._group(phase, g)
+            while op_ptr <= spec.send_after:
+                if ops[op_ptr].after >= g:
+                    raise PlanError(
+                        "plan.rule5.sendAfter",
+                        f"{phase} group {g} sends after op {ops[op_ptr].index}, which waits for group {ops[op_ptr].after}",
+                    )
+                self._run_op(op_ptr)
+                op_ptr += 1
+            self._complete_pending()
+            self._post(g, spec)
+            while op_ptr < len(ops) and ops[op_ptr].after < g:
+                self._run_op(op_ptr)
+                op_ptr += 1
+        self._complete_pending()
+        while op_ptr < len(ops):
+            if ops[op_ptr].after >= max(G, 1) and not self.local:
+                raise PlanError("plan.schema", f"{phase} op {ops[op_ptr].index} waits for a group that does not exist")
+            self._run_op(op_ptr)
+            op_ptr += 1
+        if self.stream_comm and G:
+            torch.cuda.current_stream(self.device).wait_event(self._done[G - 1])
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        st.wall_ms = (time.perf_counter() - t0) * 1e3
+        if self.cuda and self.time_ops:
+            st.compute_ms = sum(a.elapsed_time(b) for a, b in self._op_events)
+            st.comm_ms = sum(a.elapsed_time(b) for a, b in self._comm_events)
+        self._keep = []
+        self.stats[phase] = st
+        return st
+
+    def _wait_group(self, g: int) -> None:
+        """Makes group g (and all before it) complete before what comes next on the compute side."""
+        if g < 0 or self.local:
+            return
+        if self.stream_comm:
+            ev = self._done.get(g)
+            if ev is None:
+                raise PlanError("plan.rule5.order", f"an op waits for group {g}, which has not been posted yet")
+            torch.cuda.current_stream(self.device).wait_event(ev)
+        else:
+            if self._pending is not None and self._pending[0] <= g:
+                self._complete_pending()
+            if self._completed < g:
+                raise PlanError("plan.rule5.order", f"an op waits for group {g}, which has not been posted yet")
+
+    def _run_op(self, i: int) -> None:
+        op = getattr(self.prog, self._phase).ops[i]
+        self._wait_group(op.after)
+        launches = self._launches(self._phase, i)
+        st = self._st
+        if self.cuda and self.time_ops:
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+        else:
+            t0 = time.perf_counter()
+        if self._phase == "forward":
+            self._forward_op(launches)
+        else:
+            self._backward_op(launches)
+        if self.cuda and self.time_ops:
+            e1.record()
+            self._op_events.append((e0, e1))
+        elif not self.cuda:
+            st.compute_ms += (time.perf_counter() - t0) * 1e3
+        st.ops += 1
+        st.launches += len(launches)
+        for L in launches:
+            st.pairs += L.pairs
+            st.launch_kinds[L.kernel] = st.launch_kinds.get(L.kernel, 0) + 1
+
+    def _forward_op(self, launches) -> None:
+        b = self._bufs
+        idxs, os_, ls = [], [], []
+        for L in launches:
+            q = b["Q"].index_select(0, L.qidx)
+            k = b["K"].index_select(0, L.kidx)
+            v = b["V"].index_select(0, L.kidx)
+            o, lse = self.kernels.forward(L, q, k, v)
+            idxs.append(L.qidx)
+            os_.append(o)
+            ls.append(lse)
+        if idxs:
+            merge_into(b["O"], b["LSE"], torch.cat(idxs), torch.cat([o.float() for o in os_]), torch.cat(ls))
+
+    def _backward_op(self, launches) -> None:
+        b = self._bufs
+        for L in launches:
+            q = b["Q"].index_select(0, L.qidx)
+            k = b["K"].index_select(0, L.kidx)
+            v = b["V"].index_select(0, L.kidx)
+            o = b["Ofinal"].index_select(0, L.qidx)
+            do = b["dO"].index_select(0, L.qidx)
+            lse = b["LSE"].index_select(0, L.qidx)
+            dq, dk, dv = self.kernels.backward(L, q, k, v, o, do, lse)
+            b["dQ"].index_add_(0, L.qidx, dq.float())
+            b["dK"].index_add_(0, L.kidx, dk.float())
+            b["dV"].index_add_(0, L.kidx, dv.float())
+
+    # --- groups --------------------------------------------------------------------------------
+
+    def _post(self, g: int, spec: GroupSpec) -> None:
+        b = self._bufs
+        wire = self.dtype
+        # Accumulated values leave from the compute side, right after the ops that finished them.
+        staged: Dict[Tuple[int, int], torch.Tensor] = {}
+        for p, parts in spec.sends.items():
+            for j, part in enumerate(parts):
+                if part.field in ACC_FIELDS:
+                    staged[(p, j)] = b[part.field].index_select(0, part.idx)
+                    if part.kind == KIND_DKV:
+                        b[part.field].index_fill_(0, part.idx, 0.0)
+        ctx = torch.cuda.stream(self.comm.stream) if self.stream_comm else nullcontext()
+        ev = None
+        if self.stream_comm:
+            ev = torch.cuda.Event()
+            ev.record()
+        with ctx:
+            if self.stream_comm:
+                self.comm.stream.wait_event(ev)
+                c0 = torch.cuda.Event(enable_timing=True) if self.time_ops else None
+                if c0 is not None:
+                    c0.record()
+            msgs: Dict[int, torch.Tensor] = {}
+            for p, parts in spec.sends.items():
+                chunks = []
+                for j, part in enumerate(parts):
+                    if part.field in ACC_FIELDS:
+                        x = staged[(p, j)]
+                        inc = b.get(part.field + "_in")
+                        if inc is not None:
+                            x = x + inc.index_select(0, part.idx)
+                            if part.kind == KIND_DKV:
+                                inc.index_fill_(0, part.idx, 0.0)
+                    else:
+                        x = b[part.field].index_select(0, part.idx)
+                    chunks.append(x.to(wire).reshape(-1))
+                msgs[p] = torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+                self._st.bytes_sent += msgs[p].numel() * msgs[p].element_size() if p != self.prog.rank else 0
+            sizes = {p: sum(part.rows * self._elems(part.field) for part in parts) for p, parts in spec.recvs.items()}
+            pg = self.comm.post(g, msgs, sizes, wire, self.device)
+            self._keep.append((staged, msgs, pg))
+            if self.stream_comm:
+                recv = self.comm.wait(pg)
+                self._unpack(spec, recv)
+                done = torch.cuda.Event(enable_timing=self.time_ops)
+                done.record()
+                self._done[g] = done
+                if c0 is not None:
+                    self._comm_events.append((c0, done))
+                self._keep.append(recv)
+            else:
+                self._pending = (g, pg, spec)
+
+    def _complete_pending(self) -> None:
+        if self._pending is None:
+            return
+        g, pg, spec = self._pending
+        self._pending = None
+        t0 = time.perf_counter()
+        recv = self.comm.wait(pg)
+        self._unpack(spec, recv)
+        self._st.comm_ms += (time.perf_counter() - t0) * 1e3 if not self.stream_comm else 0.0
+        self._completed = g
+
+    def _unpack(self, spec: GroupSpec, recv: Dict[int, torch.Tensor]) -> None:
+        b = self._bufs
+        for p, parts in spec.recvs.items():
+            msg = recv[p]
+            off = 0
+            for part in parts:
+                e = self._elems(part.field)
+                n = part.rows * e
+                x = msg[off : off + n].view(part.rows, -1, self.D)
+                off += n
+                if part.field in ACC_FIELDS:
+                    key = part.field + "_in"
+                    if key not in b:
+                        ref = b[part.field]
+                        b[key] = torch.zeros_like(ref)
+                    if part.kind == KIND_DKV:
+                        b[key].index_add_(0, part.idx, x.float())
+                    else:
+                        b[key].index_copy_(0, part.idx, x.float())
+                else:
+                    b[part.field].index_copy_(0, part.idx, x.to(b[part.field].dtype))
+            if off != msg.numel():
+                raise PlanError("run.message", f"message from rank {p} has {msg.numel()} elements, expected {off}")
+
+    # ------------------------------------------------------------------------------------------
+    # public API
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """User-layout q [U, H, D], k/v [U, Hk, D] -> o [U, H, D] (user layout)."""
+        self._check_user(q, self.H)
+        self._check_user(k, self.Hk)
+        self._check_user(v, self.Hk)
+        nq, nk = self.qspace.size, self.kvspace["forward"].size
+        dev, dt = self.device, self.dtype
+        b: Dict[str, torch.Tensor] = {
+            "Q": torch.zeros(nq, self.H, self.D, device=dev, dtype=dt),
+            "K": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
+            "V": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
+            "O": torch.zeros(nq, self.H, self.D, device=dev, dtype=torch.float32),
+            "LSE": torch.full((nq, self.H), float("-inf"), device=dev, dtype=torch.float32),
+        }
+        b["Q"].index_copy_(0, self.user_q, q.to(dev, dt))
+        b["K"].index_copy_(0, self.user_kv["forward"], k.to(dev, dt))
+        b["V"].index_copy_(0, self.user_kv["forward"], v.to(dev, dt))
+        self._run_phase("forward", b)
+        o_full = b["O"] + b["O_in"] if "O_in" in b else b["O"]
+        out = o_full.index_select(0, self.user_q).to(dt)
+        self.saved = {
+            "Q": b["Q"],
+            "Ofinal": b["O"].to(dt),
+            "LSE": b["LSE"],
+            "K": b["K"].index_select(0, self.base_kv["forward"]),
+            "V": b["V"].index_select(0, self.base_kv["forward"]),
+        }
+        return out
+
+    def backward(self, do: torch.Tensor):
+        """User-layout dO [U, H, D] -> (dq, dk, dv) in user layout (needs a forward first)."""
+        if self.saved is None:
+            raise PlanError("run.order", "backward needs the forward state of the same plan")
+        self._check_user(do, self.H)
+        s = self.saved
+        nq, nk = self.qspace.size, self.kvspace["backward"].size
+        dev, dt = self.device, self.dtype
+        b: Dict[str, torch.Tensor] = {
+            "Q": s["Q"],
+            "Ofinal": s["Ofinal"],
+            "LSE": s["LSE"],
+            "dO": torch.zeros(nq, self.H, self.D, device=dev, dtype=dt),
+            "K": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
+            "V": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
+            "dQ": torch.zeros(nq, self.H, self.D, device=dev, dtype=torch.float32),
+            "dK": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=torch.float32),
+            "dV": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=torch.float32),
+        }
+        b["dO"].index_copy_(0, self.user_q, do.to(dev, dt))
+        b["K"].index_copy_(0, self.base_kv["backward"], s["K"])
+        b["V"].index_copy_(0, self.base_kv["backward"], s["V"])
+        self._run_phase("backward", b)
+
+        def final(f: str, idx: torch.Tensor) -> torch.Tensor:
+            x = b[f] + b[f + "_in"] if f + "_in" in b else b[f]
+            return x.index_select(0, idx).to(dt)
+
+        kv = self.user_kv["backward"]
+        return final("dQ", self.user_q), final("dK", kv), final("dV", kv)
+
+    def _check_user(self, x: torch.Tensor, heads: int) -> None:
+        want = (self.prog.user_tokens, heads, self.D)
+        if tuple(x.shape) != want:
+            raise PlanError("run.shape", f"user-layout tensor has shape {tuple(x.shape)}, expected {want}")

@@ -1,0 +1,373 @@
+/**
+ * Rule 6 of DESIGN.md: what a plan costs, reported but never rejected. Computed from the rows as
+ * they are (chunk rows summed over their set in O(1) each with per-set part statistics), so it is
+ * cheap even for plans whose expansion would be huge.
+ *
+ * Definitions:
+ * - A message is a distinct (round, src, dst) triple: several rows between the same two ranks in
+ *   one round travel together, and a chunk row is one message for all the sequences of its set.
+ * - Congestion: the most messages one rank sends, or receives, in one round (congestion-free: 1).
+ * - kvDelta: Δ of the phase's `kv` graph, the most `kv` messages one rank sends or receives; a
+ *   congestion-free decomposition needs exactly that many `kv` rounds (König).
+ * - Bytes per token: Q, O, dQ, dO qHeads·headDim·b; K+V and dK+dV 2·kvHeads·headDim·b. Forward
+ *   `in` carries Q+K+V, `kv` K+V, `out` O; backward `in` dO, `kv` K+V, `dkv` dK+dV, `out` dQ+dK+dV.
+ *   Only real tokens count (padding of chunked sequences moves no data here).
+ * - Compute imbalance: per-rank attended pairs (FLOPs are proportional), max/mean - 1.
+ * - Communication imbalance: per-rank bytes sent plus received, max/mean - 1.
+ * - Peak resident tokens of a rank: its home tokens plus every K/V token it receives by `kv` in one
+ *   phase (fetched K/V are not assumed freed within a phase), the larger phase; the maximum over ranks.
+ */
+import { attendedPairs, backwardFlops, forwardFlops, kvBytesPerToken, qBytesPerToken, sequencePairs } from '../cluster/model.ts';
+import { chunkTaskPairs, type PartStats, partStats } from '../planners/shared/parts.ts';
+import { Kind, type Phase, type Plan } from './types.ts';
+import { groupCount } from './validate-structure.ts';
+
+/** Bytes moved by each transfer kind. */
+export interface KindBytes {
+  in: number;
+  kv: number;
+  out: number;
+  dkv: number;
+}
+
+/** Rule-6 metrics of one phase. */
+export interface PhaseReport {
+  rounds: number;
+  groups: number;
+  /** Transfer rows plus chunk transfer rows. */
+  transferRows: number;
+  /** Distinct (round, src, dst) messages. */
+  messages: number;
+  congestion: number;
+  kvDelta: number;
+  /** Rounds that carry at least one `kv` transfer. */
+  kvRounds: number;
+  bytes: KindBytes;
+  totalBytes: number;
+  commImbalance: number;
+  computeOps: number;
+  /** Useful FLOPs of the phase (attended pairs only). */
+  flops: number;
+}
+
+/** Rule-6 metrics of a plan. */
+export interface PlanReport {
+  strategy: string;
+  world: number;
+  mask: string;
+  sequences: number;
+  tokens: number;
+  /** Attended pairs summed over the tasks (equals `expectedPairs` in a valid plan). */
+  attendedPairs: number;
+  /** Attended pairs of the batch under the mask. */
+  expectedPairs: number;
+  /** Tasks after expanding chunk rows (non-empty parts only). */
+  tasks: number;
+  taskRows: number;
+  chunkTaskRows: number;
+  computeImbalance: number;
+  forward: PhaseReport;
+  backward: PhaseReport;
+  rounds: number;
+  groups: number;
+  congestion: number;
+  totalBytes: number;
+  commImbalance: number;
+  peakResidentTokens: number;
+  maxHomeTokens: number;
+}
+
+/** max/mean - 1 over all entries (0 when all are zero). */
+export function imbalance(xs: Float64Array): number {
+  let max = 0;
+  let sum = 0;
+  for (const x of xs) {
+    sum += x;
+    if (x > max) max = x;
+  }
+  return sum > 0 ? (max * xs.length) / sum - 1 : 0;
+}
+
+/** Part statistics per (set, parts), computed on demand. */
+class SetStats {
+  private readonly cache = new Map<string, PartStats>();
+  constructor(private readonly plan: Plan) {}
+  get(set: number, parts: number): PartStats {
+    const key = `${set}:${parts}`;
+    let st = this.cache.get(key);
+    if (!st) {
+      const ss = this.plan.seqSets!;
+      st = partStats(this.plan.sequences, ss.seqs.subarray(ss.offsets[set]!, ss.offsets[set + 1]!), parts);
+      this.cache.set(key, st);
+    }
+    return st;
+  }
+  /** Number of sequences of `set` whose part `part` is non-empty. */
+  nonEmpty(set: number, parts: number, part: number): number {
+    const ss = this.plan.seqSets!;
+    let n = 0;
+    for (let i = ss.offsets[set]!; i < ss.offsets[set + 1]!; i++) {
+      const L = this.plan.sequences[ss.seqs[i]!]!;
+      if (part * Math.ceil(L / parts) < L) n++;
+    }
+    return n;
+  }
+}
+
+/** Computes the rule-6 report of a structurally sound plan. */
+export function planReport(plan: Plan): PlanReport {
+  const W = plan.world;
+  const stats = new SetStats(plan);
+  const causal = plan.mask === 'causal';
+  let tokens = 0;
+  let expectedPairs = 0;
+  for (const L of plan.sequences) {
+    tokens += L;
+    expectedPairs += sequencePairs(causal, L);
+  }
+  const pairsPerRank = new Float64Array(W);
+  const t = plan.tasks;
+  for (let i = 0; i < t.rank.length; i++)
+    pairsPerRank[t.rank[i]!]! += attendedPairs(causal, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!);
+  let tasks = t.rank.length;
+  const ct = plan.chunkTasks;
+  const nonEmptyCache = new Map<string, number>();
+  if (ct)
+    for (let i = 0; i < ct.rank.length; i++) {
+      const st = stats.get(ct.set[i]!, ct.parts[i]!);
+      pairsPerRank[ct.rank[i]!]! += chunkTaskPairs(st, plan.mask, ct.qPart[i]!, ct.kvPart[i]!);
+      const m = Math.max(ct.qPart[i]!, ct.kvPart[i]!);
+      const key = `${ct.set[i]}:${ct.parts[i]}:${m}`;
+      let n = nonEmptyCache.get(key);
+      if (n === undefined) nonEmptyCache.set(key, (n = stats.nonEmpty(ct.set[i]!, ct.parts[i]!, m)));
+      tasks += n;
+    }
+  let pairs = 0;
+  for (const p of pairsPerRank) pairs += p;
+
+  const homeTokens = new Float64Array(W);
+  const h = plan.homeLayout;
+  for (let i = 0; i < h.rank.length; i++) homeTokens[h.rank[i]!]! += h.length[i]!;
+  const hc = plan.homeChunks;
+  if (hc) for (let i = 0; i < hc.rank.length; i++) homeTokens[hc.rank[i]!]! += stats.get(hc.set[i]!, hc.parts[i]!).tokens[hc.part[i]!]!;
+
+  const fwd = phaseReport(plan, plan.forward, 'forward', stats, forwardFlops(plan.model, pairs));
+  const bwd = phaseReport(plan, plan.backward, 'backward', stats, backwardFlops(plan.model, pairs));
+  const commBoth = new Float64Array(W);
+  let peak = 0;
+  let maxHome = 0;
+  for (let r = 0; r < W; r++) {
+    commBoth[r] = fwd.perRankBytes[r]! + bwd.perRankBytes[r]!;
+    peak = Math.max(peak, homeTokens[r]! + Math.max(fwd.kvTokens[r]!, bwd.kvTokens[r]!));
+    maxHome = Math.max(maxHome, homeTokens[r]!);
+  }
+  return {
+    strategy: plan.strategy,
+    world: W,
+    mask: plan.mask,
+    sequences: plan.sequences.length,
+    tokens,
+    attendedPairs: pairs,
+    expectedPairs,
+    tasks,
+    taskRows: t.rank.length,
+    chunkTaskRows: ct ? ct.rank.length : 0,
+    computeImbalance: imbalance(pairsPerRank),
+    forward: fwd.report,
+    backward: bwd.report,
+    rounds: fwd.report.rounds + bwd.report.rounds,
+    groups: fwd.report.groups + bwd.report.groups,
+    congestion: Math.max(fwd.report.congestion, bwd.report.congestion),
+    totalBytes: fwd.report.totalBytes + bwd.report.totalBytes,
+    commImbalance: imbalance(commBoth),
+    peakResidentTokens: peak,
+    maxHomeTokens: maxHome,
+  };
+}
+
+function phaseReport(
+  plan: Plan,
+  ph: Phase,
+  name: 'forward' | 'backward',
+  stats: SetStats,
+  flops: number,
+): { report: PhaseReport; perRankBytes: Float64Array; kvTokens: Float64Array } {
+  const W = plan.world;
+  const q = qBytesPerToken(plan.model);
+  const kv = kvBytesPerToken(plan.model);
+  const perToken =
+    name === 'forward' ? { [Kind.in]: q + kv, [Kind.kv]: kv, [Kind.out]: q, [Kind.dkv]: kv } : { [Kind.in]: q, [Kind.kv]: kv, [Kind.out]: q + kv, [Kind.dkv]: kv };
+  const bytes: KindBytes = { in: 0, kv: 0, out: 0, dkv: 0 };
+  const names = ['in', 'kv', 'out', 'dkv'] as const;
+  const perRankBytes = new Float64Array(W);
+  const kvTokens = new Float64Array(W);
+  const tr = ph.transfers;
+  const ctr = ph.chunkTransfers;
+  const nTr = tr.round.length;
+  const nCtr = ctr ? ctr.round.length : 0;
+  // Message keys (round, src, dst) and whether each carries kv.
+  const keys = new Float64Array(nTr + nCtr);
+  const kvFlag = new Uint8Array(nTr + nCtr);
+  let nKeys = 0;
+  const add = (round: number, src: number, dst: number, kind: number, tok: number): void => {
+    if (tok === 0) return; // a chunk row of parts empty for its whole set moves nothing
+    const i = nKeys++;
+    const b = tok * perToken[kind as 0 | 1 | 2 | 3];
+    bytes[names[kind]!] += b;
+    perRankBytes[src]! += b;
+    perRankBytes[dst]! += b;
+    if (kind === Kind.kv) {
+      kvTokens[dst]! += tok;
+      kvFlag[i] = 1;
+    }
+    keys[i] = (round * W + src) * W + dst;
+  };
+  for (let i = 0; i < nTr; i++) add(tr.round[i]!, tr.src[i]!, tr.dst[i]!, tr.kind[i]!, tr.length[i]!);
+  if (ctr)
+    for (let j = 0; j < nCtr; j++)
+      add(ctr.round[j]!, ctr.src[j]!, ctr.dst[j]!, ctr.kind[j]!, stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]!);
+  const m = messageStats(keys.subarray(0, nKeys), kvFlag, W);
+  const report: PhaseReport = {
+    rounds: ph.groupOfRound.length,
+    groups: groupCount(ph.groupOfRound),
+    transferRows: nTr + nCtr,
+    messages: m.messages,
+    congestion: m.congestion,
+    kvDelta: m.kvDelta,
+    kvRounds: m.kvRounds,
+    bytes,
+    totalBytes: bytes.in + bytes.kv + bytes.out + bytes.dkv,
+    commImbalance: imbalance(perRankBytes),
+    computeOps: ph.compute.rank.length,
+    flops,
+  };
+  return { report, perRankBytes, kvTokens };
+}
+
+/** Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst) keys. */
+function messageStats(keys: Float64Array, kvFlag: Uint8Array, W: number): { messages: number; congestion: number; kvDelta: number; kvRounds: number } {
+  // A kv message gets key*2+1 so that the sort keeps kv-ness; duplicates of a triple collapse.
+  const tagged = new Float64Array(keys.length);
+  for (let i = 0; i < keys.length; i++) tagged[i] = keys[i]! * 2 + kvFlag[i]!;
+  tagged.sort();
+  const uniq: number[] = [];
+  const isKv: number[] = [];
+  for (let i = 0; i < tagged.length; i++) {
+    const key = Math.floor(tagged[i]! / 2);
+    const kvBit = tagged[i]! % 2;
+    if (uniq.length > 0 && uniq[uniq.length - 1] === key) {
+      if (kvBit) isKv[isKv.length - 1] = 1;
+    } else {
+      uniq.push(key);
+      isKv.push(kvBit);
+    }
+  }
+  const sends = new Map<number, number>(); // (round, src) -> messages
+  const recvs = new Map<number, number>(); // (round, dst) -> messages
+  const kvSend = new Float64Array(W);
+  const kvRecv = new Float64Array(W);
+  const kvRoundSet = new Set<number>();
+  let congestion = 0;
+  for (let i = 0; i < uniq.length; i++) {
+    const key = uniq[i]!;
+    const dst = key % W;
+    const rs = (key - dst) / W; // round * W + src
+    const src = rs % W;
+    const round = (rs - src) / W;
+    const a = (sends.get(rs) ?? 0) + 1;
+    sends.set(rs, a);
+    const rd = round * W + dst;
+    const b = (recvs.get(rd) ?? 0) + 1;
+    recvs.set(rd, b);
+    congestion = Math.max(congestion, a, b);
+    if (isKv[i]) {
+      kvSend[src]!++;
+      kvRecv[dst]!++;
+      kvRoundSet.add(round);
+    }
+  }
+  let kvDelta = 0;
+  for (let r = 0; r < W; r++) kvDelta = Math.max(kvDelta, kvSend[r]!, kvRecv[r]!);
+  return { messages: uniq.length, congestion, kvDelta, kvRounds: kvRoundSet.size };
+}
+
+const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
+const int = (x: number): string => Math.round(x).toLocaleString('en-US');
+function gb(x: number): string {
+  if (x >= 1e9) return `${(x / 1e9).toFixed(2)} GB`;
+  if (x >= 1e6) return `${(x / 1e6).toFixed(2)} MB`;
+  if (x >= 1e3) return `${(x / 1e3).toFixed(2)} kB`;
+  return `${x} B`;
+}
+
+/** The report as an aligned text table (for `fcp validate`). */
+export function formatReport(r: PlanReport): string {
+  const head = [
+    `strategy ${r.strategy}, world ${r.world}, mask ${r.mask}, ${int(r.sequences)} sequences, ${int(r.tokens)} tokens`,
+    `attended pairs ${r.attendedPairs.toExponential(4)} (batch: ${r.expectedPairs.toExponential(4)}), tasks ${int(r.tasks)} (${int(r.taskRows)} rows + ${int(r.chunkTaskRows)} chunk rows)`,
+    `compute imbalance ${pct(r.computeImbalance)}, communication imbalance ${pct(r.commImbalance)}, peak resident tokens ${int(r.peakResidentTokens)} (home max ${int(r.maxHomeTokens)})`,
+    '',
+  ];
+  const f = r.forward;
+  const b = r.backward;
+  const rows: [string, string, string, string][] = [
+    ['', 'forward', 'backward', 'total'],
+    ['rounds', int(f.rounds), int(b.rounds), int(r.rounds)],
+    ['groups', int(f.groups), int(b.groups), int(r.groups)],
+    ['compute ops', int(f.computeOps), int(b.computeOps), int(f.computeOps + b.computeOps)],
+    ['transfer rows', int(f.transferRows), int(b.transferRows), int(f.transferRows + b.transferRows)],
+    ['messages', int(f.messages), int(b.messages), int(f.messages + b.messages)],
+    ['congestion', int(f.congestion), int(b.congestion), int(r.congestion)],
+    ['kv delta / kv rounds', `${f.kvDelta} / ${f.kvRounds}`, `${b.kvDelta} / ${b.kvRounds}`, ''],
+    ['bytes in', gb(f.bytes.in), gb(b.bytes.in), gb(f.bytes.in + b.bytes.in)],
+    ['bytes kv', gb(f.bytes.kv), gb(b.bytes.kv), gb(f.bytes.kv + b.bytes.kv)],
+    ['bytes dkv', gb(f.bytes.dkv), gb(b.bytes.dkv), gb(f.bytes.dkv + b.bytes.dkv)],
+    ['bytes out', gb(f.bytes.out), gb(b.bytes.out), gb(f.bytes.out + b.bytes.out)],
+    ['bytes total', gb(f.totalBytes), gb(b.totalBytes), gb(r.totalBytes)],
+    ['comm imbalance', pct(f.commImbalance), pct(b.commImbalance), pct(r.commImbalance)],
+    ['useful TFLOP', (f.flops / 1e12).toFixed(3), (b.flops / 1e12).toFixed(3), ((f.flops + b.flops) / 1e12).toFixed(3)],
+  ];
+  const w = [0, 1, 2, 3].map((c) => Math.max(...rows.map((row) => row[c]!.length)));
+  const lines = rows.map((row) => [row[0].padEnd(w[0]!), ...[1, 2, 3].map((c) => row[c]!.padStart(w[c]!))].join('  ').trimEnd());
+  return [...head, ...lines].join('\n');
+}
+
+/** An all-zero report for plans too broken to measure (structural issues). */
+export function zeroReport(plan: Plan): PlanReport {
+  const phase = (): PhaseReport => ({
+    rounds: 0,
+    groups: 0,
+    transferRows: 0,
+    messages: 0,
+    congestion: 0,
+    kvDelta: 0,
+    kvRounds: 0,
+    bytes: { in: 0, kv: 0, out: 0, dkv: 0 },
+    totalBytes: 0,
+    commImbalance: 0,
+    computeOps: 0,
+    flops: 0,
+  });
+  return {
+    strategy: String(plan.strategy),
+    world: Number(plan.world) || 0,
+    mask: String(plan.mask),
+    sequences: plan.sequences?.length ?? 0,
+    tokens: 0,
+    attendedPairs: 0,
+    expectedPairs: 0,
+    tasks: 0,
+    taskRows: 0,
+    chunkTaskRows: 0,
+    computeImbalance: 0,
+    forward: phase(),
+    backward: phase(),
+    rounds: 0,
+    groups: 0,
+    congestion: 0,
+    totalBytes: 0,
+    commImbalance: 0,
+    peakResidentTokens: 0,
+    maxHomeTokens: 0,
+  };
+}

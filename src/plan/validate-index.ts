@@ -1,0 +1,165 @@
+/**
+ * Indexes the rule checks share: rows bucketed by sequence (CSR) and sorted inside a bucket,
+ * "who holds which tokens since which group" lookups, and a sweep over elementary intervals.
+ * Everything works on token intervals, never on per-token arrays, so a 134M-token plan costs
+ * O(rows log rows).
+ */
+
+/** Rows grouped by sequence: bucket s is order[offsets[s] .. offsets[s+1]). */
+export interface SeqBuckets {
+  offsets: Int32Array;
+  order: Int32Array;
+}
+
+/**
+ * Counting sort of rows by `seq`; inside a bucket by `key` (then `key2`, then row). Buckets are
+ * usually already sorted (planners emit rows in order), so each is checked before it is sorted.
+ */
+export function bucketBySeq(nSeq: number, seq: Int32Array, n: number, key: Int32Array, key2?: Int32Array): SeqBuckets {
+  const offsets = new Int32Array(nSeq + 1);
+  for (let i = 0; i < n; i++) offsets[seq[i]! + 1]!++;
+  for (let s = 0; s < nSeq; s++) offsets[s + 1]! += offsets[s]!;
+  const fill = offsets.slice(0, nSeq);
+  const order = new Int32Array(n);
+  for (let i = 0; i < n; i++) order[fill[seq[i]!]!++] = i;
+  const less = (a: number, b: number): number =>
+    key[a]! - key[b]! || (key2 ? key2[a]! - key2[b]! : 0) || a - b;
+  for (let s = 0; s < nSeq; s++) {
+    const lo = offsets[s]!;
+    const hi = offsets[s + 1]!;
+    let sorted = true;
+    for (let i = lo + 1; i < hi && sorted; i++) if (less(order[i - 1]!, order[i]!) > 0) sorted = false;
+    if (!sorted) order.set(Array.from(order.subarray(lo, hi)).sort(less), lo);
+  }
+  return { offsets, order };
+}
+
+/** Intervals of tokens held by ranks, each usable from a group on. */
+export interface Holding {
+  seq: Int32Array;
+  rank: Int32Array;
+  start: Int32Array;
+  end: Int32Array;
+  /** Group after which the tokens are there (-1: from the start). */
+  avail: Int32Array | number;
+  /** Rows to take (all when undefined). */
+  n: number;
+}
+
+/**
+ * Which rank holds which tokens of which sequence, and since when. `covers(seq, rank, a, b, t)`
+ * answers whether tokens [a, b) are all on `rank` counting only intervals available by group `t`.
+ */
+export class RangeIndex {
+  private readonly offsets: Int32Array;
+  private readonly rank: Int32Array;
+  private readonly start: Int32Array;
+  private readonly end: Int32Array;
+  private readonly avail: Int32Array;
+  private readonly maxLen: Int32Array;
+
+  constructor(nSeq: number, parts: Holding[]) {
+    let n = 0;
+    for (const p of parts) n += p.n;
+    const seq = new Int32Array(n);
+    const rank = new Int32Array(n);
+    const start = new Int32Array(n);
+    const end = new Int32Array(n);
+    const avail = new Int32Array(n);
+    let k = 0;
+    for (const p of parts)
+      for (let i = 0; i < p.n; i++, k++) {
+        seq[k] = p.seq[i]!;
+        rank[k] = p.rank[i]!;
+        start[k] = p.start[i]!;
+        end[k] = p.end[i]!;
+        avail[k] = typeof p.avail === 'number' ? p.avail : p.avail[i]!;
+      }
+    const b = bucketBySeq(nSeq, seq, n, rank, start);
+    this.offsets = b.offsets;
+    this.rank = new Int32Array(n);
+    this.start = new Int32Array(n);
+    this.end = new Int32Array(n);
+    this.avail = new Int32Array(n);
+    this.maxLen = new Int32Array(nSeq);
+    for (let i = 0; i < n; i++) {
+      const j = b.order[i]!;
+      this.rank[i] = rank[j]!;
+      this.start[i] = start[j]!;
+      this.end[i] = end[j]!;
+      this.avail[i] = avail[j]!;
+      const s = seq[j]!;
+      if (end[j]! - start[j]! > this.maxLen[s]!) this.maxLen[s] = end[j]! - start[j]!;
+    }
+  }
+
+  /** True when [a, b) of `seq` is covered on `rank` by intervals with avail <= t. */
+  covers(seq: number, rank: number, a: number, b: number, t: number): boolean {
+    let lo = this.offsets[seq]!;
+    let hi = this.offsets[seq + 1]!;
+    const from = a - this.maxLen[seq]!;
+    // First interval with (rank, start) >= (rank, from): earlier ones end before a.
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.rank[mid]! < rank || (this.rank[mid] === rank && this.start[mid]! < from)) lo = mid + 1;
+      else hi = mid;
+    }
+    let reach = a;
+    const stop = this.offsets[seq + 1]!;
+    for (let i = lo; i < stop && this.rank[i] === rank; i++) {
+      if (this.start[i]! > reach) return false;
+      if (this.avail[i]! <= t && this.end[i]! > reach) {
+        reach = this.end[i]!;
+        if (reach >= b) return true;
+      }
+    }
+    return reach >= b;
+  }
+}
+
+/**
+ * Rows of one sequence sorted by start, swept over increasing positions: after `advance(a)`,
+ * `active` lists the rows with start <= a < end. Callers advance over elementary intervals (cut at
+ * every boundary of every swept table), so a row covers an interval wholly or not at all.
+ */
+export class ActiveSweep {
+  active: number[] = [];
+  private p: number;
+
+  constructor(
+    private readonly order: Int32Array,
+    private readonly lo: number,
+    private readonly hi: number,
+    private readonly start: Int32Array,
+    private readonly end: Int32Array,
+  ) {
+    this.p = lo;
+  }
+
+  advance(a: number): void {
+    const act = this.active;
+    let w = 0;
+    for (let i = 0; i < act.length; i++) if (this.end[act[i]!]! > a) act[w++] = act[i]!;
+    act.length = w;
+    while (this.p < this.hi && this.start[this.order[this.p]!]! <= a) {
+      const row = this.order[this.p++]!;
+      if (this.end[row]! > a) act.push(row);
+    }
+  }
+
+  /** Adds every start and end of the bucket to `out`. */
+  boundaries(out: number[]): void {
+    for (let i = this.lo; i < this.hi; i++) {
+      const row = this.order[i]!;
+      out.push(this.start[row]!, this.end[row]!);
+    }
+  }
+}
+
+/** Sorted distinct values of `xs` (numeric). */
+export function sortedUnique(xs: number[]): Int32Array {
+  const a = Int32Array.from(xs).sort();
+  let w = 0;
+  for (let i = 0; i < a.length; i++) if (i === 0 || a[i] !== a[w - 1]) a[w++] = a[i]!;
+  return a.subarray(0, w);
+}

@@ -1,0 +1,83 @@
+/**
+ * The plan validator: checks rules 1-5 of DESIGN.md ("The plan file") and computes the rule-6
+ * report. `issues` is empty exactly when the plan is valid.
+ *
+ * Codes: `plan.structure.<what>` for malformed tables (ids out of range, bad CSR offsets, ...;
+ * when any is found the rule checks are skipped and the report is all zeros), then
+ * `plan.rule1.*` layouts, `plan.rule2.*` tasks, `plan.rule3.*` data presence, `plan.rule4.*`
+ * outputs, `plan.rule5.*` ordering. Each issue names the table (`path`, e.g. `forward.transfers`
+ * or `chunkTasks`) and the offending row when there is one. The number of issues is capped
+ * (`maxIssues`, default 100) but every broken rule keeps at least one issue.
+ *
+ * Decisions beyond DESIGN.md (documented for every planner and executor):
+ * - Every task and every chunk task runs in exactly one compute op of the forward phase and in
+ *   exactly one of the backward phase, an op of the task's own rank.
+ * - A transfer may have several `sendAfter` ops (all on its sender); it waits for the latest.
+ * - A task needs its whole key range [kvStart, kvStart+kvLength) present, not only attended keys.
+ * - `in` goes from the user rank to the home rank; `out` from the home rank to the user rank, and
+ *   only once per token; no transfer goes from a rank to itself.
+ * - `dkv` semantics and the race rule: see validate-outputs.ts.
+ *
+ * Chunk rows are checked through a few expanded representative sequences (validate-expand.ts),
+ * so ring-like plans validate in time independent of the number of sequences in a set.
+ */
+import type { FcpIssue } from '../core/issues.ts';
+import { type PlanReport, planReport, zeroReport } from './report.ts';
+import { PLAN_FORMAT, type Plan } from './types.ts';
+import { checkDataPresence, layoutHolding } from './validate-data.ts';
+import { flattenPlan } from './validate-expand.ts';
+import { RangeIndex } from './validate-index.ts';
+import { IssueSink } from './validate-issues.ts';
+import { checkLayout } from './validate-layout.ts';
+import { checkOrder } from './validate-order.ts';
+import { checkOutputs } from './validate-outputs.ts';
+import { checkStructure } from './validate-structure.ts';
+import { checkTasks, opMembership } from './validate-tasks.ts';
+
+export type { PlanReport } from './report.ts';
+
+/** Options of {@link validatePlan}. */
+export interface ValidateOptions {
+  /** Most issues kept (default 100); every broken rule still keeps one. */
+  maxIssues?: number;
+}
+
+/** What {@link validatePlan} found. */
+export interface ValidationResult {
+  /** Empty exactly when the plan is valid. */
+  issues: FcpIssue[];
+  report: PlanReport;
+  /** Issues found beyond the cap and not listed. */
+  omitted: number;
+}
+
+/** Validates a plan against rules 1-5 and reports rule 6. Pure; never throws on bad plans. */
+export function validatePlan(plan: Plan, options: ValidateOptions = {}): ValidationResult {
+  const maxIssues = options.maxIssues ?? 100;
+  const sink = new IssueSink(Number.isInteger(maxIssues) && maxIssues >= 1 ? maxIssues : 100);
+  if (plan.format !== PLAN_FORMAT)
+    sink.add('plan.format', `plan format ${JSON.stringify(plan.format)} is not ${PLAN_FORMAT}`, 'format');
+  if (!checkStructure(plan, sink)) return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
+
+  const fo = checkOrder(plan, plan.forward, 'forward', sink);
+  const bo = checkOrder(plan, plan.backward, 'backward', sink);
+  const fm = opMembership(plan, plan.forward, 'forward', sink);
+  const bm = opMembership(plan, plan.backward, 'backward', sink);
+  const flat = flattenPlan(plan, {
+    opOfTask: { forward: fm.tasks, backward: bm.tasks },
+    opOfChunkTask: { forward: fm.chunkTasks, backward: bm.chunkTasks },
+    sendAfter: { forward: fo.transfers, backward: bo.transfers },
+    chunkSendAfter: { forward: fo.chunkTransfers, backward: bo.chunkTransfers },
+  });
+  const nSeq = plan.sequences.length;
+  const userB = checkLayout(flat, flat.user, 'userLayout', sink);
+  const homeB = checkLayout(flat, flat.home, 'homeLayout', sink);
+  const user = new RangeIndex(nSeq, [layoutHolding(flat.user)]);
+  const home = new RangeIndex(nSeq, [layoutHolding(flat.home)]);
+  checkTasks(flat, home, sink);
+  for (const ph of [flat.forward, flat.backward]) {
+    checkDataPresence(flat, ph, user, home, sink);
+    checkOutputs(flat, ph, userB, homeB, sink);
+  }
+  return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };
+}

@@ -1,0 +1,111 @@
+/**
+ * Options of the FCP planner: defaults in one place, validated up front so that planning never
+ * starts on an option it cannot honour. User mistakes become {@link FcpError}s with codes
+ * `option.<name>` (every problem found is listed, not just the first).
+ */
+import { FcpError, type FcpIssue, issue } from '../../core/issues.ts';
+import type { PlannerOptions } from '../types.ts';
+
+/** FCP-only knobs beyond the shared {@link PlannerOptions} bag (library callers, tests, benches). */
+export interface FcpPlannerOptions extends PlannerOptions {
+  /** Floor of the per-sequence block size refinement, in tokens (default 256, capped at blockSize). */
+  minBlockSize?: number;
+  /** No placement unit may carry more than this fraction of the per-rank average compute (default 1/16). */
+  maxUnitShare?: number;
+  /** Ablation: place every unit by plain LPT, without keeping a sequence's units together. */
+  noAffinity?: boolean;
+  /** Upper bound on move/swap refinement steps after the greedy placement (default 4 x world). */
+  refineSteps?: number;
+}
+
+/** Fully resolved FCP options (every field set). */
+export interface FcpOptions {
+  /** Tokens per block of sequences that need no refinement. */
+  readonly blockSize: number;
+  /** Smallest block the refinement may cut (min(256, blockSize) by default). */
+  readonly minBlockSize: number;
+  /** Largest unit compute as a fraction of the per-rank average. */
+  readonly maxUnitShare: number;
+  /** Locality tie-break window: ranks within tolerance x (average per-rank compute) of the least load. */
+  readonly tolerance: number;
+  /** Rounds merged into one group. */
+  readonly coalesce: number;
+  readonly noPipeline: boolean;
+  readonly rounds: 'matching' | 'naive';
+  readonly noReshuffleOverlap: boolean;
+  readonly noLocality: boolean;
+  readonly noAffinity: boolean;
+  readonly fixedBlocks: boolean;
+  readonly refineSteps: number;
+}
+
+/** Defaults (refineSteps: -1 means 4 x world, resolved by the distributor). */
+export const FCP_DEFAULTS: FcpOptions = Object.freeze({
+  blockSize: 4096,
+  minBlockSize: 256,
+  maxUnitShare: 1 / 16,
+  tolerance: 0.01,
+  coalesce: 16,
+  noPipeline: false,
+  rounds: 'matching',
+  noReshuffleOverlap: false,
+  noLocality: false,
+  noAffinity: false,
+  fixedBlocks: false,
+  refineSteps: -1,
+});
+
+const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
+const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
+
+/**
+ * Fills defaults and validates. Throws FcpError listing every bad option
+ * (`option.blockSize`, `option.tolerance`, `option.coalesce`, `option.rounds`, ...).
+ */
+export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
+  const issues: FcpIssue[] = [];
+  const d = FCP_DEFAULTS;
+  const blockSize = o.blockSize ?? d.blockSize;
+  if (!isPosInt(blockSize) || blockSize > 1 << 30)
+    issues.push(issue('option.blockSize', `block size must be a positive integer of tokens (got ${blockSize}); try --block-size 4096`, 'blockSize'));
+  const minRaw = o.minBlockSize ?? d.minBlockSize;
+  if (!isPosInt(minRaw))
+    issues.push(issue('option.minBlockSize', `minimum block size must be a positive integer (got ${minRaw})`, 'minBlockSize'));
+  const maxUnitShare = o.maxUnitShare ?? d.maxUnitShare;
+  if (typeof maxUnitShare !== 'number' || !(maxUnitShare > 0 && maxUnitShare <= 1))
+    issues.push(issue('option.maxUnitShare', `maxUnitShare must be in (0, 1] (got ${maxUnitShare})`, 'maxUnitShare'));
+  const tolerance = o.tolerance ?? d.tolerance;
+  if (typeof tolerance !== 'number' || !(tolerance >= 0 && tolerance < 1))
+    issues.push(issue('option.tolerance', `tolerance must be a fraction in [0, 1) (got ${tolerance}); try --tolerance 0.01`, 'tolerance'));
+  const coalesce = o.coalesce ?? d.coalesce;
+  if (!isPosInt(coalesce)) issues.push(issue('option.coalesce', `coalesce must be an integer >= 1 (got ${coalesce}); try --coalesce 16`, 'coalesce'));
+  const rounds = o.rounds ?? d.rounds;
+  if (rounds !== 'matching' && rounds !== 'naive')
+    issues.push(issue('option.rounds', `rounds must be matching or naive (got ${String(rounds)})`, 'rounds'));
+  const refineSteps = o.refineSteps ?? d.refineSteps;
+  if (!(Number.isInteger(refineSteps) && refineSteps >= -1))
+    issues.push(issue('option.refineSteps', `refineSteps must be an integer >= 0 (got ${refineSteps})`, 'refineSteps'));
+  const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
+  for (const f of flags)
+    if (o[f] !== undefined && !isBool(o[f])) issues.push(issue(`option.${f}`, `${f} must be true or false (got ${String(o[f])})`, f));
+  if (issues.length > 0) throw new FcpError(issues);
+  return {
+    blockSize,
+    minBlockSize: Math.min(minRaw, blockSize),
+    maxUnitShare,
+    tolerance,
+    coalesce,
+    noPipeline: o.noPipeline ?? d.noPipeline,
+    rounds,
+    noReshuffleOverlap: o.noReshuffleOverlap ?? d.noReshuffleOverlap,
+    noLocality: o.noLocality ?? d.noLocality,
+    noAffinity: o.noAffinity ?? d.noAffinity,
+    fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
+    refineSteps,
+  };
+}
+
+/** The options as plain JSON (recorded in the plan's `meta`). */
+export function optionsToJson(o: FcpOptions): Record<string, unknown> {
+  return { ...o };
+}

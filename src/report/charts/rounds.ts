@@ -1,0 +1,65 @@
+/**
+ * Round structure of one phase: messages each rank sends and receives in each round. A
+ * congestion-free schedule (FCP) shows at most one message per cell; anything above is incast or
+ * a busy sender.
+ */
+import type { TopLevelSpec } from 'vega-lite';
+import type { RoundStructure } from '../results.ts';
+import { baseSpec } from './style.ts';
+
+/** Rounds on x, ranks on y; left panel sends, right panel receives; colour = messages. */
+export function roundsSpec(r: RoundStructure): TopLevelSpec {
+  const values = r.cells.flatMap((c) => {
+    const out: { round: number; roundEnd: number; rank: number; rankEnd: number; direction: string; messages: number }[] =
+      [];
+    const cell = { round: c.round, roundEnd: c.round + 1, rank: c.rank, rankEnd: c.rank + 1 };
+    if (c.sends > 0) out.push({ ...cell, direction: 'sends', messages: c.sends });
+    if (c.receives > 0) out.push({ ...cell, direction: 'receives', messages: c.receives });
+    return out;
+  });
+  const maxMessages = Math.max(1, ...values.map((v) => v.messages));
+  const width = Math.min(380, Math.max(120, r.rounds * 6));
+  const height = Math.min(320, Math.max(100, r.world * 5));
+  return {
+    ...baseSpec(`Round structure of ${r.strategy}, ${r.phase}: messages per rank per round (${r.rounds} rounds)`),
+    data: { values },
+    facet: { column: { field: 'direction', type: 'nominal', sort: ['sends', 'receives'], title: null } },
+    spec: {
+      width,
+      height,
+      mark: { type: 'rect' },
+      encoding: {
+        x: {
+          field: 'round',
+          type: 'quantitative',
+          scale: { domain: [0, Math.max(1, r.rounds)], nice: false },
+          axis: { format: 'd', tickMinStep: 1 },
+          title: 'round',
+        },
+        x2: { field: 'roundEnd' },
+        y: {
+          field: 'rank',
+          type: 'quantitative',
+          scale: { domain: [0, Math.max(1, r.world)], reverse: true, nice: false },
+          axis: { format: 'd', tickMinStep: 1 },
+          title: 'rank',
+        },
+        y2: { field: 'rankEnd' },
+        color: {
+          field: 'messages',
+          type: 'ordinal',
+          scale: {
+            domain: Array.from({ length: maxMessages }, (_, i) => i + 1),
+            scheme: maxMessages === 1 ? 'tableau10' : 'orangered',
+          },
+          title: 'messages',
+        },
+        tooltip: [
+          { field: 'round', type: 'quantitative' },
+          { field: 'rank', type: 'quantitative' },
+          { field: 'messages', type: 'quantitative' },
+        ],
+      },
+    },
+  };
+}

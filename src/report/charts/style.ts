@@ -1,0 +1,52 @@
+/**
+ * Shared look of the report's charts: one colour per strategy (FCP always the same strong colour,
+ * baselines muted) and a base config, so every figure reads the same way.
+ */
+import type { TopLevelSpec } from 'vega-lite';
+
+/** Colours of known strategies; unknown ones take the fallback palette in order. */
+const KNOWN: Record<string, string> = {
+  fcp: '#d95f02',
+  ring: '#4c78a8',
+  bytescale: '#72b7b2',
+  wlb: '#b279a2',
+  magi: '#9d755d',
+};
+const FALLBACK = ['#54a24b', '#eeca3b', '#ff9da6', '#bab0ac', '#79706e', '#e45756'];
+
+/** A vega-lite scale mapping each strategy (in the given order) to its colour. */
+export function strategyScale(strategies: readonly string[]): { domain: string[]; range: string[] } {
+  let next = 0;
+  const range = strategies.map((s) => KNOWN[s] ?? FALLBACK[next++ % FALLBACK.length]!);
+  return { domain: [...strategies], range };
+}
+
+/** Colours of transfer kinds and compute, for bytes and timelines. */
+export const KIND_COLORS: Record<string, string> = {
+  compute: '#6b8e23',
+  in: '#1f77b4',
+  kv: '#ff7f0e',
+  out: '#2ca02c',
+  dkv: '#d62728',
+  comm: '#ff7f0e',
+};
+
+/** Base config shared by every chart (fonts available offline; no external resources). */
+export const BASE_CONFIG = {
+  font: 'DejaVu Sans, Arial, sans-serif',
+  background: '#ffffff',
+  view: { stroke: '#dddddd' },
+  axis: { labelFontSize: 11, titleFontSize: 12, gridColor: '#eeeeee' },
+  legend: { labelFontSize: 11, titleFontSize: 12 },
+  title: { fontSize: 14, anchor: 'start' as const },
+} as const;
+
+/** The shared top-level fields of a spec. */
+export function baseSpec(title: string): Pick<TopLevelSpec, 'title' | 'config' | 'padding'> {
+  // No $schema: the report holds no external URL, not even one that is never fetched.
+  return {
+    title,
+    padding: 8,
+    config: BASE_CONFIG,
+  };
+}

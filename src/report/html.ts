@@ -1,0 +1,225 @@
+/**
+ * The report page: one self-contained static HTML file (inline CSS, inline SVG plots, no script,
+ * no external URL) that opens offline. Pure: results and rendered figures in, text out.
+ */
+import type { Figure } from './figures.ts';
+import type { Results } from './results.ts';
+import { numericsVerdict, SUMMARY_HEADER, summaryRows } from './summary.ts';
+
+/** A figure with its SVG rendered and the relative path of its PNG copy. */
+export interface RenderedFigure extends Figure {
+  svg: string;
+  png: string;
+}
+
+/** Escapes text for HTML element content and attribute values. */
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/**
+ * Prepares an SVG document for inlining: drops the XML prolog and the namespace declarations (the
+ * HTML parser puts inline `<svg>` in the SVG namespace by itself, and the page then holds no URL at
+ * all), and prefixes every id and its references so that several inlined SVGs cannot capture each
+ * other's gradients or clip paths.
+ */
+export function inlineSvg(svg: string, prefix: string): string {
+  let out = svg
+    .replace(/^<\?xml[^>]*>\s*/, '')
+    .replace(/\s+xmlns(:xlink)?="[^"]*"/g, '')
+    .trim();
+  const ids = new Set<string>();
+  for (const m of out.matchAll(/\sid="([^"]+)"/g)) ids.add(m[1]!);
+  if (ids.size > 0) {
+    out = out.replace(/(\sid=")([^"]+)(")/g, (all, a: string, id: string, b: string) =>
+      ids.has(id) ? `${a}${prefix}-${id}${b}` : all,
+    );
+    out = out.replace(/url\(#([^)]+)\)/g, (all, id: string) => (ids.has(id) ? `url(#${prefix}-${id})` : all));
+    out = out.replace(/(href=")#([^"]+)(")/g, (all, a: string, id: string, b: string) =>
+      ids.has(id) ? `${a}#${prefix}-${id}${b}` : all,
+    );
+  }
+  return out.replace(/^<svg\b/, `<svg role="img" aria-labelledby="${prefix}-title"`);
+}
+
+const CSS = `
+body{font-family:"DejaVu Sans",Arial,sans-serif;margin:0;color:#222;background:#fafafa}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:0 0 4px}
+.sub{color:#555;margin:0 0 18px}
+.lead{font-size:16px;background:#fff3e8;border-left:4px solid #d95f02;padding:10px 14px;margin:14px 0}
+table{border-collapse:collapse;margin:8px 0 18px;background:#fff;font-size:13px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+tr.fcp td{font-weight:bold;background:#fff8f0}
+td.bad{color:#b00020;font-weight:bold}
+figure{background:#fff;border:1px solid #e3e3e3;border-radius:6px;margin:22px 0;padding:14px 16px}
+figcaption p{margin:2px 0 10px;color:#444}
+figure svg{max-width:100%;height:auto;display:block}
+.png{font-size:12px;color:#666}
+.notes li{color:#8a4b00}
+code,pre{font-family:"DejaVu Sans Mono",monospace;font-size:13px}
+pre{background:#f3f3f3;padding:8px 10px;overflow-x:auto}
+`;
+
+/** A `<table>` from a header and rows; `rowClass` may tag rows (e.g. the FCP row). */
+function table(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  rowClass: (row: readonly string[]) => string = () => '',
+  cellClass: (cell: string, col: number) => string = () => '',
+): string {
+  const th = header.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
+  const trs = rows
+    .map((row) => {
+      const cls = rowClass(row);
+      const tds = row
+        .map((c, i) => {
+          const cc = cellClass(c, i);
+          return `<td${cc ? ` class="${cc}"` : ''}>${escapeHtml(c)}</td>`;
+        })
+        .join('');
+      return `<tr${cls ? ` class="${cls}"` : ''}>${tds}</tr>`;
+    })
+    .join('\n');
+  return `<table>\n<thead><tr>${th}</tr></thead>\n<tbody>\n${trs}\n</tbody>\n</table>`;
+}
+
+/** The headline: FCP against the best baseline, from the numbers (nothing when FCP is absent). */
+export function headline(r: Results): string | undefined {
+  const ok = r.runs.filter((x) => x.error === undefined && x.valid);
+  const fcp = ok.find((x) => x.strategy === 'fcp');
+  const others = ok.filter((x) => x.strategy !== 'fcp');
+  if (!fcp || others.length === 0) return undefined;
+  const mean = (x: (typeof ok)[number]): number => (x.mfuForward + x.mfuBackward) / 2;
+  const best = others.reduce((a, b) => (mean(b) > mean(a) ? b : a));
+  const f = (x: number): string => x.toFixed(2);
+  return (
+    `At ${fcp.world} ranks, FCP reaches attention MFU ${f(fcp.mfuForward)} forward / ${f(fcp.mfuBackward)} backward; ` +
+    `the best baseline, ${best.strategy}, ${f(best.mfuForward)} / ${f(best.mfuBackward)} ` +
+    `(${f(fcp.mfuForward / best.mfuForward)}x / ${f(fcp.mfuBackward / best.mfuBackward)}x). ` +
+    `FCP's compute imbalance is ${(100 * fcp.computeImbalance).toFixed(1)}% and its communication imbalance ${(100 * fcp.commImbalance).toFixed(1)}%.`
+  );
+}
+
+function numericsSection(r: Results): string {
+  const n = r.numerics;
+  const head = `<h2 id="numerics">Numerical check (CPU runtime)</h2>`;
+  if (n.skipped !== undefined) return `${head}\n<p>Not run: ${escapeHtml(n.skipped)}</p>`;
+  const m = n.model;
+  const intro =
+    `<p>Every strategy's plan for a scaled-down batch (${n.world} ranks x ${n.tokensPerRank} tokens, ` +
+    `${m.qHeads} query heads, ${m.kvHeads} KV heads, head dim ${m.headDim}) executed by the CPU runtime ` +
+    `and compared with a single-device reference attention; largest absolute error per output.</p>`;
+  const e = (x: number): string => x.toExponential(2);
+  const rows = n.runs.map((x) => [
+    x.strategy,
+    String(x.sequences),
+    x.valid ? 'yes' : 'NO',
+    x.error === undefined ? e(x.maxError.o) : '',
+    x.error === undefined ? e(x.maxError.dq) : '',
+    x.error === undefined ? e(x.maxError.dk) : '',
+    x.error === undefined ? e(x.maxError.dv) : '',
+    e(x.tolerance),
+    x.error !== undefined ? `error: ${x.error}` : x.ok ? 'ok' : 'FAIL',
+  ]);
+  return `${head}\n${intro}\n${table(
+    ['strategy', 'sequences', 'valid plan', 'max err O', 'max err dQ', 'max err dK', 'max err dV', 'tolerance', 'result'],
+    rows,
+    (row) => (row[0] === 'fcp' ? 'fcp' : ''),
+    (c) => (c === 'FAIL' || c === 'NO' || c.startsWith('error') ? 'bad' : ''),
+  )}`;
+}
+
+function problemSection(r: Results): string {
+  const p = r.problem;
+  const m = p.model;
+  const rows = p.lengthHistogram.map((b) => [
+    `${b.lo}-${2 * b.lo - 1}`,
+    String(b.count),
+    String(b.tokens),
+    `${((100 * b.tokens) / Math.max(1, p.totalTokens)).toFixed(1)}%`,
+  ]);
+  return `<h2 id="batch">Batch</h2>
+<p><code>${escapeHtml(p.batch)}</code>, seed ${p.seed}: ${p.sequences} sequences, ${p.totalTokens} tokens
+(${p.world} ranks x ${p.tokensPerRank}), longest ${p.longest}, median ${p.medianLength}. Mask ${p.mask};
+${m.qHeads} query heads, ${m.kvHeads} KV heads, head dim ${m.headDim}, ${m.bytesPerElement} bytes per element.
+Cluster preset <code>${escapeHtml(p.cluster)}</code>.</p>
+${table(['length', 'sequences', 'tokens', 'share of tokens'], rows)}`;
+}
+
+function provenanceSection(r: Results): string {
+  const v = r.provenance;
+  return `<h2 id="provenance">How this report was made</h2>
+<pre>${escapeHtml(v.command)}</pre>
+${table(
+  ['', ''],
+  [
+    ['fcp', v.fcpVersion],
+    ['node', v.node],
+    ['git commit', v.gitCommit ?? 'not a git checkout'],
+    ['platform', v.platform],
+    ['results format', r.format],
+  ],
+)}
+<p>The raw numbers are in <a href="results.json">results.json</a>; <code>fcp report results.json --out DIR</code>
+draws this page again from them. Every MFU and time is simulated by fcp's cost model, not measured on GPUs.</p>`;
+}
+
+/** The whole page. `figures` are inlined in order, each with a link to its PNG copy. */
+export function reportHtml(r: Results, figures: readonly RenderedFigure[]): string {
+  const p = r.problem;
+  const lead = headline(r);
+  const notes = r.notes.length
+    ? `<ul class="notes">${r.notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`
+    : '';
+  const summary = table(
+    SUMMARY_HEADER,
+    summaryRows(r),
+    (row) => (row[0] === 'fcp' ? 'fcp' : ''),
+    (c, i) => ((i === 1 && c === 'NO') || (i === SUMMARY_HEADER.length - 1 && c !== 'ok' && c !== '-') ? 'bad' : ''),
+  );
+  const figs = figures
+    .map(
+      (f) => `<figure id="${escapeHtml(f.id)}">
+<figcaption><h2 id="${escapeHtml(f.id)}-title">${escapeHtml(f.title)}</h2><p>${escapeHtml(f.caption)}</p></figcaption>
+${inlineSvg(f.svg, f.id)}
+<p class="png"><a href="${escapeHtml(f.png)}">PNG</a></p>
+</figure>`,
+    )
+    .join('\n');
+  const bad = r.runs.filter((x) => !x.valid).map((x) => x.strategy);
+  const numericsBad = r.runs.map((x) => x.strategy).filter((s) => ['FAIL', 'error'].includes(numericsVerdict(r, s)));
+  const warn = [
+    ...(bad.length ? [`Invalid plans: ${bad.join(', ')} (see the validator codes in results.json).`] : []),
+    ...(numericsBad.length ? [`Numerical check failed: ${numericsBad.join(', ')}.`] : []),
+  ];
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="fcp ${escapeHtml(r.provenance.fcpVersion)}">
+<link rel="icon" href="data:,">
+<title>FCP report: ${escapeHtml(p.batch)}, ${p.world} ranks</title>
+<style>${CSS}</style>
+</head>
+<body>
+<main>
+<h1>Flexible Context Parallelism: report</h1>
+<p class="sub">${escapeHtml(p.batch)} batch, ${p.world} ranks x ${p.tokensPerRank} tokens, ${p.sequences} sequences (longest ${p.longest}),
+cluster <code>${escapeHtml(p.cluster)}</code>, strategies ${escapeHtml(r.strategies.join(', '))}.</p>
+${lead ? `<p class="lead">${escapeHtml(lead)}</p>` : ''}
+${warn.length ? `<ul class="notes">${warn.map((w) => `<li><strong>${escapeHtml(w)}</strong></li>`).join('')}</ul>` : ''}
+<h2 id="summary">Summary</h2>
+${summary}
+${notes}
+${figs}
+${numericsSection(r)}
+${problemSection(r)}
+${provenanceSection(r)}
+</main>
+</body>
+</html>
+`;
+}

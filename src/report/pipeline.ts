@@ -1,0 +1,329 @@
+/**
+ * The demo pipeline: batch -> every strategy's plan -> validator -> simulator, a weak-scaling sweep,
+ * and the CPU runtime's numerical check on a scaled-down batch; returns the raw {@link Results}.
+ *
+ * Options are validated up front ({@link resolveDemoOptions}) so that bad input fails in
+ * milliseconds, before any planning. A strategy that fails to plan or simulate does not stop the
+ * demo: its row records the error and the report shows it.
+ */
+import { GENERATOR_NAMES } from '../batch/generators.ts';
+import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
+import { SMALL_MODEL } from '../cluster/model.ts';
+import { FcpError, fail } from '../core/issues.ts';
+import type { Plan } from '../plan/types.ts';
+import { getPlanner, plannerNames } from '../planners/registry.ts';
+import { checkPlan, clusterNames, simulate, verifyNumerics } from './backend.ts';
+import { lengthHistogram, placementOf, roundsOf } from './extract.ts';
+import { type Progress, silentProgress } from './progress.ts';
+import {
+  type NumericsRun,
+  type Placement,
+  type ProblemSummary,
+  type Provenance,
+  RESULTS_FORMAT,
+  type Results,
+  type RoundStructure,
+  type ScalingPoint,
+  type StrategyRun,
+  type Timeline,
+} from './results.ts';
+import { compactTimeline } from './timeline.ts';
+
+/** Options of {@link runDemo}; see {@link DEMO_DEFAULTS}. */
+export interface DemoOptions {
+  /** Batch, world, tokens per rank, seed, mask, model of the main run. */
+  problem?: ProblemOptions;
+  /** Strategies to compare (default: every registered planner). */
+  strategies?: string[];
+  /** Cluster preset of the simulator (default `hopper-ib`). */
+  cluster?: string;
+  /** World sizes of the weak-scaling sweep (default: world/4, world/2, world; [] for none). */
+  scaling?: number[];
+  /** Scaled-down batch of the CPU numerical check; null to skip it. */
+  numerics?: { world?: number; tokensPerRank?: number } | null;
+  /** Strategies whose forward timeline is drawn (default fcp and ring, those that run). */
+  timeline?: string[];
+  /** Ranks shown in a timeline (default 64). */
+  timelineRanks?: number;
+  /** Strategy whose placement and round structure are drawn (default fcp). */
+  focus?: string;
+}
+
+/** Defaults of {@link DemoOptions}. */
+export const DEMO_DEFAULTS = {
+  world: 64,
+  tokensPerRank: 32768,
+  batch: 'longtail',
+  cluster: 'hopper-ib',
+  numericsWorld: 8,
+  numericsTokensPerRank: 512,
+  timeline: ['fcp', 'ring'],
+  timelineRanks: 64,
+  focus: 'fcp',
+} as const;
+
+/** {@link DemoOptions} with every default filled in and checked. */
+export interface ResolvedDemoOptions {
+  problem: ProblemOptions;
+  strategies: string[];
+  cluster: string;
+  scaling: number[];
+  numerics: { world: number; tokensPerRank: number } | null;
+  timeline: string[];
+  timelineRanks: number;
+  focus: string;
+}
+
+/** Fills defaults and validates everything that can be checked without planning. */
+export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
+  const problem: ProblemOptions = {
+    batch: DEMO_DEFAULTS.batch,
+    world: DEMO_DEFAULTS.world,
+    tokensPerRank: DEMO_DEFAULTS.tokensPerRank,
+    ...o.problem,
+  };
+  resolveProblem(problem); // FcpError for a bad world, batch, seed, mask or model, before any work
+  const world = problem.world!;
+  const strategies = o.strategies ?? plannerNames();
+  if (strategies.length === 0) fail('option.strategies', '--strategies names no strategy', 'strategies');
+  for (const s of strategies) getPlanner(s); // FcpError strategy.unknown
+  if (new Set(strategies).size !== strategies.length)
+    fail('option.strategies', `--strategies names a strategy twice (${strategies.join(',')})`, 'strategies');
+  const cluster = o.cluster ?? DEMO_DEFAULTS.cluster;
+  const clusters = clusterNames();
+  if (!clusters.includes(cluster))
+    fail('cluster.unknown', `unknown cluster ${JSON.stringify(cluster)}; choose one of ${clusters.join(', ')}`, 'cluster');
+  const positive = (n: number): boolean => Number.isInteger(n) && n >= 1;
+  const generated = typeof problem.batch === 'string' && GENERATOR_NAMES.includes(problem.batch);
+  if (o.scaling && o.scaling.length > 0 && !generated)
+    fail('option.scaling', 'weak scaling needs a generated batch (--batch GENERATOR), not a batch file', 'scaling');
+  const scaling =
+    o.scaling ??
+    (!generated
+      ? []
+      : Number.isInteger(world) && world >= 4
+      ? [...new Set([Math.max(1, Math.floor(world / 4)), Math.max(1, Math.floor(world / 2)), world])]
+      : Number.isInteger(world) && world >= 1
+        ? [world]
+        : []);
+  for (const w of scaling)
+    if (!positive(w)) fail('option.scaling', `--scaling worlds must be positive integers (got ${w})`, 'scaling');
+  let numerics: ResolvedDemoOptions['numerics'] = null;
+  if (o.numerics !== null) {
+    numerics = {
+      world: o.numerics?.world ?? DEMO_DEFAULTS.numericsWorld,
+      tokensPerRank: o.numerics?.tokensPerRank ?? DEMO_DEFAULTS.numericsTokensPerRank,
+    };
+    if (!positive(numerics.world))
+      fail('option.numericsWorld', `--numerics-world must be a positive integer (got ${numerics.world})`, 'numericsWorld');
+    if (!positive(numerics.tokensPerRank))
+      fail(
+        'option.numericsTokens',
+        `--numerics-tokens must be a positive integer (got ${numerics.tokensPerRank})`,
+        'numericsTokens',
+      );
+  }
+  const timelineRanks = o.timelineRanks ?? DEMO_DEFAULTS.timelineRanks;
+  if (!positive(timelineRanks)) fail('option.timelineRanks', 'timeline ranks must be a positive integer', 'timelineRanks');
+  const timeline = (o.timeline ?? [...DEMO_DEFAULTS.timeline]).filter((s) => strategies.includes(s));
+  const focus = o.focus ?? DEMO_DEFAULTS.focus;
+  return { problem, strategies, cluster, scaling, numerics, timeline, timelineRanks, focus };
+}
+
+/** Number of progress steps {@link runDemo} reports for these options. */
+export function demoSteps(o: ResolvedDemoOptions): number {
+  const sweep = o.scaling.filter((w) => w !== o.problem.world).length;
+  return o.strategies.length * (1 + sweep + (o.numerics ? 1 : 0));
+}
+
+const message = (e: unknown): string =>
+  e instanceof FcpError ? e.issues.map((i) => `${i.code}: ${i.message}`).join('; ') : String((e as Error)?.message ?? e);
+
+/** Median of a sorted copy. */
+function median(xs: ArrayLike<number>): number {
+  const s = Array.from(xs).sort((a, b) => a - b);
+  if (s.length === 0) return 0;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** A row for a strategy that could not be planned or simulated. */
+function failedRun(strategy: string, world: number, valid: boolean, error: string): StrategyRun {
+  return {
+    strategy,
+    world,
+    valid,
+    issueCodes: [],
+    issueCount: 0,
+    mfuForward: 0,
+    mfuBackward: 0,
+    forwardMs: 0,
+    backwardMs: 0,
+    computeImbalance: 0,
+    commImbalance: 0,
+    bytes: [],
+    totalBytes: 0,
+    rounds: { forward: 0, backward: 0 },
+    groups: { forward: 0, backward: 0 },
+    congestion: { forward: 0, backward: 0 },
+    error,
+  };
+}
+
+/**
+ * Runs the demo and returns its results. `provenance` is recorded as given (the CLI passes the
+ * command line); `progress` is told before each step.
+ */
+export async function runDemo(
+  options: ResolvedDemoOptions,
+  provenance: Provenance,
+  progress: Progress = silentProgress,
+): Promise<Results> {
+  const o = options;
+  const notes: string[] = [];
+  const problem = resolveProblem(o.problem);
+  const runs: StrategyRun[] = [];
+  const timelines: Timeline[] = [];
+  let placement: Placement | null = null;
+  const rounds: RoundStructure[] = [];
+  const scaling: ScalingPoint[] = [];
+
+  for (const strategy of o.strategies) {
+    progress.step(`${strategy}: plan, validate, simulate (${problem.world} ranks)`);
+    let plan: Plan;
+    try {
+      plan = getPlanner(strategy).plan(problem);
+    } catch (e) {
+      runs.push(failedRun(strategy, problem.world, false, `planning failed: ${message(e)}`));
+      notes.push(`${strategy} could not plan the batch: ${message(e)}`);
+      continue;
+    }
+    const check = checkPlan(plan);
+    if (strategy === o.focus) {
+      placement = placementOf(plan);
+      rounds.push(roundsOf(plan, 'forward'));
+    }
+    let sim: ReturnType<typeof simulate>;
+    try {
+      sim = simulate(plan, o.cluster, { trace: o.timeline.includes(strategy) });
+    } catch (e) {
+      runs.push({ ...failedRun(strategy, problem.world, check.valid, `simulation failed: ${message(e)}`) });
+      notes.push(`${strategy}: the simulator failed: ${message(e)}`);
+      continue;
+    }
+    const { trace, ...numbers } = sim;
+    runs.push({ strategy, world: problem.world, ...check, ...numbers });
+    if (o.timeline.includes(strategy)) {
+      if (trace)
+        timelines.push(compactTimeline(strategy, 'forward', problem.world, trace.forward, o.timelineRanks));
+      else notes.push(`the simulator returned no per-rank events for ${strategy}; its timeline is not drawn`);
+    }
+    if (o.scaling.includes(problem.world))
+      scaling.push({
+        strategy,
+        world: problem.world,
+        mfuForward: sim.mfuForward,
+        mfuBackward: sim.mfuBackward,
+        valid: check.valid,
+      });
+  }
+
+  for (const world of o.scaling) {
+    if (world === problem.world) continue;
+    for (const strategy of o.strategies) {
+      progress.step(`weak scaling: ${strategy} at ${world} ranks`);
+      try {
+        const p = resolveProblem({ ...o.problem, world });
+        const plan = getPlanner(strategy).plan(p);
+        const check = checkPlan(plan);
+        const sim = simulate(plan, o.cluster, { trace: false });
+        scaling.push({ strategy, world, mfuForward: sim.mfuForward, mfuBackward: sim.mfuBackward, valid: check.valid });
+      } catch (e) {
+        notes.push(`weak scaling: ${strategy} at ${world} ranks failed: ${message(e)}`);
+      }
+    }
+  }
+  scaling.sort((a, b) => a.world - b.world || o.strategies.indexOf(a.strategy) - o.strategies.indexOf(b.strategy));
+
+  const numericsRuns: NumericsRun[] = [];
+  const nOpts = o.numerics;
+  const small: ProblemOptions = {
+    ...o.problem,
+    model: SMALL_MODEL,
+    world: nOpts?.world ?? DEMO_DEFAULTS.numericsWorld,
+    tokensPerRank: nOpts?.tokensPerRank ?? DEMO_DEFAULTS.numericsTokensPerRank,
+  };
+  delete small.qHeads;
+  delete small.kvHeads;
+  delete small.headDim;
+  delete small.bytesPerElement;
+  delete small.memoryTokens;
+  if (nOpts) {
+    const p = resolveProblem(small);
+    for (const strategy of o.strategies) {
+      progress.step(`numerics: ${strategy} on the CPU runtime (${p.world} ranks x ${p.tokensPerRank} tokens)`);
+      const base = {
+        strategy,
+        world: p.world,
+        tokensPerRank: p.tokensPerRank,
+        sequences: p.sequences.length,
+      };
+      try {
+        const plan = getPlanner(strategy).plan(p);
+        const valid = checkPlan(plan).valid;
+        const v = await verifyNumerics(plan, p.seed);
+        numericsRuns.push({ ...base, valid, ...v });
+      } catch (e) {
+        numericsRuns.push({
+          ...base,
+          valid: false,
+          maxError: { o: 0, dq: 0, dk: 0, dv: 0 },
+          tolerance: 0,
+          ok: false,
+          error: message(e),
+        });
+      }
+    }
+  }
+
+  const lens = problem.sequences;
+  let longest = 0;
+  let total = 0;
+  for (let i = 0; i < lens.length; i++) {
+    longest = Math.max(longest, lens[i]!);
+    total += lens[i]!;
+  }
+  const summary: ProblemSummary = {
+    batch: problem.batchName,
+    world: problem.world,
+    tokensPerRank: problem.tokensPerRank,
+    seed: problem.seed,
+    mask: problem.mask,
+    model: { ...problem.model },
+    cluster: o.cluster,
+    sequences: lens.length,
+    totalTokens: total,
+    longest,
+    medianLength: median(lens),
+    lengthHistogram: lengthHistogram(lens),
+  };
+  return {
+    format: RESULTS_FORMAT,
+    provenance,
+    problem: summary,
+    strategies: [...o.strategies],
+    runs,
+    scaling,
+    timelines,
+    placement,
+    rounds,
+    numerics: {
+      world: small.world!,
+      tokensPerRank: small.tokensPerRank!,
+      model: { ...SMALL_MODEL },
+      runs: numericsRuns,
+      ...(nOpts ? {} : { skipped: 'the numerical check was turned off (--no-numerics)' }),
+    },
+    notes,
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * The demo's raw results (`results.json`, format `fcp-results/1`): everything the HTML report is
+ * drawn from, so that `fcp report results.json` regenerates the report without re-planning.
+ *
+ * One zod schema is the single source of truth: the TypeScript types are inferred from it and the
+ * reader validates files against it (a hand-edited or truncated file is a user error, not a crash).
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { FcpError, fail, issue } from '../core/issues.ts';
+
+/** Format tag written into every results file. */
+export const RESULTS_FORMAT = 'fcp-results/1';
+
+const num = z.number().finite();
+const int = z.number().int();
+const phaseName = z.enum(['forward', 'backward']);
+
+/** What produced the results: the command line and the versions. */
+const provenanceSchema = z.object({
+  /** The command as typed, e.g. `fcp demo --world 16`. */
+  command: z.string(),
+  fcpVersion: z.string(),
+  node: z.string(),
+  /** `git rev-parse HEAD` of the checkout (with `+dirty` when it has changes); null outside git. */
+  gitCommit: z.string().nullable(),
+  platform: z.string(),
+});
+
+/** The batch and cluster of the main run. */
+const problemSchema = z.object({
+  batch: z.string(),
+  world: int,
+  tokensPerRank: int,
+  seed: int,
+  mask: z.enum(['causal', 'full']),
+  model: z.object({ qHeads: int, kvHeads: int, headDim: int, bytesPerElement: int }),
+  cluster: z.string(),
+  sequences: int,
+  totalTokens: int,
+  longest: int,
+  medianLength: num,
+  /** Sequence-length histogram over powers of two: bucket [lo, 2*lo). */
+  lengthHistogram: z.array(z.object({ lo: int, count: int, tokens: int })),
+});
+
+/** Bytes moved by one transfer kind in one phase. */
+const bytesSchema = z.object({ phase: phaseName, kind: z.string(), bytes: num });
+
+/** One strategy planned, validated and simulated at one world size. */
+const strategyRunSchema = z.object({
+  strategy: z.string(),
+  world: int,
+  valid: z.boolean(),
+  /** Distinct validator issue codes (at most 10) and the total count. */
+  issueCodes: z.array(z.string()),
+  issueCount: int,
+  mfuForward: num,
+  mfuBackward: num,
+  forwardMs: num,
+  backwardMs: num,
+  /** max/mean - 1 of attention work per rank. */
+  computeImbalance: num,
+  /** max/mean - 1 of bytes sent plus received per rank (both phases). */
+  commImbalance: num,
+  bytes: z.array(bytesSchema),
+  totalBytes: num,
+  rounds: z.object({ forward: int, backward: int }),
+  groups: z.object({ forward: int, backward: int }),
+  /** Most messages one rank sends or receives in one round (1 = congestion-free). */
+  congestion: z.object({ forward: int, backward: int }),
+  /** Error message when planning or simulating failed (the other numbers are then 0). */
+  error: z.string().optional(),
+});
+
+/** One bar of a per-rank timeline. `lane` 0 = compute stream, 1 = communication stream. */
+const timelineEventSchema = z.object({
+  rank: int,
+  lane: z.union([z.literal(0), z.literal(1)]),
+  start: num,
+  end: num,
+  kind: z.string(),
+});
+
+const timelineSchema = z.object({
+  strategy: z.string(),
+  phase: phaseName,
+  world: int,
+  makespanMs: num,
+  /** Ranks shown (0..ranks-1); the rest are left out to keep the figure readable. */
+  ranks: int,
+  events: z.array(timelineEventSchema),
+});
+
+/** Tokens of one placement row (a sequence or a bucket of short sequences) on one rank. */
+const placementSchema = z.object({
+  strategy: z.string(),
+  world: int,
+  rows: z.array(z.object({ label: z.string(), sequences: int, tokens: int })),
+  cells: z.array(z.object({ rank: int, row: int, tokens: int })),
+});
+
+/** Messages sent and received by one rank in one round (only non-zero cells). */
+const roundsSchema = z.object({
+  strategy: z.string(),
+  phase: phaseName,
+  world: int,
+  rounds: int,
+  cells: z.array(z.object({ round: int, rank: int, sends: int, receives: int })),
+});
+
+/** The CPU runtime's numerical check of one strategy's plan on a small batch. */
+const numericsSchema = z.object({
+  strategy: z.string(),
+  world: int,
+  tokensPerRank: int,
+  sequences: int,
+  valid: z.boolean(),
+  /** Largest absolute error against the reference attention, per output. */
+  maxError: z.object({ o: num, dq: num, dk: num, dv: num }),
+  tolerance: num,
+  ok: z.boolean(),
+  error: z.string().optional(),
+});
+
+/** The whole results file. */
+export const resultsSchema = z.object({
+  format: z.literal(RESULTS_FORMAT),
+  provenance: provenanceSchema,
+  problem: problemSchema,
+  strategies: z.array(z.string()),
+  runs: z.array(strategyRunSchema),
+  scaling: z.array(
+    z.object({ strategy: z.string(), world: int, mfuForward: num, mfuBackward: num, valid: z.boolean() }),
+  ),
+  timelines: z.array(timelineSchema),
+  placement: placementSchema.nullable(),
+  rounds: z.array(roundsSchema),
+  numerics: z.object({
+    world: int,
+    tokensPerRank: int,
+    model: z.object({ qHeads: int, kvHeads: int, headDim: int, bytesPerElement: int }),
+    runs: z.array(numericsSchema),
+    /** Why the check did not run (e.g. `--no-numerics`); absent when it ran. */
+    skipped: z.string().optional(),
+  }),
+  /** Things the report could not show, one sentence each (e.g. a missing executor). */
+  notes: z.array(z.string()),
+});
+
+export type Results = z.infer<typeof resultsSchema>;
+export type Provenance = Results['provenance'];
+export type ProblemSummary = Results['problem'];
+export type StrategyRun = Results['runs'][number];
+export type ScalingPoint = Results['scaling'][number];
+export type Timeline = Results['timelines'][number];
+export type TimelineEvent = Timeline['events'][number];
+export type Placement = NonNullable<Results['placement']>;
+export type RoundStructure = Results['rounds'][number];
+export type NumericsRun = Results['numerics']['runs'][number];
+
+/** Serialises results; deterministic (same results, same bytes), newline-terminated. */
+export function resultsToJson(r: Results): string {
+  return `${JSON.stringify(r, null, 1)}\n`;
+}
+
+/** Checks parsed JSON against the schema; FcpError `results.format` / `results.schema` otherwise. */
+export function resultsFromJson(json: unknown, path = 'results.json'): Results {
+  const fmt = (json as { format?: unknown } | null)?.format;
+  if (fmt !== RESULTS_FORMAT)
+    fail(
+      'results.format',
+      `${path} is not an fcp results file (format ${JSON.stringify(fmt)}, expected "${RESULTS_FORMAT}"); produce one with \`fcp demo\``,
+      path,
+    );
+  const parsed = resultsSchema.safeParse(json);
+  if (!parsed.success)
+    throw new FcpError(
+      parsed.error.issues
+        .slice(0, 5)
+        .map((i) => issue('results.schema', `${i.path.join('.') || '(root)'}: ${i.message}`, path)),
+    );
+  return parsed.data;
+}
+
+/** Reads and validates a results file; FcpError `io.read`, `results.json` or the codes above. */
+export function readResults(path: string): Results {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    fail(
+      'io.read',
+      `cannot read results file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      path,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    fail('results.json', `${path} is not valid JSON (${(e as Error).message})`, path);
+  }
+  return resultsFromJson(json, path);
+}

@@ -1,0 +1,163 @@
+/**
+ * Writes a report folder atomically: everything is built in a temporary folder next to the target
+ * and renamed over it at the end, so a failure (unwritable place, full disk, a bug in a plot)
+ * leaves either the previous report or nothing, never half of one.
+ *
+ * Folder contents: `index.html` (self-contained), `results.json` (the raw results, input of
+ * `fcp report`), `plots/<id>.png` (PNG copies of the figures) and `plots/<id>.vl.json` (their
+ * vega-lite specs, to restyle a figure elsewhere).
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { TopLevelSpec } from 'vega-lite';
+import { fail } from '../core/issues.ts';
+import { renderChart } from './plots.ts';
+import { figuresOf } from './figures.ts';
+import { type RenderedFigure, reportHtml } from './html.ts';
+import { RESULTS_FORMAT, type Results, resultsToJson } from './results.ts';
+
+/** Files of a written report, relative to its folder. */
+export interface WrittenReport {
+  dir: string;
+  files: string[];
+}
+
+/** True when `dir` holds a report fcp wrote before (its results.json has our format tag). */
+function isPreviousReport(dir: string): boolean {
+  try {
+    const head = readFileSync(join(dir, 'results.json'), 'utf8').slice(0, 200);
+    return head.includes(`"format": "${RESULTS_FORMAT}"`) || head.includes(`"format":"${RESULTS_FORMAT}"`);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Checks up front that `outDir` can receive a report, before any expensive work: its parent must
+ * be a writable folder (it is created when missing), and the target must be absent, an empty
+ * folder, or a report fcp wrote before (never a folder of other files, which replacing would
+ * destroy). Throws FcpError `io.write`.
+ */
+export function checkOutDir(outDir: string): void {
+  const target = resolve(outDir);
+  if (existsSync(target)) {
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(target);
+    } catch (e) {
+      fail('io.write', `cannot use ${outDir}: ${(e as Error).message}`, outDir);
+    }
+    if (!st.isDirectory()) fail('io.write', `${outDir} exists and is not a folder; choose another --out`, outDir);
+    if (readdirSync(target).length > 0 && !isPreviousReport(target))
+      fail(
+        'io.write',
+        `${outDir} exists and is not an fcp report (no results.json of format ${RESULTS_FORMAT}); choose an empty or new --out folder`,
+        outDir,
+      );
+  }
+  const probe = makeTempDir(target);
+  rmSync(probe, { recursive: true, force: true });
+}
+
+/** Creates the temporary build folder next to `target` (creating the parent); FcpError `io.write`. */
+function makeTempDir(target: string): string {
+  const parent = dirname(target);
+  try {
+    mkdirSync(parent, { recursive: true });
+    return mkdtempSync(join(parent, `.${basename(target)}.tmp-`));
+  } catch (e) {
+    fail(
+      'io.write',
+      `cannot write the report to ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}; choose a writable --out folder`,
+      target,
+    );
+  }
+}
+
+/** Turns a vega-lite spec into SVG text and PNG bytes (default: `renderChart` of plots.ts). */
+export type ChartRenderer = (
+  spec: TopLevelSpec,
+) => Promise<{ svg: string; png: Uint8Array }> | { svg: string; png: Uint8Array };
+
+/** Options of {@link writeReport}. */
+export interface WriteReportOptions {
+  /** Told before each stage. */
+  onStep?: (label: string) => void;
+  /** Chart renderer (tests inject failures here). */
+  render?: ChartRenderer;
+}
+
+/** Renders every figure of the results (SVG inline, PNG copy). */
+export async function renderFigures(
+  results: Results,
+  render: ChartRenderer = renderChart,
+): Promise<{ figure: RenderedFigure; png: Uint8Array }[]> {
+  const out: { figure: RenderedFigure; png: Uint8Array }[] = [];
+  for (const f of figuresOf(results)) {
+    const { svg, png } = await render(f.spec);
+    out.push({ figure: { ...f, svg, png: `plots/${f.id}.png` }, png });
+  }
+  return out;
+}
+
+/**
+ * Renders the report of `results` into `outDir` atomically (see the module comment). Throws
+ * FcpError `io.write` when the folder cannot be written; any failure leaves the previous content of
+ * `outDir` (or its absence) as it was.
+ */
+export async function writeReport(
+  results: Results,
+  outDir: string,
+  options: WriteReportOptions = {},
+): Promise<WrittenReport> {
+  const onStep = options.onStep ?? (() => {});
+  const target = resolve(outDir);
+  checkOutDir(outDir);
+  onStep('rendering figures');
+  // Rendered before the temporary folder exists: a failing figure then leaves nothing behind.
+  const rendered = await renderFigures(results, options.render);
+  onStep('writing index.html');
+  const html = reportHtml(
+    results,
+    rendered.map((r) => r.figure),
+  );
+  const json = resultsToJson(results);
+  const tmp = makeTempDir(target);
+  const files: string[] = [];
+  const put = (rel: string, data: string | Uint8Array): void => {
+    writeFileSync(join(tmp, rel), data);
+    files.push(rel);
+  };
+  let old: string | undefined;
+  try {
+    mkdirSync(join(tmp, 'plots'));
+    for (const { figure, png } of rendered) {
+      put(figure.png, png);
+      put(`plots/${figure.id}.vl.json`, `${JSON.stringify(figure.spec, null, 1)}\n`);
+    }
+    put('results.json', json);
+    put('index.html', html);
+    if (existsSync(target)) {
+      old = `${tmp}.old`;
+      renameSync(target, old);
+    }
+    renameSync(tmp, target);
+  } catch (e) {
+    if (old !== undefined && !existsSync(target)) {
+      try {
+        renameSync(old, target); // put the previous report back
+        old = undefined;
+      } catch {
+        // the previous report stays at `old`; the message below names the target
+      }
+    }
+    rmSync(tmp, { recursive: true, force: true });
+    fail(
+      'io.write',
+      `cannot write the report to ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      target,
+    );
+  }
+  if (old !== undefined) rmSync(old, { recursive: true, force: true });
+  return { dir: target, files: files.sort() };
+}

@@ -1,0 +1,66 @@
+/**
+ * `fcp demo` and `fcp report` through the real CLI (a child process): bad input fails fast with one
+ * line and exit 2 and writes nothing; a small demo writes a report that `fcp report` redraws.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+function fcp(args: string[]): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli.ts'), ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, FCP_DEBUG: '' },
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+const SMALL = ['--world', '4', '--tokens-per-rank', '4096', '--scaling', '2,4', '--numerics-world', '2', '--numerics-tokens', '64'];
+
+test('fcp demo rejects bad input with one line, exit 2, and no report', () => {
+  const parent = mkdtempSync(join(tmpdir(), 'fcp-cli-'));
+  writeFileSync(join(parent, 'file'), 'x');
+  const cases: [string[], string][] = [
+    [['--strategies', 'fcp,nope'], 'strategy.unknown'],
+    [['--world', '0'], 'option.world'],
+    [['--out', join(parent, 'file', 'report')], 'io.write'],
+    [['--scaling', '2,x'], 'option.scaling'],
+    [['--cluster', 'abacus'], 'cluster.unknown'],
+  ];
+  for (const [args, code] of cases) {
+    const out = args.includes('--out') ? [] : ['--out', join(parent, 'r')];
+    const r = fcp(['demo', ...SMALL, ...args, ...out]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.equal(r.stdout, '');
+    const lines = r.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(lines[0]!, new RegExp(`^fcp: error: ${code.replace('.', '\\.')}`));
+  }
+  assert.deepEqual(readdirSync(parent), ['file']);
+});
+
+test('fcp demo writes a report; fcp report redraws it from results.json', () => {
+  const parent = mkdtempSync(join(tmpdir(), 'fcp-cli-'));
+  const dir = join(parent, 'report');
+  const r = fcp(['demo', ...SMALL, '--out', dir]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^strategy\s+valid\s+MFU fwd/);
+  assert.ok(r.stdout.includes(`report: ${dir}/index.html`));
+  assert.ok(existsSync(join(dir, 'index.html')));
+  const results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'));
+  assert.equal(results.provenance.command, `fcp demo ${[...SMALL, '--out', dir].join(' ')}`);
+  const again = join(parent, 'again');
+  const r2 = fcp(['report', join(dir, 'results.json'), '--out', again]);
+  assert.equal(r2.code, 0, r2.stderr);
+  assert.equal(readFileSync(join(again, 'index.html'), 'utf8'), readFileSync(join(dir, 'index.html'), 'utf8'));
+  assert.equal(readFileSync(join(again, 'plots', 'mfu.png')).length > 0, true);
+  const bad = fcp(['report', join(parent, 'missing.json'), '--out', join(parent, 'x')]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^fcp: error: io\.read/);
+});

@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { FcpError } from '../../src/core/issues.ts';
+import { readResults, resultsFromJson, resultsToJson } from '../../src/report/results.ts';
+import { smallResults } from './fixtures.ts';
+
+const codeOf = (f: () => unknown): string => {
+  try {
+    f();
+  } catch (e) {
+    assert.ok(e instanceof FcpError, String(e));
+    return e.code;
+  }
+  assert.fail('expected an FcpError');
+};
+
+test('results round-trip through JSON unchanged, byte for byte', () => {
+  const r = smallResults();
+  const text = resultsToJson(r);
+  const back = resultsFromJson(JSON.parse(text));
+  assert.deepEqual(back, r);
+  assert.equal(resultsToJson(back), text);
+});
+
+test('results files that are not ours are user errors with codes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-results-'));
+  const bad = join(dir, 'bad.json');
+  writeFileSync(bad, '{ not json');
+  assert.equal(codeOf(() => readResults(bad)), 'results.json');
+  assert.equal(codeOf(() => readResults(join(dir, 'missing.json'))), 'io.read');
+  writeFileSync(bad, JSON.stringify({ format: 'fcp-plan/1' }));
+  assert.equal(codeOf(() => readResults(bad)), 'results.format');
+  const broken = JSON.parse(resultsToJson(smallResults()));
+  broken.runs[0].mfuForward = 'high';
+  delete broken.problem;
+  assert.equal(codeOf(() => resultsFromJson(broken)), 'results.schema');
+});
