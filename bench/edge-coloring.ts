@@ -34,7 +34,12 @@ function pick(cdf: Float64Array, x: number): number {
   return lo;
 }
 
-function makeGraph(shape: Shape, n: number, edges: number, seed: number): { src: Int32Array; dst: Int32Array } {
+function makeGraph(
+  shape: Shape,
+  n: number,
+  edges: number,
+  seed: number,
+): { src: Int32Array; dst: Int32Array } {
   const rng = new Rng(seed);
   const src = new Int32Array(edges);
   const dst = new Int32Array(edges);
@@ -87,7 +92,9 @@ const sizes: [number, number][] = [
   [4096, 1_000_000],
 ];
 const shapes: Shape[] = ['random', 'skewed', 'zipf', 'incast'];
-const cases = sizes.flatMap(([n, edges]) => shapes.map((shape): [Shape, number, number] => [shape, n, edges]));
+const cases = sizes.flatMap(([n, edges]) =>
+  shapes.map((shape): [Shape, number, number] => [shape, n, edges]),
+);
 
 const rows: string[][] = [['shape', 'n', 'edges', 'Δ', 'ms (best)', 'ms (median)']];
 for (const [shape, n, edges] of cases) {
@@ -106,4 +113,5 @@ for (const [shape, n, edges] of cases) {
   rows.push([shape, String(n), String(edges), String(delta), times[0]!.toFixed(1), times[2]!.toFixed(1)]);
 }
 const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-for (const r of rows) console.log(r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  '));
+for (const r of rows)
+  console.log(r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  '));

@@ -49,6 +49,8 @@ class MsgPart:
     kind: int
     idx: torch.Tensor
     rows: int
+    # dkv parts whose ranges overlap: 1 for the first occurrence of a slot, 0 after (the partial moves once)
+    first: Optional[torch.Tensor] = None
 
 
 @dataclass
@@ -191,7 +193,14 @@ class RankRuntime:
                     for f, sp in fields[kind]:
                         space = self.qspace if sp == "q" else self.kvspace[phase]
                         idx = space.index(grp.seq[mk], grp.start[mk], grp.length[mk])
-                        parts.append(MsgPart(f, kind, self._t(idx), len(idx)))
+                        first = None
+                        if kind == KIND_DKV and direction == "send":
+                            _, pos = np.unique(idx, return_index=True)
+                            if len(pos) < len(idx):
+                                m1 = np.zeros(len(idx), np.float32)
+                                m1[pos] = 1.0
+                                first = torch.from_numpy(m1).to(self.device).view(-1, 1, 1)
+                        parts.append(MsgPart(f, kind, self._t(idx), len(idx), first))
                 target[int(p)] = parts
         sa = grp.send_after[grp.src == me]
         spec = GroupSpec(sends, recvs, int(sa.max()) if len(sa) else -1)
@@ -335,6 +344,8 @@ class RankRuntime:
             for j, part in enumerate(parts):
                 if part.field in ACC_FIELDS:
                     staged[(p, j)] = b[part.field].index_select(0, part.idx)
+                    if part.first is not None:
+                        staged[(p, j)] *= part.first
                     if part.kind == KIND_DKV:
                         b[part.field].index_fill_(0, part.idx, 0.0)
         ctx = torch.cuda.stream(self.comm.stream) if self.stream_comm else nullcontext()
@@ -356,7 +367,8 @@ class RankRuntime:
                         x = staged[(p, j)]
                         inc = b.get(part.field + "_in")
                         if inc is not None:
-                            x = x + inc.index_select(0, part.idx)
+                            y = inc.index_select(0, part.idx)
+                            x = x + (y * part.first if part.first is not None else y)
                             if part.kind == KIND_DKV:
                                 inc.index_fill_(0, part.idx, 0.0)
                     else:

@@ -34,9 +34,9 @@ def fail(code: str, message: str) -> None:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="fcp_torch.worker")
-    ap.add_argument("--plan", required=True)
-    ap.add_argument("--out", required=True, help="output folder (rank{r}.json, rank{r}.bin)")
-    ap.add_argument("--inputs", help="input file written by the TypeScript executor")
+    ap.add_argument("--plan", required=True, action="append", help="plan file (repeat to run several plans in one launch)")
+    ap.add_argument("--out", required=True, help="output folder (rank{r}.json, rank{r}.bin; with several plans, one subfolder per plan index)")
+    ap.add_argument("--inputs", action="append", help="input file written by the TypeScript executor (one per --plan)")
     ap.add_argument("--seed", type=int, default=1, help="seed of generated inputs (without --inputs)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl", "gloo-staged"))
@@ -55,15 +55,21 @@ def main(argv=None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
-    try:
-        plan = read_plan(a.plan)
-    except PlanError as e:
-        fail(e.code, e.message)
-    if plan.world != world:
-        fail(
-            "run.nproc",
-            f"the plan is for {plan.world} ranks but {world} processes were started; use --nproc {plan.world}",
-        )
+    plans = []
+    for path in a.plan:
+        try:
+            plan = read_plan(path)
+        except PlanError as e:
+            fail(e.code, e.message)
+        if plan.world != world:
+            fail(
+                "run.nproc",
+                f"the plan {os.path.basename(path)} is for {plan.world} ranks but {world} processes were started; "
+                f"use --nproc {plan.world}",
+            )
+        plans.append(plan)
+    if a.inputs and len(a.inputs) != len(plans):
+        fail("run.inputs", f"{len(plans)} plans but {len(a.inputs)} input files")
     if a.device == "cuda" and not torch.cuda.is_available():
         fail("run.noCuda", "CUDA was requested but torch sees no CUDA device; use --device cpu")
     if a.device == "cuda":
@@ -80,7 +86,7 @@ def main(argv=None) -> int:
         else:
             local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
             backend = "nccl" if torch.cuda.device_count() >= local_world else "gloo-staged"
-    if a.device == "cpu" and backend not in ("gloo",):
+    if a.device == "cpu" and backend != "gloo":
         fail("run.backend", f"backend {backend} needs --device cuda")
     comm = None
     if world > 1:
@@ -98,6 +104,20 @@ def main(argv=None) -> int:
             kw.pop("device_id", None)
             dist.init_process_group(pg_backend, rank=rank, world_size=world, **kw)
         comm = StagedComm(rank, world, device) if backend == "gloo-staged" else DistComm(rank, world, device)
+    for i, plan in enumerate(plans):
+        out_dir = a.out if len(plans) == 1 else os.path.join(a.out, str(i))
+        inputs = a.inputs[i] if a.inputs else None
+        run_plan(a, plan, inputs, out_dir, comm, rank, world, device, dtype, backend)
+    if comm is not None:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+def run_plan(a, plan, inputs_path, out_dir, comm, rank, world, device, dtype, backend) -> None:
+    """Runs one plan (warm-up and timed iterations) and writes this rank's outputs and timings."""
     from .runtime import RankRuntime
 
     try:
@@ -106,15 +126,19 @@ def main(argv=None) -> int:
         prep_s = rt.prepare()
     except PlanError as e:
         fail(e.code, e.message)
-    if a.inputs:
+    if inputs_path:
         from .io import read_input_rows
 
-        x = read_input_rows(a.inputs, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim, prog.user_seq, prog.user_start, prog.user_length)
+        x = read_input_rows(
+            inputs_path, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim, prog.user_seq, prog.user_start, prog.user_length
+        )
         x = {k: v.to(device, dtype) for k, v in x.items()}
     else:
         from .io import generate_rows
 
-        x = generate_rows(a.seed, plan.q_heads, plan.kv_heads, plan.head_dim, prog.user_seq, prog.user_start, prog.user_length, device, dtype)
+        x = generate_rows(
+            a.seed, plan.q_heads, plan.kv_heads, plan.head_dim, prog.user_seq, prog.user_start, prog.user_length, device, dtype
+        )
     iters = []
     o = dq = dk = dv = None
     for it in range(a.warmup + a.iters):
@@ -149,17 +173,11 @@ def main(argv=None) -> int:
     if not a.no_outputs:
         from .io import write_outputs
 
-        write_outputs(a.out, rank, (o, dq, dk, dv), info)
+        write_outputs(out_dir, rank, (o, dq, dk, dv), info)
     else:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, f"rank{rank}.json"), "w") as fh:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
             json.dump(info, fh)
-    if comm is not None:
-        import torch.distributed as dist
-
-        dist.barrier()
-        dist.destroy_process_group()
-    return 0
 
 
 if __name__ == "__main__":

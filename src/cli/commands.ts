@@ -4,8 +4,12 @@
  */
 import type { Command } from 'commander';
 import { register as registerComparePlans } from './compare-plans.ts';
+import { register as registerVerify } from './verify.ts';
+import { register as registerValidate } from './validate.ts';
+import { register as registerSimulate } from './simulate.ts';
+import { register as registerCompare } from './compare.ts';
 
 /** Registers one command on the program. */
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerComparePlans];
+export const COMMANDS: RegisterCommand[] = [registerComparePlans, registerVerify, registerValidate, registerSimulate, registerCompare];

@@ -12,7 +12,13 @@ import { validatePlan } from '../plan/validate.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
-import { addPlannerOptions, addProblemOptions, intListOption, plannerOptionsFrom, problemOptionsFrom } from './common.ts';
+import {
+  addPlannerOptions,
+  addProblemOptions,
+  intListOption,
+  plannerOptionsFrom,
+  problemOptionsFrom,
+} from './common.ts';
 
 /** One (strategy, world) row. */
 export interface CompareRow {
@@ -100,7 +106,8 @@ export function comparePlans(o: CompareOptions, progress: Progress = silentProgr
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
 const gb = (x: number): string => (x / 1e9).toFixed(2);
-const count = (x: number): string => (x >= 1e6 ? `${(x / 1e6).toFixed(2)}M` : x >= 1e4 ? `${(x / 1e3).toFixed(1)}k` : String(x));
+const count = (x: number): string =>
+  x >= 1e6 ? `${(x / 1e6).toFixed(2)}M` : x >= 1e4 ? `${(x / 1e3).toFixed(1)}k` : String(x);
 
 /** The rows as an aligned text table (bytes in GB, forward plus backward). */
 export function formatCompareTable(rows: CompareRow[]): string {
@@ -155,7 +162,9 @@ export function formatCompareTable(rows: CompareRow[]): string {
 export function register(program: Command): void {
   const cmd = program
     .command('compare-plans')
-    .description('plan a batch with several strategies and world sizes, validate, and tabulate plan metrics (no simulation)');
+    .description(
+      'plan a batch with several strategies and world sizes, validate, and tabulate plan metrics (no simulation)',
+    );
   addProblemOptions(cmd, { world: '16,64,256' });
   addPlannerOptions(cmd)
     .option('--strategies <list>', 'comma-separated strategies (default: all registered)')

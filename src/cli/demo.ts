@@ -5,9 +5,15 @@
  */
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
+import {
+  DEMO_DEFAULTS,
+  type DemoOptions,
+  demoSteps,
+  resolveDemoOptions,
+  runDemo,
+} from '../report/pipeline.ts';
 import { createProgress } from '../report/progress.ts';
 import { provenanceOf } from '../report/provenance.ts';
-import { DEMO_DEFAULTS, type DemoOptions, demoSteps, resolveDemoOptions, runDemo } from '../report/pipeline.ts';
 import type { Results } from '../report/results.ts';
 import { summaryText } from '../report/summary.ts';
 import { checkOutDir, writeReport } from '../report/write.ts';
@@ -17,11 +23,13 @@ import { addProblemOptions, intListOption, intOption, problemOptionsFrom } from 
 export function demoFailures(r: Results): string[] {
   const out: string[] = [];
   for (const x of r.runs) {
-    if (!x.valid) out.push(`${x.strategy}: invalid plan (${x.issueCodes.join(', ') || x.error || 'see results.json'})`);
+    if (!x.valid)
+      out.push(`${x.strategy}: invalid plan (${x.issueCodes.join(', ') || x.error || 'see results.json'})`);
     else if (x.error !== undefined) out.push(`${x.strategy}: ${x.error}`);
   }
   for (const n of r.numerics.runs)
-    if (!n.ok) out.push(`${n.strategy}: numerical check ${n.error !== undefined ? `error: ${n.error}` : 'failed'}`);
+    if (!n.ok)
+      out.push(`${n.strategy}: numerical check ${n.error !== undefined ? `error: ${n.error}` : 'failed'}`);
   return out;
 }
 
@@ -61,7 +69,10 @@ export function register(program: Command): void {
   addProblemOptions(cmd, { world: String(DEMO_DEFAULTS.world) })
     .option('--strategies <list>', 'comma-separated strategies (default: all registered)')
     .option('--cluster <name>', 'simulated cluster preset', DEMO_DEFAULTS.cluster)
-    .option('--scaling <worlds>', 'weak-scaling world sizes, comma-separated, or none (default: world/4,world/2,world)')
+    .option(
+      '--scaling <worlds>',
+      'weak-scaling world sizes, comma-separated, or none (default: world/4,world/2,world)',
+    )
     .option('--numerics-world <n>', 'ranks of the CPU numerical check', String(DEMO_DEFAULTS.numericsWorld))
     .option(
       '--numerics-tokens <n>',

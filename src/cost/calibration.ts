@@ -70,19 +70,24 @@ export function defaultCalibration(): Calibration {
  */
 export function loadCalibration(paths: readonly string[]): Calibration {
   if (paths.length === 0) fail('calibration.incomplete', 'no calibration file given', 'calibration');
-  const docs = paths.map((p) => {
-    let text: string;
+  const docs: { path: string; json: unknown }[] = [];
+  for (const p of paths) {
+    let text = '';
     try {
       text = readFileSync(p, 'utf8');
     } catch (e) {
-      fail('io.read', `cannot read calibration file ${p}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, p);
+      fail(
+        'io.read',
+        `cannot read calibration file ${p}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        p,
+      );
     }
     try {
-      return { path: p, json: JSON.parse(text) as unknown };
+      docs.push({ path: p, json: JSON.parse(text) as unknown });
     } catch (e) {
       fail('calibration.json', `${p} is not valid JSON (${(e as Error).message})`, p);
     }
-  });
+  }
   return calibrationFromJson(docs);
 }
 
@@ -105,7 +110,11 @@ export function calibrationFromJson(docs: readonly { path: string; json: unknown
   const varlen = sets.grid;
   const names = docs.map((d) => d.path).join(', ');
   if (!varlen.some((p) => p.bwdMs !== undefined))
-    fail('calibration.incomplete', `${names} hold no varlen backward timings; add a varlen grid such as data/calibration/h200-torch2.11-flash-varlen.json`, 'calibration');
+    fail(
+      'calibration.incomplete',
+      `${names} hold no varlen backward timings; add a varlen grid such as data/calibration/h200-torch2.11-flash-varlen.json`,
+      'calibration',
+    );
   let denseBackend: string | undefined;
   if (sets.dense.has(PREFERRED_DENSE_BACKEND)) denseBackend = PREFERRED_DENSE_BACKEND;
   else denseBackend = [...sets.dense.keys()].sort()[0];
@@ -131,46 +140,53 @@ function readDoc(path: string, json: unknown, sets: RowSets, issues: FcpIssue[])
   const doc = json as { rows: unknown[]; peak_tflops?: unknown };
   if (typeof doc.peak_tflops === 'number' && doc.peak_tflops > 0) sets.peak = doc.peak_tflops;
   doc.rows.forEach((raw, i) => {
-    const r = raw as Record<string, unknown>;
-    const bad = (what: string): void => {
-      issues.push(issue('calibration.row', `${path} row ${i}: ${what}`, path, i));
-    };
-    if (typeof r !== 'object' || r === null) return bad('not an object');
-    const lq = r.lq;
-    const lk = r.lk;
-    const fwd = r.fwd_ms;
-    if (!isPosInt(lq) || !isPosInt(lk)) return bad('lq and lk must be positive integers');
-    if (typeof r.causal !== 'boolean') return bad('causal must be true or false');
-    if (!isPosNum(fwd)) return bad('fwd_ms must be a positive number');
-    const bwd = r.bwd_ms;
-    if (bwd !== undefined && bwd !== null && !isPosNum(bwd)) return bad('bwd_ms must be a positive number when present');
-    const count = r.segments ?? r.pairs;
-    if (!isPosInt(count)) return bad('segments (or pairs) must be a positive integer');
-    const p: { lq: number; lk: number; causal: boolean; count: number; fwdMs: number; bwdMs?: number } = {
-      lq,
-      lk,
-      causal: r.causal,
-      count,
-      fwdMs: fwd,
-    };
-    if (isPosNum(bwd)) p.bwdMs = bwd;
-    if (r.segments !== undefined) {
-      // Varlen grid row. A single tiny segment measures the launch floor, not an efficiency.
-      if (count === 1 && lq <= FLOOR_MAX_TOKENS && lk <= FLOOR_MAX_TOKENS) {
-        if (!sets.floor || lq * lk < sets.floor.lq * sets.floor.lk) sets.floor = p;
-      } else sets.grid.push(p);
-      return;
-    }
-    const kind = r.kind;
-    if (kind === 'batch') {
-      if (lq !== lk) return bad('dense batch rows must be squares (lq = lk)');
-      const name = typeof r.name === 'string' ? r.name : 'dense';
-      const list = sets.dense.get(name) ?? [];
-      list.push(p);
-      sets.dense.set(name, list);
-    } else if (kind !== 'varlen' && kind !== 'rect')
-      bad(`unknown row kind ${JSON.stringify(kind)} (expected batch, varlen, rect, or a varlen grid row with segments)`);
+    const why = readRow(raw, sets);
+    if (why !== undefined) issues.push(issue('calibration.row', `${path} row ${i}: ${why}`, path, i));
   });
+}
+
+/** Files one row into `sets`; returns what is wrong with it, if anything. */
+function readRow(raw: unknown, sets: RowSets): string | undefined {
+  if (typeof raw !== 'object' || raw === null) return 'not an object';
+  const r = raw as Record<string, unknown>;
+  const lq = r.lq;
+  const lk = r.lk;
+  const fwd = r.fwd_ms;
+  if (!isPosInt(lq) || !isPosInt(lk)) return 'lq and lk must be positive integers';
+  if (typeof r.causal !== 'boolean') return 'causal must be true or false';
+  if (!isPosNum(fwd)) return 'fwd_ms must be a positive number';
+  const bwd = r.bwd_ms;
+  if (bwd !== undefined && bwd !== null && !isPosNum(bwd))
+    return 'bwd_ms must be a positive number when present';
+  const count = r.segments ?? r.pairs;
+  if (!isPosInt(count)) return 'segments (or pairs) must be a positive integer';
+  const p: { lq: number; lk: number; causal: boolean; count: number; fwdMs: number; bwdMs?: number } = {
+    lq,
+    lk,
+    causal: r.causal,
+    count,
+    fwdMs: fwd,
+  };
+  if (isPosNum(bwd)) p.bwdMs = bwd;
+  if (r.segments !== undefined) {
+    // Varlen grid row. A single tiny segment measures the launch floor, not an efficiency.
+    if (count === 1 && lq <= FLOOR_MAX_TOKENS && lk <= FLOOR_MAX_TOKENS) {
+      if (!sets.floor || lq * lk < sets.floor.lq * sets.floor.lk) sets.floor = p;
+    } else sets.grid.push(p);
+    return undefined;
+  }
+  const kind = r.kind;
+  if (kind === 'batch') {
+    if (lq !== lk) return 'dense batch rows must be squares (lq = lk)';
+    const name = typeof r.name === 'string' ? r.name : 'dense';
+    const list = sets.dense.get(name) ?? [];
+    list.push(p);
+    sets.dense.set(name, list);
+    return undefined;
+  }
+  if (kind !== 'varlen' && kind !== 'rect')
+    return `unknown row kind ${JSON.stringify(kind)} (expected batch, varlen, rect, or a varlen grid row with segments)`;
+  return undefined;
 }
 
 const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;

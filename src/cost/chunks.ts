@@ -11,7 +11,11 @@
  * same for every sequence of a c-group whose parts up to max(a, kvHi) are all full ("regular"); the
  * few sequences whose last (short) part or end falls inside the segment are costed one by one.
  * Regular costs are summed per (keys in parts, diagonal) into suffix arrays over the threshold, so
- * a segment costs O(1) plus its irregular sequences plus its dense-candidate c-groups.
+ * a segment costs O(1) plus its irregular sequences.
+ *
+ * Sequences whose part size reaches the smallest dense block (512 on H200) could run on the dense
+ * path; they are handed to the op as explicit tasks, exactly as their expansion would be. There are
+ * few: a ring over N ranks holds 2N parts per sequence, so at most tokens / (512 * 2N) of them.
  */
 import type { Plan } from '../plan/types.ts';
 import type { Direction, KernelModel, SegmentShape } from './kernel.ts';
@@ -29,6 +33,9 @@ interface PartIndex {
   truncLen: Int32Array;
   fullOff: Int32Array; // sequences whose last part is full
   fullLen: Int32Array;
+  /** Sequences with part size >= the smallest dense side: ids and padded lengths. */
+  bigSeq: Int32Array;
+  bigLen: Int32Array;
   /** Tokens of part i summed over the set (padded). */
   tokens: Float64Array;
   /** Regular-cost suffix arrays, by key (nEff, diag, dir). */
@@ -40,20 +47,24 @@ export class ChunkCoster {
   private readonly index = new Map<number, PartIndex>();
   private readonly causal: boolean;
   private readonly shape: SegmentShape = { lq: 0, lk: 0, causal: false, pairs: 0 };
-  private readonly denseMin: [number, number, number, number];
+  private readonly denseMin: number;
 
   constructor(
     private readonly plan: Plan,
     private readonly kernel: KernelModel,
   ) {
     this.causal = plan.mask === 'causal';
-    // Smallest side the dense path accepts, per (dir, causal); Infinity when unavailable.
-    const m = (dir: Direction, c: boolean): number => {
-      if (kernel.policy !== 'auto') return Number.POSITIVE_INFINITY;
-      for (let l = 1; l <= 1 << 20; l *= 2) if (kernel.denseEfficiency(dir, l, c) > 0) return refineMin(kernel, dir, c, l);
-      return Number.POSITIVE_INFINITY;
-    };
-    this.denseMin = [m('forward', false), m('forward', true), m('backward', false), m('backward', true)];
+    // Smallest side the dense path accepts in any direction or mask; Infinity when unavailable.
+    let min = Number.POSITIVE_INFINITY;
+    if (kernel.policy === 'auto')
+      for (const dir of ['forward', 'backward'] as const)
+        for (const c of [false, true])
+          for (let l = 1; l <= 1 << 20; l *= 2)
+            if (kernel.denseEfficiency(dir, l, c) > 0) {
+              min = Math.min(min, refineMin(kernel, dir, c, l));
+              break;
+            }
+    this.denseMin = min;
   }
 
   /** Tokens of part `part` of `parts` summed over the sequences of `set` (padding included). */
@@ -66,39 +77,62 @@ export class ChunkCoster {
    * Adds the work of one chunk segment to `op`: for every sequence of `set`, queries of part `a`
    * against keys of parts kvLo..kvHi (contiguous) of `parts`.
    */
-  addSegment(op: OpCost, dir: Direction, set: number, parts: number, a: number, kvLo: number, kvHi: number): void {
+  addSegment(
+    op: OpCost,
+    dir: Direction,
+    set: number,
+    parts: number,
+    a: number,
+    kvLo: number,
+    kvHi: number,
+  ): void {
     const causal = this.causal;
     if (causal && kvLo > a) return; // entirely masked
     const kvHiEff = causal ? Math.min(kvHi, a) : kvHi;
+    const ix = this.partIndex(set, parts);
+    // Dense-capable sequences: as explicit tasks, one per part pair.
+    for (let i = 0; i < ix.bigSeq.length; i++) {
+      const len = ix.bigLen[i]!;
+      const c = Math.ceil(len / parts);
+      const qs = a * c;
+      const ql = Math.min(c, len - qs);
+      if (ql <= 0) continue;
+      for (let b = kvLo; b <= kvHiEff; b++) {
+        const ks = b * c;
+        const kl = Math.min(c, len - ks);
+        if (kl > 0) op.addTask(ix.bigSeq[i]!, qs, ql, ks, kl);
+      }
+    }
     const diag = causal && kvHi >= a;
     const nEff = kvHiEff - kvLo + 1;
     const m = Math.max(a, kvHiEff);
-    const ix = this.partIndex(set, parts);
     if (m >= ix.parts) return;
-    const dmin = this.denseMin[(dir === 'forward' ? 0 : 2) + (diag ? 1 : 0)]!;
-    const useDense = nEff === 1 && (diag || !causal || kvHiEff < a);
-    // Regular sequences (all involved parts full): suffix sums, dense candidates apart.
-    const suf = this.suffix(ix, dir, nEff, diag, useDense ? dmin : Number.POSITIVE_INFINITY);
-    op.addVarlenMs(suf[m]!);
-    if (useDense) {
-      for (let g = ix.groupC.length - 1; g >= 0 && ix.groupC[g]! >= dmin; g--) {
-        const cnt = countAtLeast(ix.groupFull[g]!, m);
-        if (cnt > 0) op.addDense(ix.groupC[g]!, diag, cnt);
-      }
-    }
+    // Regular sequences (all involved parts full): suffix sums.
+    op.addVarlenMs(this.suffix(ix, dir, nEff, diag)[m]!);
     // Irregular: sequences whose last non-empty part t lies in [max(a, kvLo), m] and is not full at m.
     const sh = this.shape;
     const lo = Math.max(a, kvLo);
     let ms = 0;
     for (let t = lo; t <= m; t++) {
-      for (let i = ix.truncOff[t]!; i < ix.truncOff[t + 1]!; i++) ms += this.exact(dir, ix.truncLen[i]!, parts, a, kvLo, kvHiEff, sh);
-      if (t < m) for (let i = ix.fullOff[t]!; i < ix.fullOff[t + 1]!; i++) ms += this.exact(dir, ix.fullLen[i]!, parts, a, kvLo, kvHiEff, sh);
+      for (let i = ix.truncOff[t]!; i < ix.truncOff[t + 1]!; i++)
+        ms += this.exact(dir, ix.truncLen[i]!, parts, a, kvLo, kvHiEff, sh);
+      if (t < m)
+        for (let i = ix.fullOff[t]!; i < ix.fullOff[t + 1]!; i++)
+          ms += this.exact(dir, ix.fullLen[i]!, parts, a, kvLo, kvHiEff, sh);
     }
     op.addVarlenMs(ms);
   }
 
   /** Varlen time of one sequence of (padded) length len for the segment. */
-  private exact(dir: Direction, len: number, parts: number, a: number, kvLo: number, kvHi: number, sh: SegmentShape): number {
+  private exact(
+    dir: Direction,
+    len: number,
+    parts: number,
+    a: number,
+    kvLo: number,
+    kvHi: number,
+    sh: SegmentShape,
+  ): number {
     const c = Math.ceil(len / parts);
     const qs = a * c;
     const ql = Math.min(c, len - qs);
@@ -109,18 +143,17 @@ export class ChunkCoster {
     return this.kernel.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
   }
 
-  private suffix(ix: PartIndex, dir: Direction, nEff: number, diag: boolean, denseFrom: number): Float64Array {
-    const key = ((nEff * 2 + (diag ? 1 : 0)) * 2 + (dir === 'forward' ? 0 : 1)) * 2 + (denseFrom < Number.POSITIVE_INFINITY ? 1 : 0);
+  private suffix(ix: PartIndex, dir: Direction, nEff: number, diag: boolean): Float64Array {
+    const key = (nEff * 2 + (diag ? 1 : 0)) * 2 + (dir === 'forward' ? 0 : 1);
     let s = ix.suffix.get(key);
     if (s) return s;
     s = new Float64Array(ix.parts + 1);
     const k = this.kernel;
     for (let g = 0; g < ix.groupC.length; g++) {
       const c = ix.groupC[g]!;
-      if (c >= denseFrom) continue;
-      const lk = nEff * c;
-      const pairs = diag ? c * (nEff - 1) * c + (c * (c + 1)) / 2 : c * lk;
-      const cost = k.varlenMs(dir, c, lk, diag, pairs);
+      // Relative geometry: keys [0, nEff*c); queries the last part (diagonal) or after all keys.
+      const sh = segmentShape(this.causal, diag ? (nEff - 1) * c : nEff * c, c, 0, nEff * c, this.shape);
+      const cost = k.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
       const full = ix.groupFull[g]!;
       for (let i = 0; i < full.length; i++) s[full[i]!]! += cost;
     }
@@ -133,7 +166,7 @@ export class ChunkCoster {
     const key = set * 1048576 + parts;
     let ix = this.index.get(key);
     if (!ix) {
-      ix = buildIndex(this.plan, set, parts);
+      ix = buildIndex(this.plan, set, parts, this.denseMin);
       this.index.set(key, ix);
     }
     return ix;
@@ -152,24 +185,12 @@ function refineMin(kernel: KernelModel, dir: Direction, causal: boolean, l: numb
   return kernel.denseEfficiency(dir, lo, causal) > 0 ? lo : hi;
 }
 
-/** Number of values >= m in a sorted array. */
-function countAtLeast(sorted: Int32Array, m: number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (sorted[mid]! >= m) hi = mid;
-    else lo = mid + 1;
-  }
-  return sorted.length - lo;
-}
-
 /** Padded length of a sequence in a set padded to a multiple of padTo (0: none). */
 export function paddedLength(len: number, padTo: number): number {
   return padTo > 1 ? Math.ceil(len / padTo) * padTo : len;
 }
 
-function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
+function buildIndex(plan: Plan, set: number, parts: number, denseMin: number): PartIndex {
   const sets = plan.seqSets!;
   const padTo = sets.padTo?.[set] ?? 0;
   const from = sets.offsets[set]!;
@@ -182,8 +203,12 @@ function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
   const shortLast = new Uint8Array(n);
   const tokDiff = new Float64Array(parts + 1);
   const tokens = new Float64Array(parts);
+  const big = new Uint8Array(n);
+  const bigSeq: number[] = [];
+  const bigLen: number[] = [];
   for (let i = 0; i < n; i++) {
-    const len = paddedLength(plan.sequences[sets.seqs[from + i]!]!, padTo);
+    const seq = sets.seqs[from + i]!;
+    const len = paddedLength(plan.sequences[seq]!, padTo);
     const c = Math.ceil(len / parts);
     const cnt = Math.ceil(len / c); // non-empty parts, <= parts
     const last = len - (cnt - 1) * c;
@@ -195,6 +220,11 @@ function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
     // tokens: c on parts 0..cnt-2, last on cnt-1.
     tokDiff[cnt - 1]! += c;
     tokens[cnt - 1]! += last;
+    if (c >= denseMin) {
+      big[i] = 1;
+      bigSeq.push(seq);
+      bigLen.push(len);
+    }
   }
   let run = 0;
   for (let i = parts - 1; i >= 0; i--) {
@@ -202,12 +232,14 @@ function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
     tokens[i]! += run;
   }
   // c-groups.
-  const order = Array.from({ length: n }, (_, i) => i).sort((x, y) => cs[x]! - cs[y]! || fullUpTo[x]! - fullUpTo[y]!);
+  const order = Array.from({ length: n }, (_, i) => i)
+    .filter((i) => big[i] === 0)
+    .sort((x, y) => cs[x]! - cs[y]! || fullUpTo[x]! - fullUpTo[y]!);
   const groupC: number[] = [];
   const groupFull: Int32Array[] = [];
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < order.length; ) {
     let j = i;
-    while (j < n && cs[order[j]!] === cs[order[i]!]) j++;
+    while (j < order.length && cs[order[j]!] === cs[order[i]!]) j++;
     groupC.push(cs[order[i]!]!);
     const f = new Int32Array(j - i);
     for (let k = i; k < j; k++) f[k - i] = fullUpTo[order[k]!]!;
@@ -217,11 +249,11 @@ function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
   // Buckets by last part index.
   const bucket = (want: number): { off: Int32Array; len: Int32Array } => {
     const off = new Int32Array(parts + 1);
-    for (let i = 0; i < n; i++) if (shortLast[i] === want) off[lastIdx[i]! + 1]!++;
+    for (let i = 0; i < n; i++) if (!big[i] && shortLast[i] === want) off[lastIdx[i]! + 1]!++;
     for (let t = 0; t < parts; t++) off[t + 1]! += off[t]!;
     const pos = off.slice(0, parts);
     const out = new Int32Array(off[parts]!);
-    for (let i = 0; i < n; i++) if (shortLast[i] === want) out[pos[lastIdx[i]!]!++] = lens[i]!;
+    for (let i = 0; i < n; i++) if (!big[i] && shortLast[i] === want) out[pos[lastIdx[i]!]!++] = lens[i]!;
     return { off, len: out };
   };
   const tr = bucket(1);
@@ -234,6 +266,8 @@ function buildIndex(plan: Plan, set: number, parts: number): PartIndex {
     truncLen: tr.len,
     fullOff: fl.off,
     fullLen: fl.len,
+    bigSeq: Int32Array.from(bigSeq),
+    bigLen: Int32Array.from(bigLen),
     tokens,
     suffix: new Map(),
   };

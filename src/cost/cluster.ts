@@ -61,9 +61,17 @@ const HOPPER: ClusterSpec = {
  */
 export const CLUSTER_PRESETS: Record<string, ClusterSpec> = {
   'hopper-ib': HOPPER,
-  'ratio-5920': { ...HOPPER, name: 'ratio-5920', nicGBps: round3((989e12 / 5920) / 1e9) },
-  'ratio-2500': { ...HOPPER, name: 'ratio-2500', nicGBps: round3((989e12 / 2500) / 1e9) },
-  torus: { ...HOPPER, name: 'torus', topology: 'torus', gpusPerNode: 1, latencyUs: 5, linkGBps: 50, hopUs: 1 },
+  'ratio-5920': { ...HOPPER, name: 'ratio-5920', nicGBps: round3(989e12 / 5920 / 1e9) },
+  'ratio-2500': { ...HOPPER, name: 'ratio-2500', nicGBps: round3(989e12 / 2500 / 1e9) },
+  torus: {
+    ...HOPPER,
+    name: 'torus',
+    topology: 'torus',
+    gpusPerNode: 1,
+    latencyUs: 5,
+    linkGBps: 50,
+    hopUs: 1,
+  },
 };
 
 function round3(x: number): number {
@@ -79,27 +87,54 @@ export type ClusterOverrides = Partial<Omit<ClusterSpec, 'name'>>;
 /** The preset `name` with `overrides` applied, validated. FcpError `cluster.unknown` or `option.<field>`. */
 export function resolveCluster(name = 'hopper-ib', overrides: ClusterOverrides = {}): ClusterSpec {
   const base = CLUSTER_PRESETS[name];
-  if (!base) fail('cluster.unknown', `unknown cluster ${JSON.stringify(name)}; choose one of ${CLUSTER_NAMES.join(', ')}`, 'cluster');
+  if (!base)
+    fail(
+      'cluster.unknown',
+      `unknown cluster ${JSON.stringify(name)}; choose one of ${CLUSTER_NAMES.join(', ')}`,
+      'cluster',
+    );
   const c: ClusterSpec = { ...base, ...definedOnly(overrides) };
   const issues: FcpIssue[] = [];
   const pos = (k: keyof ClusterSpec): void => {
     const v = c[k] as number;
-    if (!(typeof v === 'number' && Number.isFinite(v) && v > 0)) issues.push(issue(`option.${k}`, `${k} must be a positive number (got ${v})`, k));
+    if (!(typeof v === 'number' && Number.isFinite(v) && v > 0))
+      issues.push(issue(`option.${k}`, `${k} must be a positive number (got ${v})`, k));
   };
   const nonneg = (k: keyof ClusterSpec): void => {
     const v = c[k] as number;
-    if (!(typeof v === 'number' && Number.isFinite(v) && v >= 0)) issues.push(issue(`option.${k}`, `${k} must be a non-negative number (got ${v})`, k));
+    if (!(typeof v === 'number' && Number.isFinite(v) && v >= 0))
+      issues.push(issue(`option.${k}`, `${k} must be a non-negative number (got ${v})`, k));
   };
   for (const k of ['peakTflops', 'nvlinkGBps', 'nicGBps', 'linkGBps'] as const) pos(k);
   for (const k of ['nodeNicGBps', 'latencyUs', 'nvlinkLatencyUs', 'hopUs'] as const) nonneg(k);
-  if (!Number.isInteger(c.totalSms) || c.totalSms < 1) issues.push(issue('option.totalSms', `totalSms must be a positive integer (got ${c.totalSms})`, 'totalSms'));
+  if (!Number.isInteger(c.totalSms) || c.totalSms < 1)
+    issues.push(
+      issue('option.totalSms', `totalSms must be a positive integer (got ${c.totalSms})`, 'totalSms'),
+    );
   if (!Number.isInteger(c.commSms) || c.commSms < 0 || c.commSms >= c.totalSms)
-    issues.push(issue('option.commSms', `commSms must be an integer in [0, totalSms) (got ${c.commSms})`, 'commSms'));
+    issues.push(
+      issue('option.commSms', `commSms must be an integer in [0, totalSms) (got ${c.commSms})`, 'commSms'),
+    );
   if (!Number.isInteger(c.gpusPerNode) || c.gpusPerNode < 1)
-    issues.push(issue('option.gpusPerNode', `gpusPerNode must be a positive integer (got ${c.gpusPerNode})`, 'gpusPerNode'));
-  if (c.topology !== 'switch' && c.topology !== 'torus') issues.push(issue('option.topology', `topology must be switch or torus (got ${String(c.topology)})`, 'topology'));
+    issues.push(
+      issue(
+        'option.gpusPerNode',
+        `gpusPerNode must be a positive integer (got ${c.gpusPerNode})`,
+        'gpusPerNode',
+      ),
+    );
+  if (c.topology !== 'switch' && c.topology !== 'torus')
+    issues.push(
+      issue('option.topology', `topology must be switch or torus (got ${String(c.topology)})`, 'topology'),
+    );
   if (!c.torusDims.every((d) => Number.isInteger(d) && d >= 1))
-    issues.push(issue('option.torusDims', `torus dimensions must be positive integers (got ${c.torusDims.join('x')})`, 'torusDims'));
+    issues.push(
+      issue(
+        'option.torusDims',
+        `torus dimensions must be positive integers (got ${c.torusDims.join('x')})`,
+        'torusDims',
+      ),
+    );
   if (issues.length > 0) throw new FcpError(issues);
   return c;
 }
@@ -123,7 +158,11 @@ export function torusDimsFor(c: ClusterSpec, world: number): number[] {
   if (c.torusDims.length > 0) {
     const prod = c.torusDims.reduce((p, d) => p * d, 1);
     if (prod !== world)
-      fail('option.torusDims', `torus ${c.torusDims.join('x')} holds ${prod} ranks but the plan has ${world}`, 'torusDims');
+      fail(
+        'option.torusDims',
+        `torus ${c.torusDims.join('x')} holds ${prod} ranks but the plan has ${world}`,
+        'torusDims',
+      );
     return [...c.torusDims];
   }
   let a = Math.floor(Math.sqrt(world));

@@ -60,7 +60,14 @@ export interface SegmentShape {
  * queries before the first key attend nothing and keys after the last query are never attended, so
  * the segment is trimmed to queries [max(qs, ks), qe) and keys [ks, min(ke, qe)).
  */
-export function segmentShape(causal: boolean, qs: number, ql: number, ks: number, kl: number, out: SegmentShape): SegmentShape {
+export function segmentShape(
+  causal: boolean,
+  qs: number,
+  ql: number,
+  ks: number,
+  kl: number,
+  out: SegmentShape,
+): SegmentShape {
   const qe = qs + ql;
   const ke = ks + kl;
   if (!causal || ke - 1 <= qs) {
@@ -166,21 +173,33 @@ export class KernelModel {
   pointMs(dir: Direction, path: 'varlen' | 'dense', p: KernelPoint): number {
     const pairs = pointPairs(p.lq, p.lk, p.causal);
     const compute =
-      path === 'dense' ? this.denseMs(dir, p.lq, p.causal, p.count) : p.count * this.varlenMs(dir, p.lq, p.lk, p.causal, pairs);
+      path === 'dense'
+        ? this.denseMs(dir, p.lq, p.causal, p.count)
+        : p.count * this.varlenMs(dir, p.lq, p.lk, p.causal, pairs);
     return compute + this.launchMs(dir);
   }
 }
 
-function buildTables(cal: Calibration, dir: Direction, calPeak: number, launchOverride: number | undefined): DirTables {
+function buildTables(
+  cal: Calibration,
+  dir: Direction,
+  calPeak: number,
+  launchOverride: number | undefined,
+): DirTables {
   const msOf = (p: KernelPoint): number | undefined => (dir === 'forward' ? p.fwdMs : p.bwdMs);
   const flopsPerPair = CAL_FLOPS_PER_PAIR * (dir === 'forward' ? 1 : 2.5);
   const effOf = (p: KernelPoint, ms: number, launch: number): number =>
-    (p.count * pointPairs(p.lq, p.lk, p.causal) * flopsPerPair) / (calPeak * 1e9 * Math.max(ms - launch, 1e-6));
+    (p.count * pointPairs(p.lq, p.lk, p.causal) * flopsPerPair) /
+    (calPeak * 1e9 * Math.max(ms - launch, 1e-6));
   const build = (launch: number): DirTables => {
-    const pts: [{ lq: number; lk: number; eff: number }[], { lq: number; lk: number; eff: number }[]] = [[], []];
+    const pts: [{ lq: number; lk: number; eff: number }[], { lq: number; lk: number; eff: number }[]] = [
+      [],
+      [],
+    ];
     for (const p of cal.varlen) {
       const ms = msOf(p);
-      if (ms !== undefined) pts[p.causal ? 1 : 0].push({ lq: p.lq, lk: Math.max(p.lk, p.lq), eff: effOf(p, ms, launch) });
+      if (ms !== undefined)
+        pts[p.causal ? 1 : 0].push({ lq: p.lq, lk: Math.max(p.lk, p.lq), eff: effOf(p, ms, launch) });
     }
     const dpts: [{ l: number; eff: number }[], { l: number; eff: number }[]] = [[], []];
     for (const p of cal.dense) {
@@ -200,12 +219,15 @@ function buildTables(cal: Calibration, dir: Direction, calPeak: number, launchOv
   // Fixed point: the floor probe = its (tiny) compute + the launch overhead.
   let launch = floorMs;
   let t = build(launch);
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 50; i++) {
     const pairs = pointPairs(floor.lq, floor.lk, floor.causal);
     const eff = t.varlen[floor.causal ? 1 : 0].eval(floor.lq, floor.lk);
     const compute = (floor.count * pairs * flopsPerPair) / (calPeak * 1e9 * eff);
-    launch = Math.max(0, floorMs - compute);
+    const next = Math.max(0, floorMs - compute);
+    const done = Math.abs(next - launch) < 1e-12;
+    launch = next;
     t = build(launch);
+    if (done) break;
   }
   return t;
 }

@@ -2,8 +2,9 @@
  * Inputs of numeric executors: seeded random Q, K, V, dO per sequence, and the checks every
  * executor applies to inputs before running (shape, lengths, head counts).
  */
-import { Rng } from '../core/rng.ts';
+
 import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
+import { Rng } from '../core/rng.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
 import type { SequenceInputs } from './types.ts';
 
@@ -37,7 +38,9 @@ export function modelIssues(model: ModelShape): FcpIssue[] {
   const issues: FcpIssue[] = [];
   for (const k of ['qHeads', 'kvHeads', 'headDim'] as const)
     if (!Number.isInteger(model[k]) || model[k] < 1)
-      issues.push(issue('exec.input.shape', `model.${k} must be a positive integer (got ${model[k]})`, `model.${k}`));
+      issues.push(
+        issue('exec.input.shape', `model.${k} must be a positive integer (got ${model[k]})`, `model.${k}`),
+      );
   if (issues.length === 0 && model.qHeads % model.kvHeads !== 0)
     issues.push(
       issue(
@@ -55,10 +58,16 @@ export function modelIssues(model: ModelShape): FcpIssue[] {
  * (`exec.input.missing`, `exec.input.heads`, `exec.input.shape`, `exec.input.sequences`,
  * `exec.input.length`) listing every problem.
  */
-export function checkInputs(plan: Plan, inputs: SequenceInputs | undefined): asserts inputs is SequenceInputs {
+export function checkInputs(
+  plan: Plan,
+  inputs: SequenceInputs | undefined,
+): asserts inputs is SequenceInputs {
   const issues = modelIssues(plan.model);
   if (issues.length > 0) throw new FcpError(issues);
-  if (!inputs) throw new FcpError(issue('exec.input.missing', 'this executor computes real attention and needs inputs (q, k, v, dO)'));
+  if (!inputs)
+    throw new FcpError(
+      issue('exec.input.missing', 'this executor computes real attention and needs inputs (q, k, v, dO)'),
+    );
   const n = plan.sequences.length;
   const qw = plan.model.qHeads * plan.model.headDim;
   const kw = plan.model.kvHeads * plan.model.headDim;

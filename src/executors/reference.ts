@@ -49,7 +49,14 @@ function headMatrix(src: Float32Array, tokens: number, heads: number, dim: numbe
 }
 
 /** Adds a dense [tokens, dim] matrix into head `h` of a [tokens, heads, dim] array. */
-function scatterHead(dst: Float64Array, m: Float64Array, tokens: number, heads: number, dim: number, h: number): void {
+function scatterHead(
+  dst: Float64Array,
+  m: Float64Array,
+  tokens: number,
+  heads: number,
+  dim: number,
+  h: number,
+): void {
   for (let t = 0; t < tokens; t++) {
     const to = (t * heads + h) * dim;
     for (let c = 0; c < dim; c++) dst[to + c]! += m[t * dim + c]!;
@@ -79,6 +86,10 @@ export function referenceSequence(
   };
   const P = new Float64Array(L);
   const dP = new Float64Array(L);
+  const qi = new Float64Array(dim); // the current query row
+  const gi = new Float64Array(dim); // the current dO row
+  const oi = new Float64Array(dim);
+  const dqi = new Float64Array(dim);
   for (let c = 0; c < nkv; c++) {
     const K = headMatrix(k, L, nkv, dim, c);
     const V = headMatrix(v, L, nkv, dim, c);
@@ -88,45 +99,63 @@ export function referenceSequence(
       if (Math.floor((h * nkv) / nq) !== c) continue;
       const Q = headMatrix(q, L, nq, dim, h);
       const G = headMatrix(dO, L, nq, dim, h);
-      const O = new Float64Array(L * dim);
-      const dQ = new Float64Array(L * dim);
       for (let i = 0; i < L; i++) {
         const n = mask === 'causal' ? i + 1 : L; // keys 0..n-1 are visible to query i
+        for (let x = 0; x < dim; x++) {
+          qi[x] = Q[i * dim + x]!;
+          gi[x] = G[i * dim + x]!;
+          oi[x] = 0;
+          dqi[x] = 0;
+        }
+        // Scores, then an explicitly normalised softmax row.
         let best = Number.NEGATIVE_INFINITY;
         for (let j = 0; j < n; j++) {
+          const row = j * dim;
           let dot = 0;
-          for (let x = 0; x < dim; x++) dot += Q[i * dim + x]! * K[j * dim + x]!;
-          P[j] = dot * inv;
-          if (P[j]! > best) best = P[j]!;
+          for (let x = 0; x < dim; x++) dot += qi[x]! * K[row + x]!;
+          const sc = dot * inv;
+          P[j] = sc;
+          if (sc > best) best = sc;
         }
         let total = 0;
         for (let j = 0; j < n; j++) {
-          P[j] = Math.exp(P[j]! - best);
-          total += P[j]!;
+          const e = Math.exp(P[j]! - best);
+          P[j] = e;
+          total += e;
         }
         for (let j = 0; j < n; j++) P[j] = P[j]! / total;
         res.lse[i * nq + h] = best + Math.log(total);
+        // O = P·V and dP = dO·Vᵀ in one sweep over V; D_i = sum_j P_ij dP_ij.
         let rowD = 0;
         for (let j = 0; j < n; j++) {
+          const row = j * dim;
+          const pj = P[j]!;
           let g = 0;
           for (let x = 0; x < dim; x++) {
-            O[i * dim + x]! += P[j]! * V[j * dim + x]!;
-            g += G[i * dim + x]! * V[j * dim + x]!;
+            const vx = V[row + x]!;
+            oi[x]! += pj * vx;
+            g += gi[x]! * vx;
           }
           dP[j] = g;
-          rowD += P[j]! * g;
+          rowD += pj * g;
         }
+        // dS = P ∘ (dP - D); dQ, dK, dV.
         for (let j = 0; j < n; j++) {
-          const ds = P[j]! * (dP[j]! - rowD);
+          const row = j * dim;
+          const pj = P[j]!;
+          const ds = pj * (dP[j]! - rowD) * inv;
           for (let x = 0; x < dim; x++) {
-            dQ[i * dim + x]! += ds * K[j * dim + x]! * inv;
-            dK[j * dim + x]! += ds * Q[i * dim + x]! * inv;
-            dV[j * dim + x]! += P[j]! * G[i * dim + x]!;
+            dqi[x]! += ds * K[row + x]!;
+            dK[row + x]! += ds * qi[x]!;
+            dV[row + x]! += pj * gi[x]!;
           }
         }
+        const to = (i * nq + h) * dim;
+        for (let x = 0; x < dim; x++) {
+          res.o[to + x] = oi[x]!;
+          res.dq[to + x] = dqi[x]!;
+        }
       }
-      scatterHead(res.o, O, L, nq, dim, h);
-      scatterHead(res.dq, dQ, L, nq, dim, h);
     }
     scatterHead(res.dk, dK, L, nkv, dim, c);
     scatterHead(res.dv, dV, L, nkv, dim, c);
@@ -135,7 +164,11 @@ export function referenceSequence(
 }
 
 /** The reference for every sequence of `inputs`. */
-export function referenceAttention(shape: ReferenceShape, mask: Mask, inputs: SequenceInputs): ReferenceOutputs {
+export function referenceAttention(
+  shape: ReferenceShape,
+  mask: Mask,
+  inputs: SequenceInputs,
+): ReferenceOutputs {
   const out: ReferenceOutputs = { o: [], lse: [], dq: [], dk: [], dv: [] };
   for (let s = 0; s < inputs.q.length; s++) {
     const r = referenceSequence(shape, mask, inputs.q[s]!, inputs.k[s]!, inputs.v[s]!, inputs.dO[s]!);

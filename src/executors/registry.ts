@@ -5,6 +5,7 @@
 import { fail } from '../core/issues.ts';
 import { cpuExecutor } from './cpu/executor.ts';
 import { simExecutor } from './sim/index.ts';
+import { torchExecutor } from './torch/index.ts';
 import type { Executor, ExecutorRunOptions } from './types.ts';
 
 // Executors take their own option bags; the registry stores them under the common base type.
@@ -21,11 +22,17 @@ export function registerExecutor<O extends ExecutorRunOptions>(e: Executor<O>): 
 
 registerExecutor(cpuExecutor);
 registerExecutor(simExecutor);
+registerExecutor(torchExecutor);
 
 /** The executor called `name`; FcpError `executor.unknown` otherwise. */
 export function getExecutor(name: string): AnyExecutor {
   const e = EXECUTORS.get(name);
-  if (!e) fail('executor.unknown', `unknown executor ${JSON.stringify(name)}; choose one of ${executorNames().join(', ')}`, 'executor');
+  if (!e)
+    fail(
+      'executor.unknown',
+      `unknown executor ${JSON.stringify(name)}; choose one of ${executorNames().join(', ')}`,
+      'executor',
+    );
   return e;
 }
 

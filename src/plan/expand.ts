@@ -9,7 +9,16 @@
  */
 import { IntColumn } from '../core/int-column.ts';
 import { fail } from '../core/issues.ts';
-import type { ChunkLayout, ComputeTable, Layout, Phase, Plan, SendAfterTable, TaskTable, TransferTable } from './types.ts';
+import type {
+  ChunkLayout,
+  ComputeTable,
+  Layout,
+  Phase,
+  Plan,
+  SendAfterTable,
+  TaskTable,
+  TransferTable,
+} from './types.ts';
 
 /** A token range of one sequence. */
 interface Range {
@@ -19,17 +28,30 @@ interface Range {
 }
 
 /** Non-empty parts of the sequences of `set`, cut into `parts`, part `part`. */
-function partRanges(plan: Plan, set: number, parts: number, part: number, path: string, row: number): Range[] {
+function partRanges(
+  plan: Plan,
+  set: number,
+  parts: number,
+  part: number,
+  path: string,
+  row: number,
+): Range[] {
   const sets = plan.seqSets;
   if (!sets || set < 0 || set + 1 >= sets.offsets.length)
-    fail('plan.chunk.set', `chunk row refers to sequence set ${set}, which the plan does not define`, path, row);
+    fail(
+      'plan.chunk.set',
+      `chunk row refers to sequence set ${set}, which the plan does not define`,
+      path,
+      row,
+    );
   if (parts < 1 || part < 0 || part >= parts)
     fail('plan.chunk.part', `chunk row has part ${part} of ${parts}; need 0 <= part < parts`, path, row);
   const out: Range[] = [];
   for (let i = sets.offsets[set]!; i < sets.offsets[set + 1]!; i++) {
     const seq = sets.seqs[i]!;
     const len = plan.sequences[seq];
-    if (len === undefined) fail('plan.chunk.seq', `sequence set ${set} names sequence ${seq}, which does not exist`, path, row);
+    if (len === undefined)
+      fail('plan.chunk.seq', `sequence set ${set} names sequence ${seq}, which does not exist`, path, row);
     const c = Math.ceil(len / parts);
     const start = part * c;
     const length = Math.min(c, len - start);
@@ -40,7 +62,12 @@ function partRanges(plan: Plan, set: number, parts: number, part: number, path: 
 
 function appendLayout(base: Layout, chunks: ChunkLayout | undefined, plan: Plan, path: string): Layout {
   if (!chunks || chunks.rank.length === 0) return base;
-  const cols = { rank: new IntColumn(), seq: new IntColumn(), start: new IntColumn(), length: new IntColumn() };
+  const cols = {
+    rank: new IntColumn(),
+    seq: new IntColumn(),
+    start: new IntColumn(),
+    length: new IntColumn(),
+  };
   for (let i = 0; i < base.rank.length; i++) {
     cols.rank.push(base.rank[i]!);
     cols.seq.push(base.seq[i]!);
@@ -54,7 +81,12 @@ function appendLayout(base: Layout, chunks: ChunkLayout | undefined, plan: Plan,
       cols.start.push(p.start);
       cols.length.push(p.length);
     }
-  return { rank: cols.rank.toArray(), seq: cols.seq.toArray(), start: cols.start.toArray(), length: cols.length.toArray() };
+  return {
+    rank: cols.rank.toArray(),
+    seq: cols.seq.toArray(),
+    start: cols.start.toArray(),
+    length: cols.length.toArray(),
+  };
 }
 
 /** Expands chunk tasks; returns the new task table and, per chunk task row, its expanded task ids. */
@@ -112,10 +144,15 @@ function expandTasks(plan: Plan): { tasks: TaskTable; idsOfChunk: number[][] } {
 
 /** Merges chunk task ids into each compute op's task list (explicit ids first). */
 function expandCompute(c: ComputeTable, idsOfChunk: number[][], path: string): ComputeTable {
-  if (!c.chunkTaskOffsets || !c.chunkTaskIds) return { rank: c.rank, after: c.after, taskOffsets: c.taskOffsets, taskIds: c.taskIds };
+  if (!c.chunkTaskOffsets || !c.chunkTaskIds)
+    return { rank: c.rank, after: c.after, taskOffsets: c.taskOffsets, taskIds: c.taskIds };
   const ops = c.rank.length;
   if (c.chunkTaskOffsets.length !== ops + 1)
-    fail('plan.chunk.compute', `${path}.chunkTaskOffsets has ${c.chunkTaskOffsets.length} entries, expected ${ops + 1}`, path);
+    fail(
+      'plan.chunk.compute',
+      `${path}.chunkTaskOffsets has ${c.chunkTaskOffsets.length} entries, expected ${ops + 1}`,
+      path,
+    );
   const offsets = new Int32Array(ops + 1);
   const ids = new IntColumn();
   for (let op = 0; op < ops; op++) {
@@ -123,7 +160,13 @@ function expandCompute(c: ComputeTable, idsOfChunk: number[][], path: string): C
     for (let i = c.chunkTaskOffsets[op]!; i < c.chunkTaskOffsets[op + 1]!; i++) {
       const ct = c.chunkTaskIds[i]!;
       const list = idsOfChunk[ct];
-      if (!list) fail('plan.chunk.task', `${path} op ${op} names chunk task ${ct}, which does not exist`, `${path}.chunkTaskIds`, i);
+      if (!list)
+        fail(
+          'plan.chunk.task',
+          `${path} op ${op} names chunk task ${ct}, which does not exist`,
+          `${path}.chunkTaskIds`,
+          i,
+        );
       for (const id of list) ids.push(id);
     }
     offsets[op + 1] = ids.length;
@@ -185,10 +228,20 @@ function expandPhase(plan: Plan, ph: Phase, idsOfChunk: number[][], name: string
   const chunkT = sa.chunkTransfer ?? new Int32Array(0);
   const chunkC = sa.chunkCompute ?? new Int32Array(0);
   if (chunkT.length !== chunkC.length)
-    fail('plan.chunk.sendAfter', `${name}.sendAfter.chunkTransfer and chunkCompute differ in length`, `${name}.sendAfter`);
+    fail(
+      'plan.chunk.sendAfter',
+      `${name}.sendAfter.chunkTransfer and chunkCompute differ in length`,
+      `${name}.sendAfter`,
+    );
   for (let i = 0; i < chunkT.length; i++) {
     const list = idsOfChunkTransfer[chunkT[i]!];
-    if (!list) fail('plan.chunk.sendAfter', `names chunk transfer ${chunkT[i]}, which does not exist`, `${name}.sendAfter.chunkTransfer`, i);
+    if (!list)
+      fail(
+        'plan.chunk.sendAfter',
+        `names chunk transfer ${chunkT[i]}, which does not exist`,
+        `${name}.sendAfter.chunkTransfer`,
+        i,
+      );
     for (const id of list) {
       saT.push(id);
       saC.push(chunkC[i]!);
@@ -203,7 +256,12 @@ function expandPhase(plan: Plan, ph: Phase, idsOfChunk: number[][], name: string
     start: cols.start.toArray(),
     length: cols.length.toArray(),
   };
-  return { transfers, groupOfRound: ph.groupOfRound, compute, sendAfter: { transfer: saT.toArray(), compute: saC.toArray() } };
+  return {
+    transfers,
+    groupOfRound: ph.groupOfRound,
+    compute,
+    sendAfter: { transfer: saT.toArray(), compute: saC.toArray() },
+  };
 }
 
 /** True when the plan carries any chunk row. */

@@ -14,11 +14,21 @@
  *   Only real tokens count (padding of chunked sequences moves no data here).
  * - Compute imbalance: per-rank attended pairs (FLOPs are proportional), max/mean - 1.
  * - Communication imbalance: per-rank bytes sent plus received, max/mean - 1.
- * - Peak resident tokens of a rank: its home tokens plus every K/V token it receives by `kv` in one
- *   phase (fetched K/V are not assumed freed within a phase), the larger phase; the maximum over ranks.
+ * - Peak resident tokens of a rank: its home tokens plus the most K/V tokens it holds at once from
+ *   `kv` receptions (held from the arrival group to the last group that uses them, see
+ *   report-resident.ts), the larger of the two phases; the maximum over ranks.
  */
-import { attendedPairs, backwardFlops, forwardFlops, kvBytesPerToken, qBytesPerToken, sequencePairs } from '../cluster/model.ts';
+import {
+  attendedPairs,
+  backwardFlops,
+  forwardFlops,
+  kvBytesPerToken,
+  qBytesPerToken,
+  sequencePairs,
+} from '../cluster/model.ts';
 import { chunkTaskPairs, type PartStats, partStats } from '../planners/shared/parts.ts';
+import { messageStats } from './report-messages.ts';
+import { residentKvPeak } from './report-resident.ts';
 import { Kind, type Phase, type Plan } from './types.ts';
 import { groupCount } from './validate-structure.ts';
 
@@ -90,16 +100,21 @@ export function imbalance(xs: Float64Array): number {
 
 /** Part statistics per (set, parts), computed on demand. */
 class SetStats {
-  private readonly cache = new Map<string, PartStats>();
+  private readonly cache = new Map<number, PartStats>();
+  private lastKey = -1;
+  private last: PartStats | undefined;
   constructor(private readonly plan: Plan) {}
   get(set: number, parts: number): PartStats {
-    const key = `${set}:${parts}`;
+    const key = set * 2 ** 21 + parts; // parts <= 2 * world <= 2^18
+    if (key === this.lastKey) return this.last!;
     let st = this.cache.get(key);
     if (!st) {
       const ss = this.plan.seqSets!;
       st = partStats(this.plan.sequences, ss.seqs.subarray(ss.offsets[set]!, ss.offsets[set + 1]!), parts);
       this.cache.set(key, st);
     }
+    this.lastKey = key;
+    this.last = st;
     return st;
   }
   /** Number of sequences of `set` whose part `part` is non-empty. */
@@ -128,18 +143,27 @@ export function planReport(plan: Plan): PlanReport {
   const pairsPerRank = new Float64Array(W);
   const t = plan.tasks;
   for (let i = 0; i < t.rank.length; i++)
-    pairsPerRank[t.rank[i]!]! += attendedPairs(causal, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!);
+    pairsPerRank[t.rank[i]!]! += attendedPairs(
+      causal,
+      t.qStart[i]!,
+      t.qLength[i]!,
+      t.kvStart[i]!,
+      t.kvLength[i]!,
+    );
   let tasks = t.rank.length;
   const ct = plan.chunkTasks;
-  const nonEmptyCache = new Map<string, number>();
+  const nonEmptyCache = new Map<number, number>();
   if (ct)
     for (let i = 0; i < ct.rank.length; i++) {
       const st = stats.get(ct.set[i]!, ct.parts[i]!);
       pairsPerRank[ct.rank[i]!]! += chunkTaskPairs(st, plan.mask, ct.qPart[i]!, ct.kvPart[i]!);
       const m = Math.max(ct.qPart[i]!, ct.kvPart[i]!);
-      const key = `${ct.set[i]}:${ct.parts[i]}:${m}`;
+      const key = (ct.set[i]! * 2 ** 21 + ct.parts[i]!) * 2 ** 21 + m;
       let n = nonEmptyCache.get(key);
-      if (n === undefined) nonEmptyCache.set(key, (n = stats.nonEmpty(ct.set[i]!, ct.parts[i]!, m)));
+      if (n === undefined) {
+        n = stats.nonEmpty(ct.set[i]!, ct.parts[i]!, m);
+        nonEmptyCache.set(key, n);
+      }
       tasks += n;
     }
   let pairs = 0;
@@ -149,16 +173,22 @@ export function planReport(plan: Plan): PlanReport {
   const h = plan.homeLayout;
   for (let i = 0; i < h.rank.length; i++) homeTokens[h.rank[i]!]! += h.length[i]!;
   const hc = plan.homeChunks;
-  if (hc) for (let i = 0; i < hc.rank.length; i++) homeTokens[hc.rank[i]!]! += stats.get(hc.set[i]!, hc.parts[i]!).tokens[hc.part[i]!]!;
+  if (hc)
+    for (let i = 0; i < hc.rank.length; i++)
+      homeTokens[hc.rank[i]!]! += stats.get(hc.set[i]!, hc.parts[i]!).tokens[hc.part[i]!]!;
 
   const fwd = phaseReport(plan, plan.forward, 'forward', stats, forwardFlops(plan.model, pairs));
   const bwd = phaseReport(plan, plan.backward, 'backward', stats, backwardFlops(plan.model, pairs));
   const commBoth = new Float64Array(W);
   let peak = 0;
   let maxHome = 0;
+  const chunkTokens = (set: number, parts: number, part: number): number =>
+    stats.get(set, parts).tokens[part]!;
+  const fwdHeld = residentKvPeak(plan, plan.forward, chunkTokens);
+  const bwdHeld = residentKvPeak(plan, plan.backward, chunkTokens);
   for (let r = 0; r < W; r++) {
     commBoth[r] = fwd.perRankBytes[r]! + bwd.perRankBytes[r]!;
-    peak = Math.max(peak, homeTokens[r]! + Math.max(fwd.kvTokens[r]!, bwd.kvTokens[r]!));
+    peak = Math.max(peak, homeTokens[r]! + Math.max(fwdHeld[r]!, bwdHeld[r]!));
     maxHome = Math.max(maxHome, homeTokens[r]!);
   }
   return {
@@ -191,16 +221,17 @@ function phaseReport(
   name: 'forward' | 'backward',
   stats: SetStats,
   flops: number,
-): { report: PhaseReport; perRankBytes: Float64Array; kvTokens: Float64Array } {
+): { report: PhaseReport; perRankBytes: Float64Array } {
   const W = plan.world;
   const q = qBytesPerToken(plan.model);
   const kv = kvBytesPerToken(plan.model);
   const perToken =
-    name === 'forward' ? { [Kind.in]: q + kv, [Kind.kv]: kv, [Kind.out]: q, [Kind.dkv]: kv } : { [Kind.in]: q, [Kind.kv]: kv, [Kind.out]: q + kv, [Kind.dkv]: kv };
+    name === 'forward'
+      ? { [Kind.in]: q + kv, [Kind.kv]: kv, [Kind.out]: q, [Kind.dkv]: kv }
+      : { [Kind.in]: q, [Kind.kv]: kv, [Kind.out]: q + kv, [Kind.dkv]: kv };
   const bytes: KindBytes = { in: 0, kv: 0, out: 0, dkv: 0 };
   const names = ['in', 'kv', 'out', 'dkv'] as const;
   const perRankBytes = new Float64Array(W);
-  const kvTokens = new Float64Array(W);
   const tr = ph.transfers;
   const ctr = ph.chunkTransfers;
   const nTr = tr.round.length;
@@ -216,16 +247,19 @@ function phaseReport(
     bytes[names[kind]!] += b;
     perRankBytes[src]! += b;
     perRankBytes[dst]! += b;
-    if (kind === Kind.kv) {
-      kvTokens[dst]! += tok;
-      kvFlag[i] = 1;
-    }
+    if (kind === Kind.kv) kvFlag[i] = 1;
     keys[i] = (round * W + src) * W + dst;
   };
   for (let i = 0; i < nTr; i++) add(tr.round[i]!, tr.src[i]!, tr.dst[i]!, tr.kind[i]!, tr.length[i]!);
   if (ctr)
     for (let j = 0; j < nCtr; j++)
-      add(ctr.round[j]!, ctr.src[j]!, ctr.dst[j]!, ctr.kind[j]!, stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]!);
+      add(
+        ctr.round[j]!,
+        ctr.src[j]!,
+        ctr.dst[j]!,
+        ctr.kind[j]!,
+        stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]!,
+      );
   const m = messageStats(keys.subarray(0, nKeys), kvFlag, W);
   const report: PhaseReport = {
     rounds: ph.groupOfRound.length,
@@ -241,54 +275,7 @@ function phaseReport(
     computeOps: ph.compute.rank.length,
     flops,
   };
-  return { report, perRankBytes, kvTokens };
-}
-
-/** Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst) keys. */
-function messageStats(keys: Float64Array, kvFlag: Uint8Array, W: number): { messages: number; congestion: number; kvDelta: number; kvRounds: number } {
-  // A kv message gets key*2+1 so that the sort keeps kv-ness; duplicates of a triple collapse.
-  const tagged = new Float64Array(keys.length);
-  for (let i = 0; i < keys.length; i++) tagged[i] = keys[i]! * 2 + kvFlag[i]!;
-  tagged.sort();
-  const uniq: number[] = [];
-  const isKv: number[] = [];
-  for (let i = 0; i < tagged.length; i++) {
-    const key = Math.floor(tagged[i]! / 2);
-    const kvBit = tagged[i]! % 2;
-    if (uniq.length > 0 && uniq[uniq.length - 1] === key) {
-      if (kvBit) isKv[isKv.length - 1] = 1;
-    } else {
-      uniq.push(key);
-      isKv.push(kvBit);
-    }
-  }
-  const sends = new Map<number, number>(); // (round, src) -> messages
-  const recvs = new Map<number, number>(); // (round, dst) -> messages
-  const kvSend = new Float64Array(W);
-  const kvRecv = new Float64Array(W);
-  const kvRoundSet = new Set<number>();
-  let congestion = 0;
-  for (let i = 0; i < uniq.length; i++) {
-    const key = uniq[i]!;
-    const dst = key % W;
-    const rs = (key - dst) / W; // round * W + src
-    const src = rs % W;
-    const round = (rs - src) / W;
-    const a = (sends.get(rs) ?? 0) + 1;
-    sends.set(rs, a);
-    const rd = round * W + dst;
-    const b = (recvs.get(rd) ?? 0) + 1;
-    recvs.set(rd, b);
-    congestion = Math.max(congestion, a, b);
-    if (isKv[i]) {
-      kvSend[src]!++;
-      kvRecv[dst]!++;
-      kvRoundSet.add(round);
-    }
-  }
-  let kvDelta = 0;
-  for (let r = 0; r < W; r++) kvDelta = Math.max(kvDelta, kvSend[r]!, kvRecv[r]!);
-  return { messages: uniq.length, congestion, kvDelta, kvRounds: kvRoundSet.size };
+  return { report, perRankBytes };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -325,10 +312,17 @@ export function formatReport(r: PlanReport): string {
     ['bytes out', gb(f.bytes.out), gb(b.bytes.out), gb(f.bytes.out + b.bytes.out)],
     ['bytes total', gb(f.totalBytes), gb(b.totalBytes), gb(r.totalBytes)],
     ['comm imbalance', pct(f.commImbalance), pct(b.commImbalance), pct(r.commImbalance)],
-    ['useful TFLOP', (f.flops / 1e12).toFixed(3), (b.flops / 1e12).toFixed(3), ((f.flops + b.flops) / 1e12).toFixed(3)],
+    [
+      'useful TFLOP',
+      (f.flops / 1e12).toFixed(3),
+      (b.flops / 1e12).toFixed(3),
+      ((f.flops + b.flops) / 1e12).toFixed(3),
+    ],
   ];
   const w = [0, 1, 2, 3].map((c) => Math.max(...rows.map((row) => row[c]!.length)));
-  const lines = rows.map((row) => [row[0].padEnd(w[0]!), ...[1, 2, 3].map((c) => row[c]!.padStart(w[c]!))].join('  ').trimEnd());
+  const lines = rows.map((row) =>
+    [row[0].padEnd(w[0]!), ...[1, 2, 3].map((c) => row[c]!.padStart(w[c]!))].join('  ').trimEnd(),
+  );
   return [...head, ...lines].join('\n');
 }
 

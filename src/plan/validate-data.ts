@@ -27,7 +27,14 @@ export function layoutHolding(l: FlatLayout): Holding {
 function arrivals(tr: FlatTransfers, kinds: number[]): Holding {
   let n = 0;
   for (let i = 0; i < tr.n; i++) if (kinds.includes(tr.kind[i]!)) n++;
-  const h = { seq: new Int32Array(n), rank: new Int32Array(n), start: new Int32Array(n), end: new Int32Array(n), avail: new Int32Array(n), n };
+  const h = {
+    seq: new Int32Array(n),
+    rank: new Int32Array(n),
+    start: new Int32Array(n),
+    end: new Int32Array(n),
+    avail: new Int32Array(n),
+    n,
+  };
   let k = 0;
   for (let i = 0; i < tr.n; i++)
     if (kinds.includes(tr.kind[i]!)) {
@@ -55,7 +62,9 @@ export function checkDataPresence(
   const qSide = new RangeIndex(nSeq, [layoutHolding(flat.user), ins]);
   const kvSide = new RangeIndex(
     nSeq,
-    fwd ? [layoutHolding(flat.user), ins, arrivals(tr, [Kind.kv])] : [layoutHolding(flat.user), layoutHolding(flat.home), arrivals(tr, [Kind.kv])],
+    fwd
+      ? [layoutHolding(flat.user), ins, arrivals(tr, [Kind.kv])]
+      : [layoutHolding(flat.user), layoutHolding(flat.home), arrivals(tr, [Kind.kv])],
   );
   const qName = fwd ? 'Q' : 'dO';
   const t = flat.tasks;
@@ -100,7 +109,12 @@ export function checkDataPresence(
       what = fwd ? 'Q,K,V (user layout)' : 'dO (user layout)';
       if (!home.covers(s, tr.dst[i]!, a, b, FOREVER)) {
         const w = whereOf(tr.origin[i]!, path, chunkPath);
-        sink.addOnce('plan.rule3.inNotHome', `in of tokens [${a}, ${b}) of sequence ${s} goes to rank ${tr.dst[i]}, which is not their home`, w.path, w.row);
+        sink.addOnce(
+          'plan.rule3.inNotHome',
+          `in of tokens [${a}, ${b}) of sequence ${s} goes to rank ${tr.dst[i]}, which is not their home`,
+          w.path,
+          w.row,
+        );
       }
     } else if (kind === Kind.kv) {
       held = kvSide.covers(s, src, a, b, tr.group[i]! - 1);
@@ -111,7 +125,12 @@ export function checkDataPresence(
     }
     if (!held) {
       const w = whereOf(tr.origin[i]!, path, chunkPath);
-      sink.addOnce('plan.rule3.senderMissing', `rank ${src} sends tokens [${a}, ${b}) of sequence ${s} but does not hold their ${what}`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule3.senderMissing',
+        `rank ${src} sends tokens [${a}, ${b}) of sequence ${s} but does not hold their ${what}`,
+        w.path,
+        w.row,
+      );
     }
   }
 }

@@ -97,12 +97,24 @@ function representatives(plan: Plan): { active: Uint8Array; membersOfSet: Int32A
   const addParts = (set: Int32Array, parts: Int32Array): void => {
     for (let i = 0; i < set.length; i++) partsOfSet[set[i]!]!.add(parts[i]!);
   };
-  for (const t of [plan.userChunks, plan.homeChunks, plan.chunkTasks, plan.forward.chunkTransfers, plan.backward.chunkTransfers])
+  for (const t of [
+    plan.userChunks,
+    plan.homeChunks,
+    plan.chunkTasks,
+    plan.forward.chunkTransfers,
+    plan.backward.chunkTransfers,
+  ])
     if (t) addParts(t.set, t.parts);
   const membersOfSet: Int32Array[] = Array.from({ length: nSets }, () => new Int32Array(0));
   if (!ss || nSets === 0) return { active, membersOfSet };
   const touched = new Uint8Array(nSeq);
-  for (const col of [plan.userLayout.seq, plan.homeLayout.seq, plan.tasks.seq, plan.forward.transfers.seq, plan.backward.transfers.seq])
+  for (const col of [
+    plan.userLayout.seq,
+    plan.homeLayout.seq,
+    plan.tasks.seq,
+    plan.forward.transfers.seq,
+    plan.backward.transfers.seq,
+  ])
     for (let i = 0; i < col.length; i++) touched[col[i]!] = 1;
   const setsOf: number[][] = Array.from({ length: nSeq }, () => []);
   for (let x = 0; x < nSets; x++) {
@@ -123,7 +135,11 @@ function representatives(plan: Plan): { active: Uint8Array; membersOfSet: Int32A
       const P = ps.values().next().value as number;
       n = Math.ceil(L / Math.ceil(L / P));
       key = `${sets.join(',')}|${P}`;
-    } else key = `${sets.join(',')}|${boundaryPattern(L, [...ps].sort((a, b) => a - b))}`;
+    } else
+      key = `${sets.join(',')}|${boundaryPattern(
+        L,
+        [...ps].sort((a, b) => a - b),
+      )}`;
     const c = classes.get(key);
     if (!c) classes.set(key, { rep: s, n });
     else if (n > c.n) {
@@ -192,7 +208,13 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
   const { active, membersOfSet } = representatives(plan);
   const seqLen = plan.sequences;
   const layout = (base: Layout, chunks: ChunkLayout | undefined): FlatLayout => {
-    const c = { rank: new IntColumn(), seq: new IntColumn(), start: new IntColumn(), end: new IntColumn(), origin: new IntColumn() };
+    const c = {
+      rank: new IntColumn(),
+      seq: new IntColumn(),
+      start: new IntColumn(),
+      end: new IntColumn(),
+      origin: new IntColumn(),
+    };
     for (let i = 0; i < base.rank.length; i++) {
       c.rank.push(base.rank[i]!);
       c.seq.push(base.seq[i]!);
@@ -211,12 +233,27 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
           c.end.push(r[1]);
           c.origin.push(-j - 1);
         }
-    return { n: c.rank.length, rank: c.rank.toArray(), seq: c.seq.toArray(), start: c.start.toArray(), end: c.end.toArray(), origin: c.origin.toArray() };
+    return {
+      n: c.rank.length,
+      rank: c.rank.toArray(),
+      seq: c.seq.toArray(),
+      start: c.start.toArray(),
+      end: c.end.toArray(),
+      origin: c.origin.toArray(),
+    };
   };
 
   // Tasks and their ops in both phases.
   const t = plan.tasks;
-  const tc = { rank: new IntColumn(), seq: new IntColumn(), qs: new IntColumn(), qe: new IntColumn(), ks: new IntColumn(), ke: new IntColumn(), origin: new IntColumn() };
+  const tc = {
+    rank: new IntColumn(),
+    seq: new IntColumn(),
+    qs: new IntColumn(),
+    qe: new IntColumn(),
+    ks: new IntColumn(),
+    ke: new IntColumn(),
+    origin: new IntColumn(),
+  };
   const fwdOp = new IntColumn();
   const bwdOp = new IntColumn();
   for (let i = 0; i < t.rank.length; i++) {
@@ -315,7 +352,14 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
       origin: c.origin.toArray(),
       sendAfter: c.sendAfter.toArray(),
     };
-    return { name, transfers, opOfTask, opRank: ph.compute.rank, opAfter: ph.compute.after, groups: groupCount(g) };
+    return {
+      name,
+      transfers,
+      opOfTask,
+      opRank: ph.compute.rank,
+      opAfter: ph.compute.after,
+      groups: groupCount(g),
+    };
   };
   return {
     world: plan.world,

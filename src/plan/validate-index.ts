@@ -12,25 +12,44 @@ export interface SeqBuckets {
 }
 
 /**
- * Counting sort of rows by `seq`; inside a bucket by `key` (then `key2`, then row). Buckets are
- * usually already sorted (planners emit rows in order), so each is checked before it is sorted.
+ * Rows sorted by (`seq`, `key`, `key2`, row): a stable LSD radix sort with 16-bit digits (all
+ * values are non-negative after the structural checks), O(rows) per digit, no comparator calls.
  */
-export function bucketBySeq(nSeq: number, seq: Int32Array, n: number, key: Int32Array, key2?: Int32Array): SeqBuckets {
+export function bucketBySeq(
+  nSeq: number,
+  seq: Int32Array,
+  n: number,
+  key: Int32Array,
+  key2?: Int32Array,
+): SeqBuckets {
+  let order = new Int32Array(n);
+  for (let i = 0; i < n; i++) order[i] = i;
+  let tmp = new Int32Array(n);
+  const count = new Int32Array(65537);
+  const pass = (col: Int32Array, shift: number): void => {
+    count.fill(0);
+    for (let i = 0; i < n; i++) count[((col[order[i]!]! >>> shift) & 0xffff) + 1]!++;
+    for (let d = 0; d < 65536; d++) count[d + 1]! += count[d]!;
+    for (let i = 0; i < n; i++) {
+      const row = order[i]!;
+      tmp[count[(col[row]! >>> shift) & 0xffff]!++] = row;
+    }
+    const t = order;
+    order = tmp;
+    tmp = t;
+  };
+  const sortBy = (col: Int32Array): void => {
+    let max = 0;
+    for (let i = 0; i < n; i++) if (col[i]! > max) max = col[i]!;
+    pass(col, 0);
+    if (max > 0xffff) pass(col, 16);
+  };
+  if (key2) sortBy(key2);
+  sortBy(key);
+  sortBy(seq);
   const offsets = new Int32Array(nSeq + 1);
   for (let i = 0; i < n; i++) offsets[seq[i]! + 1]!++;
   for (let s = 0; s < nSeq; s++) offsets[s + 1]! += offsets[s]!;
-  const fill = offsets.slice(0, nSeq);
-  const order = new Int32Array(n);
-  for (let i = 0; i < n; i++) order[fill[seq[i]!]!++] = i;
-  const less = (a: number, b: number): number =>
-    key[a]! - key[b]! || (key2 ? key2[a]! - key2[b]! : 0) || a - b;
-  for (let s = 0; s < nSeq; s++) {
-    const lo = offsets[s]!;
-    const hi = offsets[s + 1]!;
-    let sorted = true;
-    for (let i = lo + 1; i < hi && sorted; i++) if (less(order[i - 1]!, order[i]!) > 0) sorted = false;
-    if (!sorted) order.set(Array.from(order.subarray(lo, hi)).sort(less), lo);
-  }
   return { offsets, order };
 }
 

@@ -54,6 +54,10 @@ function ruleOf(code: string): string {
  * Where a row of the flattened plan came from: `origin >= 0` is a row of the explicit table,
  * `origin < 0` is row `-origin - 1` of the matching chunk table.
  */
-export function whereOf(origin: number, explicitPath: string, chunkPath: string): { path: string; row: number } {
+export function whereOf(
+  origin: number,
+  explicitPath: string,
+  chunkPath: string,
+): { path: string; row: number } {
   return origin >= 0 ? { path: explicitPath, row: origin } : { path: chunkPath, row: -origin - 1 };
 }

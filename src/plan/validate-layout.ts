@@ -8,7 +8,12 @@ import { bucketBySeq, type SeqBuckets } from './validate-index.ts';
 import { type IssueSink, whereOf } from './validate-issues.ts';
 
 /** Checks one layout; returns its rows bucketed by sequence and sorted by start. */
-export function checkLayout(flat: FlatPlan, l: FlatLayout, name: 'userLayout' | 'homeLayout', sink: IssueSink): SeqBuckets {
+export function checkLayout(
+  flat: FlatPlan,
+  l: FlatLayout,
+  name: 'userLayout' | 'homeLayout',
+  sink: IssueSink,
+): SeqBuckets {
   const chunkName = name === 'userLayout' ? 'userChunks' : 'homeChunks';
   const nSeq = flat.seqLen.length;
   const b = bucketBySeq(nSeq, l.seq, l.n, l.start);
@@ -21,7 +26,12 @@ export function checkLayout(flat: FlatPlan, l: FlatLayout, name: 'userLayout' | 
       const row = b.order[i]!;
       const w = whereOf(l.origin[row]!, name, chunkName);
       if (l.start[row]! > covered)
-        sink.add('plan.rule1.gap', `tokens [${covered}, ${l.start[row]}) of sequence ${s} are on no rank`, w.path, w.row);
+        sink.add(
+          'plan.rule1.gap',
+          `tokens [${covered}, ${l.start[row]}) of sequence ${s} are on no rank`,
+          w.path,
+          w.row,
+        );
       else if (l.start[row]! < covered)
         sink.add(
           'plan.rule1.overlap',
@@ -62,7 +72,8 @@ export class OwnerWalk {
     const row = order[this.i]!;
     if (this.l.start[row]! > a) return -1;
     // A second row covering `a` (an overlap) makes the owner ambiguous.
-    for (let j = this.i + 1; j < hi && this.l.start[order[j]!]! <= a; j++) if (this.l.end[order[j]!]! > a) return -1;
+    for (let j = this.i + 1; j < hi && this.l.start[order[j]!]! <= a; j++)
+      if (this.l.end[order[j]!]! > a) return -1;
     return this.l.rank[row]!;
   }
 }

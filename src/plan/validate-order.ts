@@ -20,9 +20,27 @@ export function checkOrder(plan: Plan, ph: Phase, name: string, sink: IssueSink)
   const g = ph.groupOfRound;
   for (let r = 0; r < g.length; r++) {
     const prev = r === 0 ? -1 : g[r - 1]!;
-    if (r === 0 && g[0] !== 0) sink.add('plan.rule5.groupStart', `round 0 is in group ${g[0]}; groups start at 0`, `${name}.groupOfRound`, 0);
-    else if (g[r]! < prev) sink.add('plan.rule5.groupOrder', `round ${r} is in group ${g[r]}, before round ${r - 1}'s group ${prev}`, `${name}.groupOfRound`, r);
-    else if (r > 0 && g[r]! > prev + 1) sink.add('plan.rule5.groupGap', `round ${r} jumps from group ${prev} to ${g[r]}; groups are consecutive`, `${name}.groupOfRound`, r);
+    if (r === 0 && g[0] !== 0)
+      sink.add(
+        'plan.rule5.groupStart',
+        `round 0 is in group ${g[0]}; groups start at 0`,
+        `${name}.groupOfRound`,
+        0,
+      );
+    else if (g[r]! < prev)
+      sink.add(
+        'plan.rule5.groupOrder',
+        `round ${r} is in group ${g[r]}, before round ${r - 1}'s group ${prev}`,
+        `${name}.groupOfRound`,
+        r,
+      );
+    else if (r > 0 && g[r]! > prev + 1)
+      sink.add(
+        'plan.rule5.groupGap',
+        `round ${r} jumps from group ${prev} to ${g[r]}; groups are consecutive`,
+        `${name}.groupOfRound`,
+        r,
+      );
   }
   const c = ph.compute;
   const nOps = c.rank.length;
@@ -51,7 +69,12 @@ export function checkOrder(plan: Plan, ph: Phase, name: string, sink: IssueSink)
       if (skip(x)) continue;
       const group = g[round[x]!]!;
       if (c.rank[o] !== src[x]) {
-        sink.add('plan.rule5.sendAfterRank', `${what} ${x} from rank ${src[x]} waits for op ${o} of rank ${c.rank[o]}; it must be on the sender`, `${name}.sendAfter`, i);
+        sink.add(
+          'plan.rule5.sendAfterRank',
+          `${what} ${x} from rank ${src[x]} waits for op ${o} of rank ${c.rank[o]}; it must be on the sender`,
+          `${name}.sendAfter`,
+          i,
+        );
         continue;
       }
       if (group <= prefMax[o]!)
@@ -70,7 +93,15 @@ export function checkOrder(plan: Plan, ph: Phase, name: string, sink: IssueSink)
   // A chunk transfer of a part empty for every sequence of its set stands for no transfer.
   const empty = (x: number): boolean => ctr !== undefined && ctr.part[x]! >= live(ctr.set[x]!, ctr.parts[x]!);
   return {
-    transfers: one(ph.sendAfter.transfer, ph.sendAfter.compute, ph.transfers.round.length, ph.transfers.round, ph.transfers.src, 'transfer', () => false),
+    transfers: one(
+      ph.sendAfter.transfer,
+      ph.sendAfter.compute,
+      ph.transfers.round.length,
+      ph.transfers.round,
+      ph.transfers.src,
+      'transfer',
+      () => false,
+    ),
     chunkTransfers: one(
       ph.sendAfter.chunkTransfer,
       ph.sendAfter.chunkCompute,

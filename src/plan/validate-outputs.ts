@@ -44,17 +44,18 @@ export function checkOutputs(
   ph: FlatPhase,
   userB: SeqBuckets,
   homeB: SeqBuckets,
+  taskB: { byQuery: SeqBuckets; byKey: SeqBuckets },
   sink: IssueSink,
 ): void {
   const t = flat.tasks;
   const tr = ph.transfers;
   const nSeq = flat.seqLen.length;
   const bwd = ph.name === 'backward';
-  const qB = bucketBySeq(nSeq, t.seq, t.n, t.qs);
+  const qB = taskB.byQuery;
   // Keys a task attends: under a causal mask, keys below its last query + 1.
   const kae = new Int32Array(t.n);
   for (let i = 0; i < t.n; i++) kae[i] = flat.causal ? Math.min(t.ke[i]!, t.qe[i]!) : t.ke[i]!;
-  const kB = bwd ? bucketBySeq(nSeq, t.seq, t.n, t.ks) : undefined;
+  const kB = bwd ? taskB.byKey : undefined;
   const outB = kindBuckets(flat, ph, Kind.out);
   const dkvB = bwd ? kindBuckets(flat, ph, Kind.dkv) : undefined;
   const ctx: Ctx = {
@@ -72,13 +73,16 @@ export function checkOutputs(
     const qS = new ActiveSweep(qB.order, qB.offsets[s]!, qB.offsets[s + 1]!, t.qs, t.qe);
     const kS = kB ? new ActiveSweep(kB.order, kB.offsets[s]!, kB.offsets[s + 1]!, t.ks, kae) : undefined;
     const outS = new ActiveSweep(outB.order, outB.offsets[s]!, outB.offsets[s + 1]!, tr.start, tr.end);
-    const dkvS = dkvB ? new ActiveSweep(dkvB.order, dkvB.offsets[s]!, dkvB.offsets[s + 1]!, tr.start, tr.end) : undefined;
+    const dkvS = dkvB
+      ? new ActiveSweep(dkvB.order, dkvB.offsets[s]!, dkvB.offsets[s + 1]!, tr.start, tr.end)
+      : undefined;
     const cuts: number[] = [0, L];
     for (const [l, b] of [
       [flat.home, homeB],
       [flat.user, userB],
     ] as const)
-      for (let i = b.offsets[s]!; i < b.offsets[s + 1]!; i++) cuts.push(l.start[b.order[i]!]!, l.end[b.order[i]!]!);
+      for (let i = b.offsets[s]!; i < b.offsets[s + 1]!; i++)
+        cuts.push(l.start[b.order[i]!]!, l.end[b.order[i]!]!);
     qS.boundaries(cuts);
     kS?.boundaries(cuts);
     outS.boundaries(cuts);
@@ -138,22 +142,41 @@ function checkOut(
     if (tr.src[o] !== h) continue; // rule 3 reports a sender without the data
     const w = whereOf(tr.origin[o]!, ctx.trPath, ctx.chunkPath);
     if (tr.dst[o] !== u) {
-      sink.addOnce('plan.rule4.outNotUser', `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${tr.dst[o]}, not to their user rank ${u}`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule4.outNotUser',
+        `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${tr.dst[o]}, not to their user rank ${u}`,
+        w.path,
+        w.row,
+      );
       continue;
     }
     valid++;
     if (valid === 2)
-      sink.addOnce('plan.rule4.outDuplicate', `${what} of tokens [${a}, ${e}) of sequence ${s} is sent to rank ${u} twice`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule4.outDuplicate',
+        `${what} of tokens [${a}, ${e}) of sequence ${s} is sent to rank ${u} twice`,
+        w.path,
+        w.row,
+      );
     else if (tr.sendAfter[o]! < lastLocal || tr.group[o]! <= lastArrival) {
       const why =
         tr.sendAfter[o]! < lastLocal
           ? `op ${lastLocal} still writes it but the out waits only for ${tr.sendAfter[o]! < 0 ? 'no op' : `op ${tr.sendAfter[o]}`}`
           : `a dK/dV partial arrives in group ${lastArrival}, not before the out's group ${tr.group[o]}`;
-      sink.addOnce('plan.rule4.outEarly', `${what} of tokens [${a}, ${e}) of sequence ${s} is sent before it is final: ${why}`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule4.outEarly',
+        `${what} of tokens [${a}, ${e}) of sequence ${s} is sent before it is final: ${why}`,
+        w.path,
+        w.row,
+      );
     }
   }
   if (u !== h && valid === 0 && !missingDone) {
-    sink.add('plan.rule4.outMissing', `${what} of tokens [${a}, ${e}) of sequence ${s} stays on home rank ${h}; its user rank is ${u}`, ctx.trPath);
+    sink.add(
+      'plan.rule4.outMissing',
+      `${what} of tokens [${a}, ${e}) of sequence ${s} stays on home rank ${h}; its user rank is ${u}`,
+      ctx.trPath,
+    );
     return true;
   }
   return false;
@@ -169,7 +192,15 @@ interface RankState {
  * Follows the dK/dV partials of one elementary key interval through the `dkv` rows; reports lost,
  * duplicated and racing pushes; returns the last group in which a partial reached home h (-1).
  */
-function simulatePartials(ctx: Ctx, s: number, a: number, e: number, h: number, contribRows: number[], dkvRows: number[]): number {
+function simulatePartials(
+  ctx: Ctx,
+  s: number,
+  a: number,
+  e: number,
+  h: number,
+  contribRows: number[],
+  dkvRows: number[],
+): number {
   const { ph, sink, flat } = ctx;
   const tr = ph.transfers;
   const byRank = new Map<number, RankState>();
@@ -182,7 +213,10 @@ function simulatePartials(ctx: Ctx, s: number, a: number, e: number, h: number, 
   for (const [op, row] of pairs) {
     const r = ph.opRank[op]!;
     let st = byRank.get(r);
-    if (!st) byRank.set(r, (st = { ops: [], rows: [], taken: -1 }));
+    if (!st) {
+      st = { ops: [], rows: [], taken: -1 };
+      byRank.set(r, st);
+    }
     st.ops.push(op);
     st.rows.push(row);
   }
@@ -195,7 +229,12 @@ function simulatePartials(ctx: Ctx, s: number, a: number, e: number, h: number, 
     const S = tr.sendAfter[d]!;
     const w = whereOf(tr.origin[d]!, ctx.trPath, ctx.chunkPath);
     if (lastSendGroup.get(r) === g)
-      sink.addOnce('plan.rule4.dkvDuplicate', `rank ${r} pushes its dK/dV partial of tokens [${a}, ${e}) of sequence ${s} twice in group ${g}`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule4.dkvDuplicate',
+        `rank ${r} pushes its dK/dV partial of tokens [${a}, ${e}) of sequence ${s} twice in group ${g}`,
+        w.path,
+        w.row,
+      );
     lastSendGroup.set(r, g);
     let carried = 0;
     const st = byRank.get(r);
@@ -222,7 +261,10 @@ function simulatePartials(ctx: Ctx, s: number, a: number, e: number, h: number, 
     if (carried > 0) {
       const dst = tr.dst[d]!;
       let list = arrivals.get(dst);
-      if (!list) arrivals.set(dst, (list = []));
+      if (!list) {
+        list = [];
+        arrivals.set(dst, list);
+      }
       list.push({ group: g, count: carried, row: d, taken: false });
     }
   }
@@ -233,11 +275,11 @@ function simulatePartials(ctx: Ctx, s: number, a: number, e: number, h: number, 
         const o = flat.tasks.origin[st.rows[i]!]!;
         const w = whereOf(o, 'tasks', 'chunkTasks');
         sink.addOnce(
-            'plan.rule4.dkvLost',
-            `the dK/dV contribution of this task to tokens [${a}, ${e}) of sequence ${s} stays on rank ${r}; no dkv pushes it toward home rank ${h}`,
-            w.path,
-            w.row,
-          );
+          'plan.rule4.dkvLost',
+          `the dK/dV contribution of this task to tokens [${a}, ${e}) of sequence ${s} stays on rank ${r}; no dkv pushes it toward home rank ${h}`,
+          w.path,
+          w.row,
+        );
         break;
       }
   }

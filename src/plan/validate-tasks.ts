@@ -12,19 +12,25 @@
 import { attendedPairs } from '../cluster/model.ts';
 import type { Phase, Plan } from './types.ts';
 import { chunkLiveness, type FlatPlan } from './validate-expand.ts';
-import { ActiveSweep, bucketBySeq, type RangeIndex, sortedUnique } from './validate-index.ts';
+import { ActiveSweep, type RangeIndex, type SeqBuckets, sortedUnique } from './validate-index.ts';
 import { type IssueSink, whereOf } from './validate-issues.ts';
 
 /**
  * Op of every task row (and chunk task row) in one phase: -1 unless it runs exactly once.
  * Reports tasks that never run, run twice, or run in an op of another rank.
  */
-export function opMembership(plan: Plan, ph: Phase, name: string, sink: IssueSink): { tasks: Int32Array; chunkTasks: Int32Array } {
+export function opMembership(
+  plan: Plan,
+  ph: Phase,
+  name: string,
+  sink: IssueSink,
+): { tasks: Int32Array; chunkTasks: Int32Array } {
   const c = ph.compute;
   const live = chunkLiveness(plan);
   const ct = plan.chunkTasks;
   // A chunk task whose parts are empty for every sequence of its set stands for no task.
-  const empty = (t: number): boolean => ct !== undefined && Math.max(ct.qPart[t]!, ct.kvPart[t]!) >= live(ct.set[t]!, ct.parts[t]!);
+  const empty = (t: number): boolean =>
+    ct !== undefined && Math.max(ct.qPart[t]!, ct.kvPart[t]!) >= live(ct.set[t]!, ct.parts[t]!);
   const one = (
     n: number,
     offsets: Int32Array | undefined,
@@ -43,30 +49,63 @@ export function opMembership(plan: Plan, ph: Phase, name: string, sink: IssueSin
           count[t]!++;
           op[t] = o;
           if (rankOf[t] !== c.rank[o] && !skip(t))
-            sink.add('plan.rule2.opRank', `${what} ${t} of rank ${rankOf[t]} runs in ${name} op ${o} of rank ${c.rank[o]}`, `${name}.compute`, o);
+            sink.add(
+              'plan.rule2.opRank',
+              `${what} ${t} of rank ${rankOf[t]} runs in ${name} op ${o} of rank ${c.rank[o]}`,
+              `${name}.compute`,
+              o,
+            );
         }
     for (let t = 0; t < n; t++) {
       if (skip(t)) continue;
-      if (count[t] === 0) sink.add('plan.rule2.taskNotRun', `${what} ${t} runs in no ${name} compute op`, path, t);
-      else if (count[t]! > 1) sink.add('plan.rule2.taskRunTwice', `${what} ${t} runs ${count[t]} times in the ${name} phase`, path, t);
+      if (count[t] === 0)
+        sink.add('plan.rule2.taskNotRun', `${what} ${t} runs in no ${name} compute op`, path, t);
+      else if (count[t]! > 1)
+        sink.add(
+          'plan.rule2.taskRunTwice',
+          `${what} ${t} runs ${count[t]} times in the ${name} phase`,
+          path,
+          t,
+        );
       if (count[t] !== 1) op[t] = -1;
     }
     return op;
   };
   return {
-    tasks: one(plan.tasks.rank.length, c.taskOffsets, c.taskIds, plan.tasks.rank, 'tasks', 'task', () => false),
-    chunkTasks: one(ct ? ct.rank.length : 0, c.chunkTaskOffsets, c.chunkTaskIds, ct ? ct.rank : new Int32Array(0), 'chunkTasks', 'chunk task', empty),
+    tasks: one(
+      plan.tasks.rank.length,
+      c.taskOffsets,
+      c.taskIds,
+      plan.tasks.rank,
+      'tasks',
+      'task',
+      () => false,
+    ),
+    chunkTasks: one(
+      ct ? ct.rank.length : 0,
+      c.chunkTaskOffsets,
+      c.chunkTaskIds,
+      ct ? ct.rank : new Int32Array(0),
+      'chunkTasks',
+      'chunk task',
+      empty,
+    ),
   };
 }
 
 /** Masked tasks, query ranges outside the rank's home, and exact pair coverage. */
-export function checkTasks(flat: FlatPlan, home: RangeIndex, sink: IssueSink): void {
+export function checkTasks(flat: FlatPlan, home: RangeIndex, byQuery: SeqBuckets, sink: IssueSink): void {
   const t = flat.tasks;
   for (let i = 0; i < t.n; i++) {
     const pairs = attendedPairs(flat.causal, t.qs[i]!, t.qe[i]! - t.qs[i]!, t.ks[i]!, t.ke[i]! - t.ks[i]!);
     const w = whereOf(t.origin[i]!, 'tasks', 'chunkTasks');
     if (pairs === 0)
-      sink.addOnce('plan.rule2.masked', `queries [${t.qs[i]}, ${t.qe[i]}) attend no key of [${t.ks[i]}, ${t.ke[i]}) of sequence ${t.seq[i]}`, w.path, w.row);
+      sink.addOnce(
+        'plan.rule2.masked',
+        `queries [${t.qs[i]}, ${t.qe[i]}) attend no key of [${t.ks[i]}, ${t.ke[i]}) of sequence ${t.seq[i]}`,
+        w.path,
+        w.row,
+      );
     if (!home.covers(t.seq[i]!, t.rank[i]!, t.qs[i]!, t.qe[i]!, 0x7fffffff))
       sink.addOnce(
         'plan.rule2.notHome',
@@ -75,13 +114,12 @@ export function checkTasks(flat: FlatPlan, home: RangeIndex, sink: IssueSink): v
         w.row,
       );
   }
-  checkPairCoverage(flat, sink);
+  checkPairCoverage(flat, byQuery, sink);
 }
 
-function checkPairCoverage(flat: FlatPlan, sink: IssueSink): void {
+function checkPairCoverage(flat: FlatPlan, b: SeqBuckets, sink: IssueSink): void {
   const t = flat.tasks;
   const nSeq = flat.seqLen.length;
-  const b = bucketBySeq(nSeq, t.seq, t.n, t.qs);
   const lo: number[] = [];
   const hi: number[] = [];
   const idx: number[] = [];
@@ -140,7 +178,15 @@ function checkPairCoverage(flat: FlatPlan, sink: IssueSink): void {
   }
 }
 
-function reportMissing(sink: IssueSink, s: number, a: number, e: number, k0: number, k1: number, causal: boolean): void {
+function reportMissing(
+  sink: IssueSink,
+  s: number,
+  a: number,
+  e: number,
+  k0: number,
+  k1: number,
+  causal: boolean,
+): void {
   sink.add(
     'plan.rule2.pairMissing',
     `no task computes queries [${a}, ${e}) of sequence ${s} against keys [${k0}, ${k1})${causal ? ' (causal)' : ''}`,

@@ -9,6 +9,19 @@
  * or `chunkTasks`) and the offending row when there is one. The number of issues is capped
  * (`maxIssues`, default 100) but every broken rule keeps at least one issue.
  *
+ * Rule codes (`plan.` prefix omitted):
+ * - rule1: `range` (layout row outside its sequence), `gap`, `overlap`.
+ * - rule2: `pairMissing`, `pairOverlap`, `masked`, `notHome` (query range not home on the task's
+ *   rank), `opRank` (task in an op of another rank), `taskNotRun`, `taskRunTwice`.
+ * - rule3: `qMissing` (forward Q / backward dO not on the op's rank by its `after`), `kvMissing`,
+ *   `senderMissing` (sender lacks what it sends before its group), `inNotHome`.
+ * - rule4: `outMissing`, `outEarly` (out before the data is final), `outDuplicate`, `outNotUser`,
+ *   `dkvLost`, `dkvDuplicate` (two pushes of one partial in one group), `dkvRace` (an op may add
+ *   to a partial while it is pushed).
+ * - rule5: `groupStart`, `groupOrder` (decreasing), `groupGap`, `sendAfterRank`, `deadlock`.
+ * - also `plan.format` and `plan.structure.*` (world, mask, seqLength, columns, rank, seq, range,
+ *   set, part, round, selfTransfer, kind, after, offsets, taskId, transferId, computeId).
+ *
  * Decisions beyond DESIGN.md (documented for every planner and executor):
  * - Every task and every chunk task runs in exactly one compute op of the forward phase and in
  *   exactly one of the backward phase, an op of the task's own rank.
@@ -26,7 +39,7 @@ import { type PlanReport, planReport, zeroReport } from './report.ts';
 import { PLAN_FORMAT, type Plan } from './types.ts';
 import { checkDataPresence, layoutHolding } from './validate-data.ts';
 import { flattenPlan } from './validate-expand.ts';
-import { RangeIndex } from './validate-index.ts';
+import { bucketBySeq, RangeIndex } from './validate-index.ts';
 import { IssueSink } from './validate-issues.ts';
 import { checkLayout } from './validate-layout.ts';
 import { checkOrder } from './validate-order.ts';
@@ -57,7 +70,8 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
   const sink = new IssueSink(Number.isInteger(maxIssues) && maxIssues >= 1 ? maxIssues : 100);
   if (plan.format !== PLAN_FORMAT)
     sink.add('plan.format', `plan format ${JSON.stringify(plan.format)} is not ${PLAN_FORMAT}`, 'format');
-  if (!checkStructure(plan, sink)) return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
+  if (!checkStructure(plan, sink))
+    return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
 
   const fo = checkOrder(plan, plan.forward, 'forward', sink);
   const bo = checkOrder(plan, plan.backward, 'backward', sink);
@@ -74,10 +88,12 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
   const homeB = checkLayout(flat, flat.home, 'homeLayout', sink);
   const user = new RangeIndex(nSeq, [layoutHolding(flat.user)]);
   const home = new RangeIndex(nSeq, [layoutHolding(flat.home)]);
-  checkTasks(flat, home, sink);
+  const t = flat.tasks;
+  const taskB = { byQuery: bucketBySeq(nSeq, t.seq, t.n, t.qs), byKey: bucketBySeq(nSeq, t.seq, t.n, t.ks) };
+  checkTasks(flat, home, taskB.byQuery, sink);
   for (const ph of [flat.forward, flat.backward]) {
     checkDataPresence(flat, ph, user, home, sink);
-    checkOutputs(flat, ph, userB, homeB, sink);
+    checkOutputs(flat, ph, userB, homeB, taskB, sink);
   }
   return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };
 }

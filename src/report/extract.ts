@@ -52,7 +52,11 @@ export function placementOf(plan: Plan, options: PlacementOptions = {}): Placeme
     if (row === undefined) {
       row = rows.length;
       classRow.set(cls, row);
-      rows.push({ label: `${shortTokens(2 ** cls)}-${shortTokens(2 ** (cls + 1))}`, sequences: 0, tokens: 0 });
+      rows.push({
+        label: `${shortTokens(2 ** cls)}-${shortTokens(2 ** (cls + 1))}`,
+        sequences: 0,
+        tokens: 0,
+      });
     }
     rowOfSeq[s] = row;
     rows[row]!.sequences++;
@@ -62,7 +66,8 @@ export function placementOf(plan: Plan, options: PlacementOptions = {}): Placeme
   const world = plan.world;
   const grid = new Float64Array(world * rows.length);
   const h = plan.homeLayout;
-  for (let i = 0; i < h.rank.length; i++) grid[h.rank[i]! * rows.length + rowOfSeq[h.seq[i]!]!]! += h.length[i]!;
+  for (let i = 0; i < h.rank.length; i++)
+    grid[h.rank[i]! * rows.length + rowOfSeq[h.seq[i]!]!]! += h.length[i]!;
   const hc = plan.homeChunks;
   const sets = plan.seqSets;
   if (hc && sets)
@@ -106,8 +111,7 @@ export function roundsOf(plan: Plan, phase: 'forward' | 'backward'): RoundStruct
   for (let round = 0; round < rounds; round++)
     for (let rank = 0; rank < world; rank++) {
       const k = round * world + rank;
-      if (sends[k]! > 0 || recvs[k]! > 0)
-        cells.push({ round, rank, sends: sends[k]!, receives: recvs[k]! });
+      if (sends[k]! > 0 || recvs[k]! > 0) cells.push({ round, rank, sends: sends[k]!, receives: recvs[k]! });
     }
   return { strategy: plan.strategy, phase, world, rounds, cells };
 }

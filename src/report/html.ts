@@ -110,21 +110,31 @@ function numericsSection(r: Results): string {
   const intro =
     `<p>Every strategy's plan for a scaled-down batch (${n.world} ranks x ${n.tokensPerRank} tokens, ` +
     `${m.qHeads} query heads, ${m.kvHeads} KV heads, head dim ${m.headDim}) executed by the CPU runtime ` +
-    `and compared with a single-device reference attention; largest absolute error per output.</p>`;
+    `and compared with a float64 single-device reference attention: relative error ||a - b|| / ||b|| per output.</p>`;
   const e = (x: number): string => x.toExponential(2);
   const rows = n.runs.map((x) => [
     x.strategy,
     String(x.sequences),
     x.valid ? 'yes' : 'NO',
-    x.error === undefined ? e(x.maxError.o) : '',
-    x.error === undefined ? e(x.maxError.dq) : '',
-    x.error === undefined ? e(x.maxError.dk) : '',
-    x.error === undefined ? e(x.maxError.dv) : '',
+    x.error === undefined ? e(x.relError.o) : '',
+    x.error === undefined ? e(x.relError.dq) : '',
+    x.error === undefined ? e(x.relError.dk) : '',
+    x.error === undefined ? e(x.relError.dv) : '',
     e(x.tolerance),
     x.error !== undefined ? `error: ${x.error}` : x.ok ? 'ok' : 'FAIL',
   ]);
   return `${head}\n${intro}\n${table(
-    ['strategy', 'sequences', 'valid plan', 'max err O', 'max err dQ', 'max err dK', 'max err dV', 'tolerance', 'result'],
+    [
+      'strategy',
+      'sequences',
+      'valid plan',
+      'error O',
+      'error dQ',
+      'error dK',
+      'error dV',
+      'tolerance',
+      'result',
+    ],
     rows,
     (row) => (row[0] === 'fcp' ? 'fcp' : ''),
     (c) => (c === 'FAIL' || c === 'NO' || c.startsWith('error') ? 'bad' : ''),
@@ -177,7 +187,8 @@ export function reportHtml(r: Results, figures: readonly RenderedFigure[]): stri
     SUMMARY_HEADER,
     summaryRows(r),
     (row) => (row[0] === 'fcp' ? 'fcp' : ''),
-    (c, i) => ((i === 1 && c === 'NO') || (i === SUMMARY_HEADER.length - 1 && c !== 'ok' && c !== '-') ? 'bad' : ''),
+    (c, i) =>
+      (i === 1 && c === 'NO') || (i === SUMMARY_HEADER.length - 1 && c !== 'ok' && c !== '-') ? 'bad' : '',
   );
   const figs = figures
     .map(
@@ -189,7 +200,9 @@ ${inlineSvg(f.svg, f.id)}
     )
     .join('\n');
   const bad = r.runs.filter((x) => !x.valid).map((x) => x.strategy);
-  const numericsBad = r.runs.map((x) => x.strategy).filter((s) => ['FAIL', 'error'].includes(numericsVerdict(r, s)));
+  const numericsBad = r.runs
+    .map((x) => x.strategy)
+    .filter((s) => ['FAIL', 'error'].includes(numericsVerdict(r, s)));
   const warn = [
     ...(bad.length ? [`Invalid plans: ${bad.join(', ')} (see the validator codes in results.json).`] : []),
     ...(numericsBad.length ? [`Numerical check failed: ${numericsBad.join(', ')}.`] : []),

@@ -7,12 +7,13 @@
  * demo: its row records the error and the report shows it.
  */
 import { GENERATOR_NAMES } from '../batch/generators.ts';
-import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { SMALL_MODEL } from '../cluster/model.ts';
+import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError, fail } from '../core/issues.ts';
+import { CpuWorkerPool } from '../executors/cpu/pool.ts';
 import type { Plan } from '../plan/types.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
-import { checkPlan, clusterNames, simulate, verifyNumerics } from './backend.ts';
+import { checkPlan, clusterNames, NUMERICS_TOLERANCE, simulate, verifyNumerics } from './backend.ts';
 import { lengthHistogram, placementOf, roundsOf } from './extract.ts';
 import { type Progress, silentProgress } from './progress.ts';
 import {
@@ -92,22 +93,31 @@ export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
   const cluster = o.cluster ?? DEMO_DEFAULTS.cluster;
   const clusters = clusterNames();
   if (!clusters.includes(cluster))
-    fail('cluster.unknown', `unknown cluster ${JSON.stringify(cluster)}; choose one of ${clusters.join(', ')}`, 'cluster');
+    fail(
+      'cluster.unknown',
+      `unknown cluster ${JSON.stringify(cluster)}; choose one of ${clusters.join(', ')}`,
+      'cluster',
+    );
   const positive = (n: number): boolean => Number.isInteger(n) && n >= 1;
   const generated = typeof problem.batch === 'string' && GENERATOR_NAMES.includes(problem.batch);
   if (o.scaling && o.scaling.length > 0 && !generated)
-    fail('option.scaling', 'weak scaling needs a generated batch (--batch GENERATOR), not a batch file', 'scaling');
+    fail(
+      'option.scaling',
+      'weak scaling needs a generated batch (--batch GENERATOR), not a batch file',
+      'scaling',
+    );
   const scaling =
     o.scaling ??
     (!generated
       ? []
       : Number.isInteger(world) && world >= 4
-      ? [...new Set([Math.max(1, Math.floor(world / 4)), Math.max(1, Math.floor(world / 2)), world])]
-      : Number.isInteger(world) && world >= 1
-        ? [world]
-        : []);
+        ? [...new Set([Math.max(1, Math.floor(world / 4)), Math.max(1, Math.floor(world / 2)), world])]
+        : Number.isInteger(world) && world >= 1
+          ? [world]
+          : []);
   for (const w of scaling)
-    if (!positive(w)) fail('option.scaling', `--scaling worlds must be positive integers (got ${w})`, 'scaling');
+    if (!positive(w))
+      fail('option.scaling', `--scaling worlds must be positive integers (got ${w})`, 'scaling');
   let numerics: ResolvedDemoOptions['numerics'] = null;
   if (o.numerics !== null) {
     numerics = {
@@ -115,7 +125,11 @@ export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
       tokensPerRank: o.numerics?.tokensPerRank ?? DEMO_DEFAULTS.numericsTokensPerRank,
     };
     if (!positive(numerics.world))
-      fail('option.numericsWorld', `--numerics-world must be a positive integer (got ${numerics.world})`, 'numericsWorld');
+      fail(
+        'option.numericsWorld',
+        `--numerics-world must be a positive integer (got ${numerics.world})`,
+        'numericsWorld',
+      );
     if (!positive(numerics.tokensPerRank))
       fail(
         'option.numericsTokens',
@@ -124,7 +138,8 @@ export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
       );
   }
   const timelineRanks = o.timelineRanks ?? DEMO_DEFAULTS.timelineRanks;
-  if (!positive(timelineRanks)) fail('option.timelineRanks', 'timeline ranks must be a positive integer', 'timelineRanks');
+  if (!positive(timelineRanks))
+    fail('option.timelineRanks', 'timeline ranks must be a positive integer', 'timelineRanks');
   const timeline = (o.timeline ?? [...DEMO_DEFAULTS.timeline]).filter((s) => strategies.includes(s));
   const focus = o.focus ?? DEMO_DEFAULTS.focus;
   return { problem, strategies, cluster, scaling, numerics, timeline, timelineRanks, focus };
@@ -137,7 +152,9 @@ export function demoSteps(o: ResolvedDemoOptions): number {
 }
 
 const message = (e: unknown): string =>
-  e instanceof FcpError ? e.issues.map((i) => `${i.code}: ${i.message}`).join('; ') : String((e as Error)?.message ?? e);
+  e instanceof FcpError
+    ? e.issues.map((i) => `${i.code}: ${i.message}`).join('; ')
+    : String((e as Error)?.message ?? e);
 
 /** Median of a sorted copy. */
 function median(xs: ArrayLike<number>): number {
@@ -237,13 +254,21 @@ export async function runDemo(
         const plan = getPlanner(strategy).plan(p);
         const check = checkPlan(plan);
         const sim = simulate(plan, o.cluster, { trace: false });
-        scaling.push({ strategy, world, mfuForward: sim.mfuForward, mfuBackward: sim.mfuBackward, valid: check.valid });
+        scaling.push({
+          strategy,
+          world,
+          mfuForward: sim.mfuForward,
+          mfuBackward: sim.mfuBackward,
+          valid: check.valid,
+        });
       } catch (e) {
         notes.push(`weak scaling: ${strategy} at ${world} ranks failed: ${message(e)}`);
       }
     }
   }
-  scaling.sort((a, b) => a.world - b.world || o.strategies.indexOf(a.strategy) - o.strategies.indexOf(b.strategy));
+  scaling.sort(
+    (a, b) => a.world - b.world || o.strategies.indexOf(a.strategy) - o.strategies.indexOf(b.strategy),
+  );
 
   const numericsRuns: NumericsRun[] = [];
   const nOpts = o.numerics;
@@ -260,29 +285,37 @@ export async function runDemo(
   delete small.memoryTokens;
   if (nOpts) {
     const p = resolveProblem(small);
-    for (const strategy of o.strategies) {
-      progress.step(`numerics: ${strategy} on the CPU runtime (${p.world} ranks x ${p.tokensPerRank} tokens)`);
-      const base = {
-        strategy,
-        world: p.world,
-        tokensPerRank: p.tokensPerRank,
-        sequences: p.sequences.length,
-      };
-      try {
-        const plan = getPlanner(strategy).plan(p);
-        const valid = checkPlan(plan).valid;
-        const v = await verifyNumerics(plan, p.seed);
-        numericsRuns.push({ ...base, valid, ...v });
-      } catch (e) {
-        numericsRuns.push({
-          ...base,
-          valid: false,
-          maxError: { o: 0, dq: 0, dk: 0, dv: 0 },
-          tolerance: 0,
-          ok: false,
-          error: message(e),
-        });
+    // One pool of worker threads for every strategy's run: booting workers dominates small runs.
+    const pool = new CpuWorkerPool();
+    try {
+      for (const strategy of o.strategies) {
+        progress.step(
+          `numerics: ${strategy} on the CPU runtime (${p.world} ranks x ${p.tokensPerRank} tokens)`,
+        );
+        const base = {
+          strategy,
+          world: p.world,
+          tokensPerRank: p.tokensPerRank,
+          sequences: p.sequences.length,
+        };
+        try {
+          const plan = getPlanner(strategy).plan(p);
+          const valid = checkPlan(plan).valid;
+          const v = await verifyNumerics(plan, p.seed, pool);
+          numericsRuns.push({ ...base, valid, ...v });
+        } catch (e) {
+          numericsRuns.push({
+            ...base,
+            valid: false,
+            relError: { o: 0, dq: 0, dk: 0, dv: 0 },
+            tolerance: NUMERICS_TOLERANCE,
+            ok: false,
+            error: message(e),
+          });
+        }
       }
+    } finally {
+      await pool.close();
     }
   }
 

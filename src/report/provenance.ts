@@ -23,7 +23,11 @@ export function fcpVersion(): string {
 /** `git rev-parse HEAD` of the fcp checkout, `+dirty` when tracked files changed; null outside git. */
 export function gitCommit(): string | null {
   const git = (args: string[]): string =>
-    execFileSync('git', args, { cwd: PACKAGE_ROOT, stdio: ['ignore', 'pipe', 'ignore'], encoding: 'utf8' }).trim();
+    execFileSync('git', args, {
+      cwd: PACKAGE_ROOT,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      encoding: 'utf8',
+    }).trim();
   try {
     const head = git(['rev-parse', 'HEAD']);
     const dirty = git(['status', '--porcelain', '--untracked-files=no']) !== '';

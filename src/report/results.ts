@@ -116,8 +116,8 @@ const numericsSchema = z.object({
   tokensPerRank: int,
   sequences: int,
   valid: z.boolean(),
-  /** Largest absolute error against the reference attention, per output. */
-  maxError: z.object({ o: num, dq: num, dk: num, dv: num }),
+  /** Relative error ||a - b|| / ||b|| against the float64 reference attention, per output. */
+  relError: z.object({ o: num, dq: num, dk: num, dv: num }),
   tolerance: num,
   ok: z.boolean(),
   error: z.string().optional(),

@@ -34,7 +34,20 @@ export function numericsVerdict(r: Results, strategy: string): string {
 export function summaryRows(r: Results): string[][] {
   return r.runs.map((s: StrategyRun) =>
     s.error !== undefined
-      ? [s.strategy, s.valid ? 'yes' : 'NO', 'error', '', '', '', '', '', '', '', '', numericsVerdict(r, s.strategy)]
+      ? [
+          s.strategy,
+          s.valid ? 'yes' : 'NO',
+          'error',
+          '',
+          '',
+          '',
+          '',
+          '',
+          '',
+          '',
+          '',
+          numericsVerdict(r, s.strategy),
+        ]
       : [
           s.strategy,
           s.valid ? 'yes' : 'NO',

@@ -41,7 +41,14 @@ export function compactTimeline(
   const kept = events
     .filter((e) => e.rank < ranks && e.end > e.start)
     .slice()
-    .sort((a, b) => a.rank - b.rank || a.lane - b.lane || a.start - b.start || a.end - b.end || a.kind.localeCompare(b.kind));
+    .sort(
+      (a, b) =>
+        a.rank - b.rank ||
+        a.lane - b.lane ||
+        a.start - b.start ||
+        a.end - b.end ||
+        a.kind.localeCompare(b.kind),
+    );
   const out: TimelineEvent[] = [];
   // Per (rank, lane): the last bar of each kind, since bars of other kinds may sit between them.
   let key = -1;

@@ -7,13 +7,23 @@
  * `fcp report`), `plots/<id>.png` (PNG copies of the figures) and `plots/<id>.vl.json` (their
  * vega-lite specs, to restyle a figure elsewhere).
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
 import { fail } from '../core/issues.ts';
-import { renderChart } from './plots.ts';
 import { figuresOf } from './figures.ts';
 import { type RenderedFigure, reportHtml } from './html.ts';
+import { renderChart } from './plots.ts';
 import { RESULTS_FORMAT, type Results, resultsToJson } from './results.ts';
 
 /** Files of a written report, relative to its folder. */
@@ -47,7 +57,8 @@ export function checkOutDir(outDir: string): void {
     } catch (e) {
       fail('io.write', `cannot use ${outDir}: ${(e as Error).message}`, outDir);
     }
-    if (!st.isDirectory()) fail('io.write', `${outDir} exists and is not a folder; choose another --out`, outDir);
+    if (!st.isDirectory())
+      fail('io.write', `${outDir} exists and is not a folder; choose another --out`, outDir);
     if (readdirSync(target).length > 0 && !isPreviousReport(target))
       fail(
         'io.write',

@@ -85,7 +85,9 @@ after(() => {
 test('the report opens offline in chromium, with no console error and every figure drawn', async (t) => {
   if (!haveChromium) {
     if (process.env.CI)
-      assert.fail(`${CHROMIUM} is missing: the browser test needs Debian's chromium (apt-get install chromium)`);
+      assert.fail(
+        `${CHROMIUM} is missing: the browser test needs Debian's chromium (apt-get install chromium)`,
+      );
     t.skip(`${CHROMIUM} is missing (apt-get install chromium); skipped outside CI`);
     return;
   }

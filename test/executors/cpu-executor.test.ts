@@ -95,8 +95,14 @@ describe('cpu executor', () => {
     };
     assert.equal(await code(plan, undefined), 'exec.input.missing');
     assert.equal(await code(plan, { ...inputs, q: inputs.q.slice(0, 1) }), 'exec.input.sequences');
-    assert.equal(await code(plan, { ...inputs, k: [inputs.k[0]!.subarray(1), inputs.k[1]!] }), 'exec.input.length');
-    assert.equal(await code({ ...plan, model: { ...plan.model, qHeads: 3, kvHeads: 2 } }, inputs), 'exec.input.heads');
+    assert.equal(
+      await code(plan, { ...inputs, k: [inputs.k[0]!.subarray(1), inputs.k[1]!] }),
+      'exec.input.length',
+    );
+    assert.equal(
+      await code({ ...plan, model: { ...plan.model, qHeads: 3, kvHeads: 2 } }, inputs),
+      'exec.input.heads',
+    );
   });
 
   it('refuses an invalid plan with the validator issues before starting any worker', async () => {

@@ -7,15 +7,16 @@ import { type CpuRunOptions, cpuExecutor } from '../../src/executors/cpu/executo
 import { CpuWorkerPool, liveWorkers } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../../src/executors/reference.ts';
-import { validatePlan } from '../../src/plan/validate.ts';
 import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
+import { validatePlan } from '../../src/plan/validate.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 import { shuffledPlan } from './cpu-plans.ts';
 
 const pool = new CpuWorkerPool();
 after(() => pool.close());
 
-const problem = (world: number) => resolveProblem({ batch: [90, 41, 77, 12], world, mask: 'causal', model: SMALL_MODEL, seed: 1 });
+const problem = (world: number) =>
+  resolveProblem({ batch: [90, 41, 77, 12], world, mask: 'causal', model: SMALL_MODEL, seed: 1 });
 
 /** Runs and returns the FcpError it fails with, and how long it took. */
 async function failure(plan: Plan, options: CpuRunOptions): Promise<{ error: FcpError; ms: number }> {
@@ -68,7 +69,10 @@ function duplicateTransfer(ph: Phase, t: number): Phase {
       start: add(T.start),
       length: add(T.length),
     },
-    sendAfter: { transfer: Int32Array.from(pairs, (p) => p[0]), compute: Int32Array.from(pairs, (p) => p[1]) },
+    sendAfter: {
+      transfer: Int32Array.from(pairs, (p) => p[0]),
+      compute: Int32Array.from(pairs, (p) => p[1]),
+    },
   };
 }
 
@@ -78,7 +82,8 @@ function dropTask(ph: Phase, task: number): Phase {
   const offsets = new Int32Array(c.taskOffsets.length);
   const ids: number[] = [];
   for (let op = 0; op < c.rank.length; op++) {
-    for (let i = c.taskOffsets[op]!; i < c.taskOffsets[op + 1]!; i++) if (c.taskIds[i] !== task) ids.push(c.taskIds[i]!);
+    for (let i = c.taskOffsets[op]!; i < c.taskOffsets[op + 1]!; i++)
+      if (c.taskIds[i] !== task) ids.push(c.taskIds[i]!);
     offsets[op + 1] = ids.length;
   }
   return { ...ph, compute: { ...c, taskOffsets: offsets, taskIds: Int32Array.from(ids) } };
@@ -105,7 +110,10 @@ describe('cpu executor faults', () => {
 
   it('a hung worker is reported by the watchdog and terminated', async () => {
     const plan = simplePlan(problem(3));
-    const { error, ms } = await failure(plan, { stallTimeoutMs: 400, inject: { rank: 0, phase: 0, op: 0, action: 'hang' } });
+    const { error, ms } = await failure(plan, {
+      stallTimeoutMs: 400,
+      inject: { rank: 0, phase: 0, op: 0, action: 'hang' },
+    });
     assert.equal(error.code, 'exec.stall');
     assert.match(error.message, /rank 0: forward compute op/);
     assert.ok(ms < 10000, `took ${ms} ms`);
@@ -118,13 +126,19 @@ describe('cpu executor faults', () => {
     assert.ok(t >= 0);
     const src = plan.forward.transfers.src.slice();
     src[t] = plan.world; // a rank that does not exist: nobody sends transfer t
-    const bad: Plan = { ...plan, forward: { ...plan.forward, transfers: { ...plan.forward.transfers, src } } };
+    const bad: Plan = {
+      ...plan,
+      forward: { ...plan.forward, transfers: { ...plan.forward.transfers, src } },
+    };
     assert.ok(validatePlan(bad).issues.length > 0);
     const refused = await failure(bad, { pool });
     assert.ok(refused.error.code.startsWith('plan.'), refused.error.code);
     const { error, ms } = await failure(bad, { pool, skipValidation: true, stallTimeoutMs: 400 });
     assert.equal(error.code, 'exec.stall');
-    assert.match(error.message, new RegExp(`rank ${plan.forward.transfers.dst[t]}: forward group \\d+, waiting for transfer ${t}\\b`));
+    assert.match(
+      error.message,
+      new RegExp(`rank ${plan.forward.transfers.dst[t]}: forward group \\d+, waiting for transfer ${t}\\b`),
+    );
     assert.ok(ms < 10000, `took ${ms} ms`);
     await noWorkerLeft();
   });
@@ -140,7 +154,12 @@ describe('cpu executor faults', () => {
     const bad: Plan = { ...plan, forward: { ...plan.forward, transfers: { ...T, start, length } } };
     const { error } = await failure(bad, { skipValidation: true });
     assert.equal(error.code, 'exec.worker');
-    assert.match(error.message, new RegExp(`rank ${T.dst[t]} failed in forward compute op \\d+ \\(task \\d+.*lacks Q\\b.* of token ${T.start[t]}\\b`));
+    assert.match(
+      error.message,
+      new RegExp(
+        `rank ${T.dst[t]} failed in forward compute op \\d+ \\(task \\d+.*lacks Q\\b.* of token ${T.start[t]}\\b`,
+      ),
+    );
     await noWorkerLeft();
   });
 
@@ -182,7 +201,10 @@ describe('cpu executor faults', () => {
     const plan = simplePlan(problem(3));
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 100);
-    const { error } = await failure(plan, { signal: ac.signal, inject: { rank: 1, phase: 0, op: 0, action: 'hang' } });
+    const { error } = await failure(plan, {
+      signal: ac.signal,
+      inject: { rank: 1, phase: 0, op: 0, action: 'hang' },
+    });
     assert.equal(error.code, 'exec.aborted');
     await noWorkerLeft();
   });

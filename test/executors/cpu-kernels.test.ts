@@ -48,7 +48,8 @@ function runTiled(c: Case) {
   const dq = new Float64Array(c.len * qw);
   const dk = new Float64Array(c.len * kw);
   const dv = new Float64Array(c.len * kw);
-  for (const [qs, ql, ks, kl] of tasks) attentionBackward(shape, c.causal, q, k, v, o, lse, dO, qs, ql, ks, kl, dq, dk, dv, scratch);
+  for (const [qs, ql, ks, kl] of tasks)
+    attentionBackward(shape, c.causal, q, k, v, o, lse, dO, qs, ql, ks, kl, dq, dk, dv, scratch);
   const ref = referenceSequence(shape, c.causal ? 'causal' : 'full', q, k, v, dO);
   return {
     o: relativeError([o], [ref.o]),
@@ -61,7 +62,16 @@ function runTiled(c: Case) {
 
 describe('cpu kernels', () => {
   it('one task over a whole sequence matches the float64 reference (causal, GQA, tails of 4)', () => {
-    const e = runTiled({ len: 37, qHeads: 4, kvHeads: 2, headDim: 32, causal: true, qCuts: [], kCuts: [], seed: 1 });
+    const e = runTiled({
+      len: 37,
+      qHeads: 4,
+      kvHeads: 2,
+      headDim: 32,
+      causal: true,
+      qCuts: [],
+      kCuts: [],
+      seed: 1,
+    });
     for (const [name, err] of Object.entries(e)) assert.ok(err < 1e-12, `${name}: ${err}`);
   });
 

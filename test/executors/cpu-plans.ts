@@ -90,11 +90,19 @@ function phaseOf(xs: Xfer[], ops: Op[], sendAfter: [number, number][]): Phase {
     },
     groupOfRound,
     compute,
-    sendAfter: { transfer: Int32Array.from(sendAfter, (p) => p[0]), compute: Int32Array.from(sendAfter, (p) => p[1]) },
+    sendAfter: {
+      transfer: Int32Array.from(sendAfter, (p) => p[0]),
+      compute: Int32Array.from(sendAfter, (p) => p[1]),
+    },
   };
 }
 
-const copyLayout = (l: Layout): Layout => ({ rank: l.rank.slice(), seq: l.seq.slice(), start: l.start.slice(), length: l.length.slice() });
+const copyLayout = (l: Layout): Layout => ({
+  rank: l.rank.slice(),
+  seq: l.seq.slice(),
+  start: l.start.slice(),
+  length: l.length.slice(),
+});
 
 /**
  * Reshuffle plan: the home of user row i is rank (rank_i + shift) mod world. Forward: group 0
@@ -111,7 +119,14 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
   const rows = ul.rank.length;
   const home = copyLayout(ul);
   for (let i = 0; i < rows; i++) home.rank[i] = (ul.rank[i]! + shift) % world;
-  const tasks = { rank: [] as number[], seq: [] as number[], qs: [] as number[], ql: [] as number[], ks: [] as number[], kl: [] as number[] };
+  const tasks = {
+    rank: [] as number[],
+    seq: [] as number[],
+    qs: [] as number[],
+    ql: [] as number[],
+    ks: [] as number[],
+    kl: [] as number[],
+  };
   const keyRow: number[] = [];
   for (let a = 0; a < rows; a++)
     for (let b = 0; b < rows; b++) {
@@ -134,8 +149,11 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
   const moved = (i: number) => ul.rank[i] !== home.rank[i];
   // Forward.
   const fx: Xfer[] = [];
-  for (let i = 0; i < rows; i++) if (moved(i)) fx.push({ src: ul.rank[i]!, dst: home.rank[i]!, kind: Kind.in, ...row(i), group: 0, round: -1 });
-  for (const n of needs.values()) fx.push({ src: home.rank[n.row]!, dst: n.dst, kind: Kind.kv, ...row(n.row), group: 1, round: -1 });
+  for (let i = 0; i < rows; i++)
+    if (moved(i))
+      fx.push({ src: ul.rank[i]!, dst: home.rank[i]!, kind: Kind.in, ...row(i), group: 0, round: -1 });
+  for (const n of needs.values())
+    fx.push({ src: home.rank[n.row]!, dst: n.dst, kind: Kind.kv, ...row(n.row), group: 1, round: -1 });
   // Groups must be dense: drop empty ones by renumbering.
   const fGroups = [...new Set(fx.map((x) => x.group))].sort();
   const fIn = fGroups.indexOf(0);
@@ -164,12 +182,22 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
   for (let i = 0; i < rows; i++)
     if (moved(i)) {
       fSend.push([fx.length, lastOp.get(home.rank[i]!)!]);
-      fx.push({ src: home.rank[i]!, dst: ul.rank[i]!, kind: Kind.out, ...row(i), group: outGroupF, round: -1 });
+      fx.push({
+        src: home.rank[i]!,
+        dst: ul.rank[i]!,
+        kind: Kind.out,
+        ...row(i),
+        group: outGroupF,
+        round: -1,
+      });
     }
   // Backward.
   const bx: Xfer[] = [];
-  for (let i = 0; i < rows; i++) if (moved(i)) bx.push({ src: ul.rank[i]!, dst: home.rank[i]!, kind: Kind.in, ...row(i), group: 0, round: -1 });
-  for (const n of needs.values()) bx.push({ src: home.rank[n.row]!, dst: n.dst, kind: Kind.kv, ...row(n.row), group: 0, round: -1 });
+  for (let i = 0; i < rows; i++)
+    if (moved(i))
+      bx.push({ src: ul.rank[i]!, dst: home.rank[i]!, kind: Kind.in, ...row(i), group: 0, round: -1 });
+  for (const n of needs.values())
+    bx.push({ src: home.rank[n.row]!, dst: n.dst, kind: Kind.kv, ...row(n.row), group: 0, round: -1 });
   const bOps: Op[] = [];
   const bLast = new Map<number, number>();
   const g0 = bx.length > 0 ? 0 : -1;
@@ -184,13 +212,27 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
   const dkvGroup = g0 + 1;
   for (const n of needs.values()) {
     bSend.push([bx.length, bLast.get(n.dst)!]);
-    bx.push({ src: n.dst, dst: home.rank[n.row]!, kind: Kind.dkv, ...row(n.row), group: dkvGroup, round: -1 });
+    bx.push({
+      src: n.dst,
+      dst: home.rank[n.row]!,
+      kind: Kind.dkv,
+      ...row(n.row),
+      group: dkvGroup,
+      round: -1,
+    });
   }
   const outGroupB = needs.size > 0 ? dkvGroup + 1 : dkvGroup;
   for (let i = 0; i < rows; i++)
     if (moved(i)) {
       bSend.push([bx.length, bLast.get(home.rank[i]!)!]);
-      bx.push({ src: home.rank[i]!, dst: ul.rank[i]!, kind: Kind.out, ...row(i), group: outGroupB, round: -1 });
+      bx.push({
+        src: home.rank[i]!,
+        dst: ul.rank[i]!,
+        kind: Kind.out,
+        ...row(i),
+        group: outGroupB,
+        round: -1,
+      });
     }
   return {
     format: PLAN_FORMAT,
@@ -267,7 +309,7 @@ export function chunkPlan(problem: Problem): Plan {
     }
   });
   const chunkPhase = (withDkv: boolean) => {
-    const rows = kv.map((x) => ({ ...x, kind: Kind.kv, group: 0, round: -1 }));
+    const rows = kv.map((x) => ({ ...x, kind: Kind.kv as number, group: 0, round: -1 }));
     const pairs: [number, number][] = [];
     if (withDkv)
       for (const x of kv) {
@@ -294,7 +336,12 @@ export function chunkPlan(problem: Problem): Plan {
     };
     return phase;
   };
-  const empty: Layout = { rank: new Int32Array(0), seq: new Int32Array(0), start: new Int32Array(0), length: new Int32Array(0) };
+  const empty: Layout = {
+    rank: new Int32Array(0),
+    seq: new Int32Array(0),
+    start: new Int32Array(0),
+    length: new Int32Array(0),
+  };
   return {
     format: PLAN_FORMAT,
     strategy: 'chunked',
@@ -304,10 +351,22 @@ export function chunkPlan(problem: Problem): Plan {
     sequences: problem.sequences.slice(),
     userLayout: empty,
     homeLayout: { ...empty },
-    tasks: { rank: new Int32Array(0), seq: new Int32Array(0), qStart: new Int32Array(0), qLength: new Int32Array(0), kvStart: new Int32Array(0), kvLength: new Int32Array(0) },
+    tasks: {
+      rank: new Int32Array(0),
+      seq: new Int32Array(0),
+      qStart: new Int32Array(0),
+      qLength: new Int32Array(0),
+      kvStart: new Int32Array(0),
+      kvLength: new Int32Array(0),
+    },
     seqSets: { offsets: Int32Array.of(0, S), seqs: Int32Array.from({ length: S }, (_, i) => i) },
     homeChunks: chunkLayout,
-    userChunks: { rank: chunkLayout.rank.slice(), set: chunkLayout.set.slice(), parts: chunkLayout.parts.slice(), part: chunkLayout.part.slice() },
+    userChunks: {
+      rank: chunkLayout.rank.slice(),
+      set: chunkLayout.set.slice(),
+      parts: chunkLayout.parts.slice(),
+      part: chunkLayout.part.slice(),
+    },
     chunkTasks: {
       rank: Int32Array.from(ct.rank),
       set: new Int32Array(ct.rank.length),

@@ -11,7 +11,11 @@ function gridInputs(rng: Rng, len: number, qh: number, kvh: number, d: number) {
 }
 
 /** loss = sum(O ∘ dO) computed by the reference forward. */
-function loss(shape: { qHeads: number; kvHeads: number; headDim: number }, mask: Mask, x: ReturnType<typeof gridInputs>): number {
+function loss(
+  shape: { qHeads: number; kvHeads: number; headDim: number },
+  mask: Mask,
+  x: ReturnType<typeof gridInputs>,
+): number {
   const r = referenceSequence(shape, mask, x.q, x.k, x.v, x.dO);
   let s = 0;
   for (let i = 0; i < r.o.length; i++) s += r.o[i]! * x.dO[i]!;
@@ -41,7 +45,10 @@ describe('reference attention', () => {
           const down = loss(shape, mask, x);
           arr[idx] = keep;
           const numeric = (up - down) / (2 * h);
-          assert.ok(Math.abs(numeric - grad[idx]!) < 1e-5, `${name}[${idx}]: numeric ${numeric} vs analytic ${grad[idx]}`);
+          assert.ok(
+            Math.abs(numeric - grad[idx]!) < 1e-5,
+            `${name}[${idx}]: numeric ${numeric} vs analytic ${grad[idx]}`,
+          );
         }
       }
     });
@@ -54,7 +61,8 @@ describe('reference attention', () => {
     assert.ok(r.dq.every((z) => Math.abs(z) < 1e-15));
     assert.ok(r.dk.every((z) => Math.abs(z) < 1e-15));
     for (let c = 0; c < 2; c++)
-      for (let d = 0; d < 3; d++) assert.ok(Math.abs(r.dv[c * 3 + d]! - (x.dO[2 * c * 3 + d]! + x.dO[(2 * c + 1) * 3 + d]!)) < 1e-15);
+      for (let d = 0; d < 3; d++)
+        assert.ok(Math.abs(r.dv[c * 3 + d]! - (x.dO[2 * c * 3 + d]! + x.dO[(2 * c + 1) * 3 + d]!)) < 1e-15);
   });
 
   it('GQA equals multi-head attention with K/V repeated per query head (dK/dV summed over the group)', () => {
@@ -70,7 +78,14 @@ describe('reference attention', () => {
           for (let e = 0; e < d; e++) out[(t * 4 + h) * d + e] = a[(t * 2 + Math.floor(h / 2)) * d + e]!;
       return out;
     };
-    const mha = referenceSequence({ qHeads: 4, kvHeads: 4, headDim: d }, 'causal', x.q, rep(x.k), rep(x.v), x.dO);
+    const mha = referenceSequence(
+      { qHeads: 4, kvHeads: 4, headDim: d },
+      'causal',
+      x.q,
+      rep(x.k),
+      rep(x.v),
+      x.dO,
+    );
     assert.ok(relativeError([gqa.o], [mha.o]) < 1e-14);
     assert.ok(relativeError([gqa.dq], [mha.dq]) < 1e-14);
     const fold = (a: Float64Array) => {

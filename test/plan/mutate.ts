@@ -12,7 +12,8 @@ type Columns = Record<string, Int32Array | Uint8Array>;
 /** Keeps rows where `keep(i)`; returns the table with every column filtered. */
 function filterRows<T extends object>(table: T, keep: (i: number) => boolean): T {
   const out: Columns = {};
-  for (const [k, v] of Object.entries(table as Columns)) out[k] = (v as Int32Array).filter((_, i) => keep(i)) as Int32Array;
+  for (const [k, v] of Object.entries(table as Columns))
+    out[k] = (v as Int32Array).filter((_, i) => keep(i)) as Int32Array;
   return out as T;
 }
 
@@ -65,9 +66,15 @@ export function duplicateTask(p: Plan, t: number): Plan {
 export function moveTask(ph: Phase, t: number, op: number): void {
   const c = ph.compute;
   const lists: number[][] = [];
-  for (let o = 0; o + 1 < c.taskOffsets.length; o++) lists.push(Array.from(c.taskIds.subarray(c.taskOffsets[o]!, c.taskOffsets[o + 1]!)).filter((x) => x !== t));
+  for (let o = 0; o + 1 < c.taskOffsets.length; o++)
+    lists.push(
+      Array.from(c.taskIds.subarray(c.taskOffsets[o]!, c.taskOffsets[o + 1]!)).filter((x) => x !== t),
+    );
   lists[op]!.push(t);
-  c.taskOffsets = Int32Array.from([0, ...lists.map((_, i) => lists.slice(0, i + 1).reduce((s, l) => s + l.length, 0))]);
+  c.taskOffsets = Int32Array.from([
+    0,
+    ...lists.map((_, i) => lists.slice(0, i + 1).reduce((s, l) => s + l.length, 0)),
+  ]);
   c.taskIds = Int32Array.from(lists.flat());
 }
 
@@ -111,4 +118,5 @@ export const codes = (issues: readonly { code: string }[]): string[] => issues.m
 export const unscheduleTask = (ph: Phase, t: number): void => mapTaskIds(ph, (id) => (id === t ? [] : [id]));
 
 /** Lists task `t` twice in its op of a phase. */
-export const scheduleTwice = (ph: Phase, t: number): void => mapTaskIds(ph, (id) => (id === t ? [id, id] : [id]));
+export const scheduleTwice = (ph: Phase, t: number): void =>
+  mapTaskIds(ph, (id) => (id === t ? [id, id] : [id]));

@@ -96,7 +96,15 @@ test('the hand-built chunk plan is valid, and so is its expansion', () => {
   const x = validatePlan(expandChunks(base));
   assert.deepEqual(x.issues, []);
   // The report sums chunk rows over their set exactly as the expansion counts its rows.
-  for (const k of ['attendedPairs', 'expectedPairs', 'tasks', 'totalBytes', 'peakResidentTokens', 'computeImbalance', 'commImbalance'] as const)
+  for (const k of [
+    'attendedPairs',
+    'expectedPairs',
+    'tasks',
+    'totalBytes',
+    'peakResidentTokens',
+    'computeImbalance',
+    'commImbalance',
+  ] as const)
     assert.equal(r.report[k], x.report[k], k);
   assert.deepEqual(r.report.backward.bytes, x.report.backward.bytes);
   assert.equal(r.report.forward.kvDelta, 2);
@@ -110,7 +118,9 @@ test('a missing chunk transfer leaves K/V missing, reported on the chunk task', 
   t.dst[2] = 1;
   const r = validatePlan(p);
   assert.ok(codes(r.issues).includes('plan.rule3.senderMissing'));
-  assert.ok(r.issues.some((i) => i.code === 'plan.rule3.kvMissing' && i.path === 'chunkTasks' && i.row === 4));
+  assert.ok(
+    r.issues.some((i) => i.code === 'plan.rule3.kvMissing' && i.path === 'chunkTasks' && i.row === 4),
+  );
 });
 
 test('a masked chunk task and the pairs it leaves are reported', () => {
@@ -168,7 +178,12 @@ test('compact and expanded validation agree on randomly edited chunk plans', () 
       l.rank[e.row % 4] = e.value & 1;
     }
   };
-  const rules = (p: Plan): string[] => [...new Set(codes(validatePlan(p, { maxIssues: 10000 }).issues).map((c) => c.split('.').slice(0, 2).join('.')))].sort();
+  const rules = (p: Plan): string[] =>
+    [
+      ...new Set(
+        codes(validatePlan(p, { maxIssues: 10000 }).issues).map((c) => c.split('.').slice(0, 2).join('.')),
+      ),
+    ].sort();
   fc.assert(
     fc.property(fc.array(edit, { minLength: 1, maxLength: 3 }), (edits) => {
       const p = clonePlan(base);

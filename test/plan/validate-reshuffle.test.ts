@@ -18,7 +18,14 @@ const json = {
   sequences: [8],
   userLayout: { rank: [0, 1], seq: [0, 0], start: [0, 4], length: [4, 4] },
   homeLayout: { rank: [1, 0], seq: [0, 0], start: [0, 4], length: [4, 4] },
-  tasks: { rank: [1, 0, 0], seq: [0, 0, 0], qStart: [0, 4, 4], qLength: [4, 4, 4], kvStart: [0, 0, 4], kvLength: [4, 4, 4] },
+  tasks: {
+    rank: [1, 0, 0],
+    seq: [0, 0, 0],
+    qStart: [0, 4, 4],
+    qLength: [4, 4, 4],
+    kvStart: [0, 0, 4],
+    kvLength: [4, 4, 4],
+  },
   forward: {
     transfers: {
       round: [0, 0, 1, 1],

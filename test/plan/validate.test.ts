@@ -43,7 +43,8 @@ const remoteTask = (p: Plan): number => {
   }
   throw new Error('no remote task');
 };
-const rowOfKind = (p: Plan, phase: 'forward' | 'backward', kind: number): number => p[phase].transfers.kind.indexOf(kind);
+const rowOfKind = (p: Plan, phase: 'forward' | 'backward', kind: number): number =>
+  p[phase].transfers.kind.indexOf(kind);
 
 test('simplePlan of the reference problem is valid and its report adds up', () => {
   const r = validatePlan(base);
@@ -169,6 +170,15 @@ test('groupOfRound that decreases is rejected (rule 5)', () => {
   rejects(p, 'plan.rule5.groupOrder');
 });
 
+test('groupOfRound that skips a group or starts above 0 is rejected (rule 5)', () => {
+  const p = clonePlan(base);
+  p.backward.groupOfRound = Int32Array.from(p.backward.groupOfRound, (g) => (g === 0 ? 0 : g + 1));
+  rejects(p, 'plan.rule5.groupGap');
+  const q = clonePlan(base);
+  q.forward.groupOfRound = Int32Array.from(q.forward.groupOfRound, (g) => g + 1);
+  rejects(q, 'plan.rule5.groupStart');
+});
+
 test('a task that runs in no op, or twice, is rejected (rule 2)', () => {
   const p = clonePlan(base);
   unscheduleTask(p.forward, 0);
@@ -205,6 +215,7 @@ test('the issue cap keeps at least one issue per broken rule', () => {
   const p = removeTask(base, remoteTask(base));
   p.userLayout.length[0]! -= 1;
   const r = validatePlan(p, { maxIssues: 1 });
+  assert.ok(r.omitted > 0);
   const rules = new Set(codes(r.issues).map((c) => c.split('.').slice(0, 2).join('.')));
   assert.ok(rules.has('plan.rule1') && rules.has('plan.rule2'), JSON.stringify([...rules]));
 });

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { Kind } from '../../src/plan/types.ts';
+import { validatePlan } from '../../src/plan/validate.ts';
 import { byteScaleAssign } from '../../src/planners/bytescale/assign.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 
@@ -11,7 +12,8 @@ import { planByteScale } from '../../src/planners/bytescale/index.ts';
 function ranksOfSeq(plan: ReturnType<typeof planByteScale>): Set<number>[] {
   const flat = expandChunks(plan);
   const out = Array.from(plan.sequences, () => new Set<number>());
-  for (let i = 0; i < flat.homeLayout.rank.length; i++) out[flat.homeLayout.seq[i]!]!.add(flat.homeLayout.rank[i]!);
+  for (let i = 0; i < flat.homeLayout.rank.length; i++)
+    out[flat.homeLayout.seq[i]!]!.add(flat.homeLayout.rank[i]!);
   return out;
 }
 
@@ -88,4 +90,14 @@ test('bytescale: single-rank sequences move nothing; rings move K/V only inside 
   // The 70-token sequence rings over 4 ranks: 3 forward rounds.
   assert.equal(plan.forward.groupOfRound.length, 3);
   assert.deepEqual((plan.meta as { ringGroupSizes: number[] }).ringGroupSizes, [4, 2]);
+});
+
+test('bytescale: when groups ask for more than N ranks, rings share ranks (congestion 2) and the plan stays valid', () => {
+  const p = resolveProblem({ batch: [11, 11, 11, 7], world: 4, memoryTokens: 1000 });
+  assert.equal(p.tokensPerRank, 10);
+  const plan = planByteScale(p);
+  assert.deepEqual((plan.meta as { ringGroupSizes: number[] }).ringGroupSizes, [2, 2, 2]);
+  const { issues, report } = validatePlan(plan);
+  assert.deepEqual(issues, []);
+  assert.equal(report.congestion, 2);
 });

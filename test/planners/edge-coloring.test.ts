@@ -67,11 +67,15 @@ function graphOf(n: number, pairs: readonly (readonly [number, number])[]): Grap
 
 const randomGraph = fc.integer({ min: 2, max: 300 }).chain((n) =>
   fc
-    .array(
-      fc.tuple(fc.integer({ min: 0, max: n - 1 }), fc.integer({ min: 0, max: n - 2 })),
-      { maxLength: 1500 },
-    )
-    .map((raw) => graphOf(n, raw.map(([s, k]) => edge(n, s, k)))),
+    .array(fc.tuple(fc.integer({ min: 0, max: n - 1 }), fc.integer({ min: 0, max: n - 2 })), {
+      maxLength: 1500,
+    })
+    .map((raw) =>
+      graphOf(
+        n,
+        raw.map(([s, k]) => edge(n, s, k)),
+      ),
+    ),
 );
 
 /** Few ranks, many edges: heavy parallel edges. */
@@ -81,7 +85,12 @@ const parallelGraph = fc.integer({ min: 2, max: 6 }).chain((n) =>
       minLength: 1,
       maxLength: 400,
     })
-    .map((raw) => graphOf(n, raw.map(([s, k]) => edge(n, s, k)))),
+    .map((raw) =>
+      graphOf(
+        n,
+        raw.map(([s, k]) => edge(n, s, k)),
+      ),
+    ),
 );
 
 /** Incast: one receiver gets many edges; the rest is sparse and random, with isolated ranks. */

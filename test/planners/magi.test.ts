@@ -67,7 +67,8 @@ test('magi: overlapDegree stages become all-to-all-v groups; backward reduces dK
     const key = (s: number, d: number, q: number, a: number, l: number) => `${s}>${d}:${q}@${a}+${l}`;
     const kv = new Set<string>();
     const f = plan.forward.transfers;
-    for (let i = 0; i < f.round.length; i++) kv.add(key(f.src[i]!, f.dst[i]!, f.seq[i]!, f.start[i]!, f.length[i]!));
+    for (let i = 0; i < f.round.length; i++)
+      kv.add(key(f.src[i]!, f.dst[i]!, f.seq[i]!, f.start[i]!, f.length[i]!));
     const b = plan.backward.transfers;
     let dkv = 0;
     for (let i = 0; i < b.round.length; i++)
@@ -110,6 +111,12 @@ test('magi: user layout equals home layout; chunkSize option; bad options are us
   assert.deepEqual(plan.userLayout, plan.homeLayout);
   assert.equal((plan.meta as { chunkSize: number }).chunkSize, 2048);
   assert.equal((plan.meta as { chunks: number }).chunks, 8); // ceil(14300/2048) = 7 -> padded to 8
-  assert.equal(codeOf(() => planMagi(p, { chunkSize: 0 })), 'option.chunkSize');
-  assert.equal(codeOf(() => planMagi(p, { overlapDegree: 0 })), 'option.overlapDegree');
+  assert.equal(
+    codeOf(() => planMagi(p, { chunkSize: 0 })),
+    'option.chunkSize',
+  );
+  assert.equal(
+    codeOf(() => planMagi(p, { overlapDegree: 0 })),
+    'option.overlapDegree',
+  );
 });

@@ -11,7 +11,8 @@ import { ringStepPairs } from '../../src/planners/shared/dual-chunk-ring.ts';
 function kvTokensSent(flat: Plan, src: number, seq: number): number {
   const t = flat.forward.transfers;
   let n = 0;
-  for (let i = 0; i < t.round.length; i++) if (t.kind[i] === Kind.kv && t.src[i] === src && t.seq[i] === seq) n += t.length[i]!;
+  for (let i = 0; i < t.round.length; i++)
+    if (t.kind[i] === Kind.kv && t.src[i] === src && t.seq[i] === seq) n += t.length[i]!;
   return n;
 }
 
@@ -20,7 +21,10 @@ test('ring: exactly N-1 forward rounds, one group each, every rank sending to r+
     const plan = planRing(resolveProblem({ batch: [4 * n, 7, 50 * n + 3], world: n }));
     const f = plan.forward;
     assert.equal(f.groupOfRound.length, n - 1, `N=${n}`);
-    assert.deepEqual(Array.from(f.groupOfRound), Array.from({ length: n - 1 }, (_, i) => i));
+    assert.deepEqual(
+      Array.from(f.groupOfRound),
+      Array.from({ length: n - 1 }, (_, i) => i),
+    );
     const ct = f.chunkTransfers!;
     assert.equal(f.transfers.round.length, 0);
     for (let i = 0; i < ct.round.length; i++) {
@@ -41,7 +45,8 @@ test('ring: each rank sends (N-1)/N of every sequence K/V in the forward (length
     const lens = [2 * n, 6 * n, 40 * n];
     const flat = expandChunks(planRing(resolveProblem({ batch: lens, world: n })));
     for (let s = 0; s < lens.length; s++)
-      for (let r = 0; r < n; r++) assert.equal(kvTokensSent(flat, r, s), ((n - 1) * lens[s]!) / n, `N=${n} seq ${s} rank ${r}`);
+      for (let r = 0; r < n; r++)
+        assert.equal(kvTokensSent(flat, r, s), ((n - 1) * lens[s]!) / n, `N=${n} seq ${s} rank ${r}`);
   }
 });
 
@@ -62,7 +67,8 @@ test('ring: DualChunkSwap layout, rank r holds parts r and 2N-1-r; padTo = 2N; u
   }
   // No reshuffle: no in/out transfers.
   for (const ph of [flat.forward, flat.backward])
-    for (let i = 0; i < ph.transfers.kind.length; i++) assert.ok(ph.transfers.kind[i] === Kind.kv || ph.transfers.kind[i] === Kind.dkv);
+    for (let i = 0; i < ph.transfers.kind.length; i++)
+      assert.ok(ph.transfers.kind[i] === Kind.kv || ph.transfers.kind[i] === Kind.dkv);
   assert.equal((plan.meta as { paddingTokens: number }).paddingTokens, 0 + (16 - 13));
 });
 
@@ -80,7 +86,8 @@ test('ring: TE causal step rules cover every attended (q part, kv part) pair exa
           }
         }
       for (let q = 0; q < 2 * k; q++)
-        for (let kv = 0; kv < 2 * k; kv++) assert.equal(seen.get(`${q},${kv}`) ?? 0, !causal || q >= kv ? 1 : 0, `k=${k} ${q},${kv}`);
+        for (let kv = 0; kv < 2 * k; kv++)
+          assert.equal(seen.get(`${q},${kv}`) ?? 0, !causal || q >= kv ? 1 : 0, `k=${k} ${q},${kv}`);
     }
 });
 

@@ -34,7 +34,11 @@ test('partStats: O(1) chunk sums equal the per-sequence sums (causal and full, p
                 const c = Math.ceil(l / parts);
                 want += attendedPairs(causal, q * c, len(l, q), k * c, len(l, k));
               }
-              assert.equal(chunkTaskPairs(st, causal ? 'causal' : 'full', q, k), want, `q${q} k${k} ${causal}`);
+              assert.equal(
+                chunkTaskPairs(st, causal ? 'causal' : 'full', q, k),
+                want,
+                `q${q} k${k} ${causal}`,
+              );
             }
         }
       },
@@ -55,9 +59,16 @@ test('flop-byte estimate: chunk-row sums equal the expanded plan (ring and bytes
   const p = resolveProblem({ batch: 'longtail', world: 6, tokensPerRank: 3000, seed: 4 });
   for (const plan of [planRing(p), planByteScale(p)]) {
     // Padding is charged by the estimate only; compare on an unpadded copy.
-    const unpadded: Plan = plan.seqSets ? { ...plan, seqSets: { offsets: plan.seqSets.offsets, seqs: plan.seqSets.seqs } } : plan;
+    const unpadded: Plan = plan.seqSets
+      ? { ...plan, seqSets: { offsets: plan.seqSets.offsets, seqs: plan.seqSets.seqs } }
+      : plan;
     for (const fwd of [true, false]) {
-      const a = phaseLoad(unpadded, fwd ? unpadded.forward : unpadded.backward, fwd, partStatsCache(unpadded));
+      const a = phaseLoad(
+        unpadded,
+        fwd ? unpadded.forward : unpadded.backward,
+        fwd,
+        partStatsCache(unpadded),
+      );
       const b = bruteLoad(plan, fwd);
       assert.deepEqual(Array.from(a.pairs), Array.from(b.pairs));
       assert.deepEqual(Array.from(a.sent), Array.from(b.sent));
@@ -80,7 +91,11 @@ test('wlb: picks the plan the estimator says is faster, relabelled, with the cho
   const preferByteScale = planWlb(p, {}, (plan) => (plan.strategy === 'ring' ? 2 : 1), 'test');
   assert.equal(preferRing.strategy, 'wlb');
   assert.equal(preferByteScale.strategy, 'wlb');
-  assert.deepEqual((preferRing.meta as { wlb: unknown }).wlb, { estimator: 'test', estimateMs: { ring: 1, bytescale: 2 }, chosen: 'ring' });
+  assert.deepEqual((preferRing.meta as { wlb: unknown }).wlb, {
+    estimator: 'test',
+    estimateMs: { ring: 1, bytescale: 2 },
+    chosen: 'ring',
+  });
   assert.equal((preferByteScale.meta as { wlb: { chosen: string } }).wlb.chosen, 'bytescale');
   assert.deepEqual(preferRing.chunkTasks, planRing(p).chunkTasks);
   assert.deepEqual(preferByteScale.tasks, planByteScale(p).tasks);

@@ -21,7 +21,18 @@ function fcp(args: string[]): { code: number; stdout: string; stderr: string } {
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-const SMALL = ['--world', '4', '--tokens-per-rank', '4096', '--scaling', '2,4', '--numerics-world', '2', '--numerics-tokens', '64'];
+const SMALL = [
+  '--world',
+  '4',
+  '--tokens-per-rank',
+  '4096',
+  '--scaling',
+  '2,4',
+  '--numerics-world',
+  '2',
+  '--numerics-tokens',
+  '64',
+];
 
 test('fcp demo rejects bad input with one line, exit 2, and no report', () => {
   const parent = mkdtempSync(join(tmpdir(), 'fcp-cli-'));
@@ -58,7 +69,10 @@ test('fcp demo writes a report; fcp report redraws it from results.json', () => 
   const again = join(parent, 'again');
   const r2 = fcp(['report', join(dir, 'results.json'), '--out', again]);
   assert.equal(r2.code, 0, r2.stderr);
-  assert.equal(readFileSync(join(again, 'index.html'), 'utf8'), readFileSync(join(dir, 'index.html'), 'utf8'));
+  assert.equal(
+    readFileSync(join(again, 'index.html'), 'utf8'),
+    readFileSync(join(dir, 'index.html'), 'utf8'),
+  );
   assert.equal(readFileSync(join(again, 'plots', 'mfu.png')).length > 0, true);
   const bad = fcp(['report', join(parent, 'missing.json'), '--out', join(parent, 'x')]);
   assert.equal(bad.code, 2);

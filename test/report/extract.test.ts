@@ -4,7 +4,14 @@ import fc from 'fast-check';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { evenUserLayout } from '../../src/plan/layout.ts';
 import { emptyPhase, Kind, type Plan } from '../../src/plan/types.ts';
-import { congestionOf, lengthHistogram, partLength, placementOf, roundsOf, shortTokens } from '../../src/report/extract.ts';
+import {
+  congestionOf,
+  lengthHistogram,
+  partLength,
+  placementOf,
+  roundsOf,
+  shortTokens,
+} from '../../src/report/extract.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 
 /** A 3-rank plan by hand: sequences [10, 4, 2]; home rows chosen below. */
@@ -65,44 +72,66 @@ test('placementOf: one row per long sequence, short ones by length class, tokens
 
 test('placementOf counts every home token exactly once (simple fixture plans)', () => {
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: 5 }), (world, seed, top) => {
-      const plan = simplePlan(resolveProblem({ world, tokensPerRank: 300, seed, batch: 'uniform' }));
-      const p = placementOf(plan, { topSequences: top });
-      const total = plan.sequences.reduce((s, x) => s + x, 0);
-      assert.equal(
-        p.cells.reduce((s, c) => s + c.tokens, 0),
-        total,
-      );
-      assert.equal(
-        p.rows.reduce((s, r) => s + r.tokens, 0),
-        total,
-      );
-      assert.equal(
-        p.rows.reduce((s, r) => s + r.sequences, 0),
-        plan.sequences.length,
-      );
-    }),
+    fc.property(
+      fc.integer({ min: 1, max: 6 }),
+      fc.integer({ min: 0, max: 1000 }),
+      fc.integer({ min: 0, max: 5 }),
+      (world, seed, top) => {
+        const plan = simplePlan(resolveProblem({ world, tokensPerRank: 300, seed, batch: 'uniform' }));
+        const p = placementOf(plan, { topSequences: top });
+        const total = plan.sequences.reduce((s, x) => s + x, 0);
+        assert.equal(
+          p.cells.reduce((s, c) => s + c.tokens, 0),
+          total,
+        );
+        assert.equal(
+          p.rows.reduce((s, r) => s + r.tokens, 0),
+          total,
+        );
+        assert.equal(
+          p.rows.reduce((s, r) => s + r.sequences, 0),
+          plan.sequences.length,
+        );
+      },
+    ),
     { seed: 42, numRuns: 30 },
   );
 });
 
 test('placementOf expands homeChunks per sequence of the set', () => {
   const plan = handPlan();
-  plan.homeLayout = { rank: new Int32Array(0), seq: new Int32Array(0), start: new Int32Array(0), length: new Int32Array(0) };
+  plan.homeLayout = {
+    rank: new Int32Array(0),
+    seq: new Int32Array(0),
+    start: new Int32Array(0),
+    length: new Int32Array(0),
+  };
   plan.seqSets = { offsets: Int32Array.of(0, 3), seqs: Int32Array.of(0, 1, 2) };
   // Every sequence cut in 3 parts; part p on rank p.
-  plan.homeChunks = { rank: Int32Array.of(0, 1, 2), set: Int32Array.of(0, 0, 0), parts: Int32Array.of(3, 3, 3), part: Int32Array.of(0, 1, 2) };
+  plan.homeChunks = {
+    rank: Int32Array.of(0, 1, 2),
+    set: Int32Array.of(0, 0, 0),
+    parts: Int32Array.of(3, 3, 3),
+    part: Int32Array.of(0, 1, 2),
+  };
   const p = placementOf(plan, { topSequences: 3 });
   // 10 -> 4,4,2; 4 -> 2,2,0; 2 -> 1,1,0.
-  const at = (rank: number, row: number): number => p.cells.find((c) => c.rank === rank && c.row === row)?.tokens ?? 0;
+  const at = (rank: number, row: number): number =>
+    p.cells.find((c) => c.rank === rank && c.row === row)?.tokens ?? 0;
   assert.deepEqual([at(0, 0), at(1, 0), at(2, 0)], [4, 4, 2]);
   assert.deepEqual([at(0, 1), at(1, 1), at(2, 1)], [2, 2, 0]);
   assert.deepEqual([at(0, 2), at(1, 2), at(2, 2)], [1, 1, 0]);
 });
 
 test('partLength follows DESIGN.md: part i of P is [i*c, min((i+1)*c, L)), c = ceil(L/P)', () => {
-  assert.deepEqual([0, 1, 2, 3].map((i) => partLength(10, 4, i)), [3, 3, 3, 1]);
-  assert.deepEqual([0, 1, 2, 3].map((i) => partLength(2, 4, i)), [1, 1, 0, 0]);
+  assert.deepEqual(
+    [0, 1, 2, 3].map((i) => partLength(10, 4, i)),
+    [3, 3, 3, 1],
+  );
+  assert.deepEqual(
+    [0, 1, 2, 3].map((i) => partLength(2, 4, i)),
+    [1, 1, 0, 0],
+  );
 });
 
 test('roundsOf counts sends and receives per rank per round; congestion is the worst cell', () => {
@@ -145,5 +174,11 @@ test('lengthHistogram buckets by powers of two', () => {
 });
 
 test('shortTokens', () => {
-  assert.deepEqual([512, 1024, 1536, 412 * 1024, 3 << 20].map(shortTokens), ['512', '1.0K', '1.5K', '412K', '3.0M']);
+  assert.deepEqual([512, 1024, 1536, 412 * 1024, 3 << 20].map(shortTokens), [
+    '512',
+    '1.0K',
+    '1.5K',
+    '412K',
+    '3.0M',
+  ]);
 });

@@ -52,7 +52,13 @@ export function smallResults(): Results {
   });
   return {
     format: RESULTS_FORMAT,
-    provenance: { command: 'fcp demo --world 8', fcpVersion: '0.1.0', node: 'v20', gitCommit: null, platform: 'linux-x64' },
+    provenance: {
+      command: 'fcp demo --world 8',
+      fcpVersion: '0.1.0',
+      node: 'v20',
+      gitCommit: null,
+      platform: 'linux-x64',
+    },
     problem: {
       batch: 'longtail',
       world: 8,
@@ -70,7 +76,13 @@ export function smallResults(): Results {
     strategies,
     runs: strategies.map((s, i) => run(s, i)),
     scaling: strategies.flatMap((s, i) =>
-      [2, 4, 8].map((w) => ({ strategy: s, world: w, mfuForward: 0.5 - i / 10, mfuBackward: 0.4 - i / 10, valid: true })),
+      [2, 4, 8].map((w) => ({
+        strategy: s,
+        world: w,
+        mfuForward: 0.5 - i / 10,
+        mfuBackward: 0.4 - i / 10,
+        valid: true,
+      })),
     ),
     timelines: strategies.map(timeline),
     placement: placementOf({ ...plan, strategy: 'fcp' }),
@@ -85,7 +97,7 @@ export function smallResults(): Results {
         tokensPerRank: 64,
         sequences: 3,
         valid: true,
-        maxError: { o: 1e-7, dq: 2e-7, dk: 3e-7, dv: 4e-7 },
+        relError: { o: 1e-7, dq: 2e-7, dk: 3e-7, dv: 4e-7 },
         tolerance: 1e-4,
         ok: true,
       })),

@@ -11,7 +11,9 @@ test('inlineSvg prefixes ids and their references and drops namespace URLs', () 
   const out = inlineSvg(SVG, 'fig');
   assert.ok(!out.includes('http'));
   assert.ok(out.includes('id="fig-gradient_0"') && out.includes('url(#fig-gradient_0)'));
-  assert.ok(out.includes('id="fig-clip1"') && out.includes('url(#fig-clip1)') && out.includes('href="#fig-clip1"'));
+  assert.ok(
+    out.includes('id="fig-clip1"') && out.includes('url(#fig-clip1)') && out.includes('href="#fig-clip1"'),
+  );
   assert.ok(!/id="gradient_0"|url\(#clip1\)/.test(out));
   assert.ok(out.startsWith('<svg role="img"'));
 });
@@ -39,7 +41,8 @@ test('reportHtml: one self-contained page with every figure, the tables and the 
   assert.deepEqual(html.match(/<link[^>]*>/g), ['<link rel="icon" href="data:,">']);
   assert.ok(html.includes('fcp demo --batch &#39;&#60;b&#62;&#39;'));
   assert.ok(!html.includes('<b>'));
-  for (const s of ['Summary', 'Numerical check', 'How this report was made', 'results.json']) assert.ok(html.includes(s), s);
+  for (const s of ['Summary', 'Numerical check', 'How this report was made', 'results.json'])
+    assert.ok(html.includes(s), s);
   // Ids stay unique across the inlined SVGs.
   const ids = [...html.matchAll(/\sid="([^"]+)"/g)].map((m) => m[1]);
   assert.equal(new Set(ids).size, ids.length);
@@ -72,5 +75,14 @@ test('summary table: one row per strategy, numbers right-aligned', () => {
   assert.equal(rows[0]![11], 'ok');
   const text = summaryText(r);
   assert.equal(text.split('\n').length, 4);
-  assert.equal(textTable(['a', 'n'], [['x', '1.5'], ['yy', '10.25']]), 'a       n\n--  -----\nx     1.5\nyy  10.25');
+  assert.equal(
+    textTable(
+      ['a', 'n'],
+      [
+        ['x', '1.5'],
+        ['yy', '10.25'],
+      ],
+    ),
+    'a       n\n--  -----\nx     1.5\nyy  10.25',
+  );
 });

@@ -29,12 +29,24 @@ test('results files that are not ours are user errors with codes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fcp-results-'));
   const bad = join(dir, 'bad.json');
   writeFileSync(bad, '{ not json');
-  assert.equal(codeOf(() => readResults(bad)), 'results.json');
-  assert.equal(codeOf(() => readResults(join(dir, 'missing.json'))), 'io.read');
+  assert.equal(
+    codeOf(() => readResults(bad)),
+    'results.json',
+  );
+  assert.equal(
+    codeOf(() => readResults(join(dir, 'missing.json'))),
+    'io.read',
+  );
   writeFileSync(bad, JSON.stringify({ format: 'fcp-plan/1' }));
-  assert.equal(codeOf(() => readResults(bad)), 'results.format');
+  assert.equal(
+    codeOf(() => readResults(bad)),
+    'results.format',
+  );
   const broken = JSON.parse(resultsToJson(smallResults()));
   broken.runs[0].mfuForward = 'high';
   delete broken.problem;
-  assert.equal(codeOf(() => resultsFromJson(broken)), 'results.schema');
+  assert.equal(
+    codeOf(() => resultsFromJson(broken)),
+    'results.schema',
+  );
 });

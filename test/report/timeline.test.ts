@@ -36,12 +36,25 @@ test('compactTimeline keeps the busy time covered: merged bars cover every input
   });
   fc.assert(
     fc.property(fc.array(event, { maxLength: 40 }), (raw) => {
-      const ev = raw.map((e) => ({ rank: e.rank, lane: e.lane, start: e.start, end: e.start + e.len, kind: e.kind }));
+      const ev = raw.map((e) => ({
+        rank: e.rank,
+        lane: e.lane,
+        start: e.start,
+        end: e.start + e.len,
+        kind: e.kind,
+      }));
       const t = compactTimeline('x', 'forward', 4, ev, 4);
       assert.ok(t.events.length <= ev.length);
       for (const e of ev)
         assert.ok(
-          t.events.some((b) => b.rank === e.rank && b.lane === e.lane && b.kind === e.kind && b.start <= e.start && b.end >= e.end),
+          t.events.some(
+            (b) =>
+              b.rank === e.rank &&
+              b.lane === e.lane &&
+              b.kind === e.kind &&
+              b.start <= e.start &&
+              b.end >= e.end,
+          ),
           JSON.stringify(e),
         );
     }),

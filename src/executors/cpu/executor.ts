@@ -14,7 +14,14 @@ import { expandChunks } from '../../plan/expand.ts';
 import type { Plan } from '../../plan/types.ts';
 import { validatePlan } from '../../plan/validate.ts';
 import { checkInputs } from '../inputs.ts';
-import type { Executor, ExecutionResult, ExecutorRunOptions, RankTiming, SequenceInputs, SequenceOutputs } from '../types.ts';
+import type {
+  ExecutionResult,
+  Executor,
+  ExecutorRunOptions,
+  RankTiming,
+  SequenceInputs,
+  SequenceOutputs,
+} from '../types.ts';
 import { type CpuWorkerPool, spawnWorkers } from './pool.ts';
 import {
   describeStatus,
@@ -64,7 +71,12 @@ function splitInputs(plan: Plan, inputs: SequenceInputs): RowInputs[][] {
     const len = plan.sequences[s];
     if (rank < 0 || rank >= plan.world || len === undefined || a < 0 || b > len)
       throw new FcpError(
-        issue('exec.plan.layout', `user layout row ${r} (rank ${rank}, sequence ${s}, [${a}, ${b})) lies outside the plan`, 'userLayout', r),
+        issue(
+          'exec.plan.layout',
+          `user layout row ${r} (rank ${rank}, sequence ${s}, [${a}, ${b})) lies outside the plan`,
+          'userLayout',
+          r,
+        ),
       );
     perRank[rank]!.push({
       row: r,
@@ -80,7 +92,10 @@ function splitInputs(plan: Plan, inputs: SequenceInputs): RowInputs[][] {
 /** One MessagePort per (rank, peer) for every pair of distinct ranks that exchange a transfer. */
 function connect(plan: Plan): (MessagePort | undefined)[][] {
   const W = plan.world;
-  const ports: (MessagePort | undefined)[][] = Array.from({ length: W }, () => new Array<MessagePort | undefined>(W));
+  const ports: (MessagePort | undefined)[][] = Array.from(
+    { length: W },
+    () => new Array<MessagePort | undefined>(W),
+  );
   for (const ph of [plan.forward, plan.backward]) {
     const T = ph.transfers;
     for (let t = 0; t < T.src.length; t++) {
@@ -100,10 +115,19 @@ function rankStatus(status: Int32Array, rank: number): string {
   return describeStatus(status, rank);
 }
 
-async function runCpu(plan: Plan, inputs: SequenceInputs | undefined, options: CpuRunOptions = {}): Promise<ExecutionResult> {
+async function runCpu(
+  plan: Plan,
+  inputs: SequenceInputs | undefined,
+  options: CpuRunOptions = {},
+): Promise<ExecutionResult> {
   const stallTimeoutMs = options.stallTimeoutMs ?? CPU_DEFAULTS.stallTimeoutMs;
   if (!(stallTimeoutMs > 0))
-    throw new FcpError(issue('exec.option.stallTimeout', `the stall timeout must be a positive number of ms (got ${stallTimeoutMs})`));
+    throw new FcpError(
+      issue(
+        'exec.option.stallTimeout',
+        `the stall timeout must be a positive number of ms (got ${stallTimeoutMs})`,
+      ),
+    );
   checkInputs(plan, inputs);
   let validateMs = 0;
   if (!options.skipValidation) {
@@ -152,7 +176,12 @@ async function runCpu(plan: Plan, inputs: SequenceInputs | undefined, options: C
   const allDone = new Promise<void>((r) => {
     resolveDone = r;
   });
-  const listeners: { w: Worker; message: (m: FromWorker) => void; error: (e: Error) => void; exit: (c: number) => void }[] = [];
+  const listeners: {
+    w: Worker;
+    message: (m: FromWorker) => void;
+    error: (e: Error) => void;
+    exit: (c: number) => void;
+  }[] = [];
   workers.forEach((w, rank) => {
     const message = (m: FromWorker): void => {
       if (m.type === 'phaseDone') {
@@ -170,7 +199,14 @@ async function runCpu(plan: Plan, inputs: SequenceInputs | undefined, options: C
       fail(runError('exec.worker', `rank ${rank} failed in ${rankStatus(status, rank)}: ${e.message}`, rank));
     };
     const exit = (code: number): void => {
-      if (!finished) fail(runError('exec.exit', `rank ${rank}'s worker exited (code ${code}) during ${rankStatus(status, rank)}`, rank));
+      if (!finished)
+        fail(
+          runError(
+            'exec.exit',
+            `rank ${rank}'s worker exited (code ${code}) during ${rankStatus(status, rank)}`,
+            rank,
+          ),
+        );
     };
     w.on('message', message);
     w.on('error', error);
@@ -211,11 +247,23 @@ async function runCpu(plan: Plan, inputs: SequenceInputs | undefined, options: C
   try {
     const t0 = performance.now();
     workers.forEach((w, rank) => {
-      const job: RankJob = { rank, plan: ex, ports: ports[rank]!, status: statusBuf, inputs: rowInputs[rank]! };
+      const job: RankJob = {
+        rank,
+        plan: ex,
+        ports: ports[rank]!,
+        status: statusBuf,
+        inputs: rowInputs[rank]!,
+      };
       if (options.inject && options.inject.rank === rank) job.inject = options.inject;
       const transfer: (ArrayBuffer | MessagePort)[] = [];
       for (const p of job.ports) if (p) transfer.push(p);
-      for (const i of job.inputs) transfer.push(i.q.buffer as ArrayBuffer, i.k.buffer as ArrayBuffer, i.v.buffer as ArrayBuffer, i.dO.buffer as ArrayBuffer);
+      for (const i of job.inputs)
+        transfer.push(
+          i.q.buffer as ArrayBuffer,
+          i.k.buffer as ArrayBuffer,
+          i.v.buffer as ArrayBuffer,
+          i.dO.buffer as ArrayBuffer,
+        );
       const msg: ToWorker = { type: 'run', job };
       w.postMessage(msg, transfer as never);
     });
@@ -233,7 +281,13 @@ async function runCpu(plan: Plan, inputs: SequenceInputs | undefined, options: C
       forwardMs: t1 - t0,
       backwardMs: t2 - t1,
       perRank: { forward: fwdTimings, backward: bwdTimings },
-      details: { workers: W, bootMs, validateMs, validated: !options.skipValidation, pooled: options.pool !== undefined },
+      details: {
+        workers: W,
+        bootMs,
+        validateMs,
+        validated: !options.skipValidation,
+        pooled: options.pool !== undefined,
+      },
     };
   } finally {
     finished = true;
@@ -287,7 +341,8 @@ function gather(plan: Plan, perRank: Extract<FromWorker, { type: 'done' }>['outp
 /** The CPU reference runtime (registry name `cpu`). */
 export const cpuExecutor: Executor<CpuRunOptions> = {
   name: 'cpu',
-  description: 'CPU reference runtime: one worker thread per rank, real attention kernels, real messages (float32 data, float64 math)',
+  description:
+    'CPU reference runtime: one worker thread per rank, real attention kernels, real messages (float32 data, float64 math)',
   numeric: true,
   run: runCpu,
 };

@@ -90,9 +90,27 @@ export const Status = {
 export const STATUS_FIELDS = 8;
 
 /** What a rank is doing. */
-export const RankState = { booting: 0, compute: 1, send: 2, wait: 3, apply: 4, phaseDone: 5, done: 6, failed: 7 } as const;
+export const RankState = {
+  booting: 0,
+  compute: 1,
+  send: 2,
+  wait: 3,
+  apply: 4,
+  phaseDone: 5,
+  done: 6,
+  failed: 7,
+} as const;
 
-const STATE_NAMES = ['starting', 'computing', 'sending', 'waiting', 'receiving', 'between phases', 'done', 'failed'];
+const STATE_NAMES = [
+  'starting',
+  'computing',
+  'sending',
+  'waiting',
+  'receiving',
+  'between phases',
+  'done',
+  'failed',
+];
 
 /** One line describing a rank's status slot, e.g. "forward: waiting in group 3 for transfer 17 (+2 more)". */
 export function describeStatus(status: Int32Array, rank: number): string {

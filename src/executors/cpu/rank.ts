@@ -15,17 +15,17 @@
  * naming the rank, the op or transfer and the tokens.
  */
 import type { Plan } from '../../plan/types.ts';
-import { Kind, KIND_NAMES } from '../../plan/types.ts';
+import { KIND_NAMES, Kind } from '../../plan/types.ts';
 import type { RankTiming } from '../types.ts';
 import { attentionBackward } from './kernels/backward.ts';
 import { attentionForward, mergeByLse } from './kernels/forward.ts';
 import { type AttentionShape, ensureScratch, type KernelScratch } from './kernels/shape.ts';
 import {
   type FaultInjection,
-  PHASES,
   type PeerMessage,
-  RankState,
+  PHASES,
   type RankJob,
+  RankState,
   type RowOutputs,
   STATUS_FIELDS,
   Status,
@@ -74,7 +74,11 @@ export class RankRuntime {
   constructor(job: RankJob) {
     this.rank = job.rank;
     this.plan = job.plan;
-    this.shape = { qHeads: job.plan.model.qHeads, kvHeads: job.plan.model.kvHeads, headDim: job.plan.model.headDim };
+    this.shape = {
+      qHeads: job.plan.model.qHeads,
+      kvHeads: job.plan.model.kvHeads,
+      headDim: job.plan.model.headDim,
+    };
     this.causal = job.plan.mask === 'causal';
     this.status = new Int32Array(job.status);
     this.base = job.rank * STATUS_FIELDS;
@@ -164,9 +168,12 @@ export class RankRuntime {
       this.bump();
       runReady();
     }
+    runReady(); // a phase without groups still has ops (after -1)
     if (next < sch.ops.length) {
       const op = sch.ops[next]!;
-      throw new RankError(`${name} compute op ${op} waits for group ${after[op]}, but the phase has only ${sch.groups} groups`);
+      throw new RankError(
+        `${name} compute op ${op} waits for group ${after[op]}, but the phase has only ${sch.groups} groups`,
+      );
     }
     this.mailbox[phase].clear();
     this.setStatus(Status.state, phase === 0 ? RankState.phaseDone : RankState.done);
@@ -234,7 +241,9 @@ export class RankRuntime {
     for (let t = 0; t < n; t++) {
       const g = gor[T.round[t]!];
       if (g === undefined || g < 0)
-        throw new RankError(`${name} transfer ${t} is in round ${T.round[t]}, which has no group (groupOfRound has ${gor.length} rounds)`);
+        throw new RankError(
+          `${name} transfer ${t} is in round ${T.round[t]}, which has no group (groupOfRound has ${gor.length} rounds)`,
+        );
       groupOfTransfer[t] = g;
       if (T.src[t] === this.rank) sends[g]!.push(t);
       if (T.dst[t] === this.rank) recvs[g]!.push(t);
@@ -279,7 +288,8 @@ export class RankRuntime {
     const s1 = C.taskOffsets[op + 1]!;
     for (let i = s0; i < s1; i++) {
       const t = C.taskIds[i]!;
-      if (t < 0 || t >= T.rank.length) throw new RankError(`${name} compute op ${op} names task ${t}, which does not exist`);
+      if (t < 0 || t >= T.rank.length)
+        throw new RankError(`${name} compute op ${op} names task ${t}, which does not exist`);
       const seq = T.seq[t]!;
       const qs = T.qStart[t]!;
       const ql = T.qLength[t]!;
@@ -296,11 +306,42 @@ export class RankRuntime {
       this.scratch = ensureScratch(this.scratch, kl, this.shape.headDim);
       if (phase === 0) {
         if (this.taskO.length < ql * this.qW) this.taskO = new Float64Array(ql * this.qW);
-        if (this.taskLse.length < ql * this.shape.qHeads) this.taskLse = new Float64Array(ql * this.shape.qHeads);
-        attentionForward(this.shape, this.causal, st.q, st.k, st.v, qs, ql, ks, kl, this.taskO, this.taskLse, this.scratch);
+        if (this.taskLse.length < ql * this.shape.qHeads)
+          this.taskLse = new Float64Array(ql * this.shape.qHeads);
+        attentionForward(
+          this.shape,
+          this.causal,
+          st.q,
+          st.k,
+          st.v,
+          qs,
+          ql,
+          ks,
+          kl,
+          this.taskO,
+          this.taskLse,
+          this.scratch,
+        );
         mergeByLse(this.shape, st.o, st.lse, qs, ql, this.taskO, this.taskLse);
       } else {
-        attentionBackward(this.shape, this.causal, st.q, st.k, st.v, st.o, st.lse, st.dO, qs, ql, ks, kl, st.dq, st.dk, st.dv, this.scratch);
+        attentionBackward(
+          this.shape,
+          this.causal,
+          st.q,
+          st.k,
+          st.v,
+          st.o,
+          st.lse,
+          st.dO,
+          qs,
+          ql,
+          ks,
+          kl,
+          st.dq,
+          st.dk,
+          st.dv,
+          this.scratch,
+        );
       }
       this.bump();
     }
@@ -331,7 +372,10 @@ export class RankRuntime {
 
   private checkKind(phase: 0 | 1, kind: number): void {
     const ok = phase === 0 ? kind === Kind.in || kind === Kind.kv || kind === Kind.out : kind <= Kind.dkv;
-    if (!ok) throw new RankError(`transfer kind ${KIND_NAMES[kind] ?? kind} is not allowed in the ${PHASES[phase]} phase`);
+    if (!ok)
+      throw new RankError(
+        `transfer kind ${KIND_NAMES[kind] ?? kind} is not allowed in the ${PHASES[phase]} phase`,
+      );
   }
 
   private postSends(phase: 0 | 1, g: number, sch: Schedule): void {
@@ -351,7 +395,9 @@ export class RankRuntime {
       this.checkRange(seq, start, len, `transfer ${t}`);
       const dst = T.dst[t]!;
       if (dst !== this.rank && !this.ports[dst])
-        throw new RankError(`transfer ${t} goes to rank ${dst}, which does not exist (world ${this.plan.world})`);
+        throw new RankError(
+          `transfer ${t} goes to rank ${dst}, which does not exist (world ${this.plan.world})`,
+        );
       const st = this.store(seq);
       const data = new Float32Array(this.payloadSize(phase, kind, len));
       const { qW, kW } = this;
@@ -436,7 +482,9 @@ export class RankRuntime {
       const len = T.length[t]!;
       this.checkRange(seq, start, len, `transfer ${t}`);
       if (data.length !== this.payloadSize(phase, kind, len))
-        throw new RankError(`transfer ${t} carried ${data.length} floats, expected ${this.payloadSize(phase, kind, len)}`);
+        throw new RankError(
+          `transfer ${t} carried ${data.length} floats, expected ${this.payloadSize(phase, kind, len)}`,
+        );
       const st = this.store(seq);
       const qa = start * qW;
       const ka = start * kW;
@@ -486,9 +534,13 @@ export class RankRuntime {
   private checkRange(seq: number, start: number, len: number, what: string): void {
     const L = this.plan.sequences[seq];
     if (L === undefined || !Number.isInteger(seq))
-      throw new RankError(`${what} names sequence ${seq}, which does not exist (${this.plan.sequences.length} sequences)`);
+      throw new RankError(
+        `${what} names sequence ${seq}, which does not exist (${this.plan.sequences.length} sequences)`,
+      );
     if (start < 0 || len < 0 || start + len > L)
-      throw new RankError(`${what}: tokens [${start}, ${start + len}) lie outside sequence ${seq} of length ${L}`);
+      throw new RankError(
+        `${what}: tokens [${start}, ${start + len}) lie outside sequence ${seq} of length ${L}`,
+      );
   }
 
   private need(st: SeqStore, seq: number, start: number, len: number, bits: number, what: string): void {

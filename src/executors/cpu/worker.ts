@@ -13,7 +13,9 @@ import { RankRuntime } from './rank.ts';
 const port = parentPort;
 if (!port) throw new Error('the CPU runtime worker must run in a worker thread');
 
-let current: { runtime: RankRuntime | undefined; job: RankJob; startBackward: () => void; backward: Promise<void> } | undefined;
+let current:
+  | { runtime: RankRuntime | undefined; job: RankJob; startBackward: () => void; backward: Promise<void> }
+  | undefined;
 
 function post(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(msg, transfer);
@@ -36,7 +38,13 @@ async function run(job: RankJob): Promise<void> {
     const bwd = await rt.runPhase(1);
     const outputs = rt.outputs();
     const buffers: ArrayBuffer[] = [];
-    for (const o of outputs) buffers.push(o.o.buffer as ArrayBuffer, o.dq.buffer as ArrayBuffer, o.dk.buffer as ArrayBuffer, o.dv.buffer as ArrayBuffer);
+    for (const o of outputs)
+      buffers.push(
+        o.o.buffer as ArrayBuffer,
+        o.dq.buffer as ArrayBuffer,
+        o.dk.buffer as ArrayBuffer,
+        o.dv.buffer as ArrayBuffer,
+      );
     post({ type: 'done', timing: bwd, outputs }, buffers);
   } catch (e) {
     const err = e as Error;

@@ -161,12 +161,10 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
       if (type === EV_FLOW_END) {
         if (popped.version !== version[id] || !Number.isNaN(flowEnd[id]!)) continue;
         solver.remove(id, dirty);
-        rate[id] = 0;
         finishFlow(id, t);
       } else if (type === EV_FLOW_ACTIVATE) {
         remaining[id] = p.flowBytes[id]!;
         last[id] = t;
-        rate[id] = 0;
         if (remaining[id]! <= 0) finishFlow(id, t);
         else solver.add(id, dirty);
       } else {
@@ -189,7 +187,7 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
       if (nr === rate[f]) continue;
       remaining[f] = Math.max(0, remaining[f]! - rate[f]! * (t - last[f]!));
       last[f] = t;
-      rate[f] = nr;
+      solver.setRate(f, nr);
       const v = version[f]! + 1;
       version[f] = v;
       if (nr > 0) heap.push(t + remaining[f]! / nr, f * 4 + EV_FLOW_END, v);
@@ -203,7 +201,9 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
       'sim.deadlock',
       `the ${p.dir} phase cannot finish: ${p.opCount - finishedOps} compute ops and ${F - finishedFlows} flows never run` +
         (stuckOp >= 0 ? ` (first: op ${stuckOp} on rank ${p.opRank[stuckOp]})` : '') +
-        (stuckFlow >= 0 ? ` (first flow: group ${p.flowGroup[stuckFlow]} ${p.flowSrc[stuckFlow]} -> ${p.flowDst[stuckFlow]})` : '') +
+        (stuckFlow >= 0
+          ? ` (first flow: group ${p.flowGroup[stuckFlow]} ${p.flowSrc[stuckFlow]} -> ${p.flowDst[stuckFlow]})`
+          : '') +
         '; check the plan with `fcp verify`',
       `${p.dir}`,
     );

@@ -21,17 +21,17 @@ import { buildTrace } from './trace.ts';
 /** Simulation options; every field optional. */
 export interface SimOptions {
   /** Cluster (default: the `hopper-ib` preset). */
-  cluster?: ClusterSpec;
+  cluster?: ClusterSpec | undefined;
   /** Kernel calibration (default: the shipped H200 tables). */
-  calibration?: Calibration;
+  calibration?: Calibration | undefined;
   /** Kernel path policy (default `auto`: dense batched squares where cheaper, varlen otherwise). */
-  kernel?: KernelPolicy;
+  kernel?: KernelPolicy | undefined;
   /** Per-launch overhead override, ms. */
-  launchMs?: { forward: number; backward: number };
+  launchMs?: { forward: number; backward: number } | undefined;
   /** Rate solver neighbourhood. */
-  rates?: Partial<RateOptions>;
+  rates?: Partial<RateOptions> | undefined;
   /** Also build a Chrome trace. */
-  trace?: boolean;
+  trace?: boolean | undefined;
 }
 
 /** Results of one phase. Times in ms; per-rank arrays indexed by rank. */
@@ -68,7 +68,12 @@ export interface SimResult {
   strategy: string;
   world: number;
   cluster: ClusterSpec;
-  kernel: { policy: KernelPolicy; sources: readonly string[]; denseBackend: string | null; launchMs: { forward: number; backward: number } };
+  kernel: {
+    policy: KernelPolicy;
+    sources: readonly string[];
+    denseBackend: string | null;
+    launchMs: { forward: number; backward: number };
+  };
   rates: RateOptions;
   forward: SimPhaseResult;
   backward: SimPhaseResult;
@@ -93,7 +98,8 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   const network = new Network(cluster, plan.world);
   const ctx = { plan, network, op: new OpCost(kernel, plan.mask), chunks: new ChunkCoster(plan, kernel) };
   let pairs = 0;
-  for (let i = 0; i < plan.sequences.length; i++) pairs += sequencePairs(plan.mask === 'causal', plan.sequences[i]!);
+  for (let i = 0; i < plan.sequences.length; i++)
+    pairs += sequencePairs(plan.mask === 'causal', plan.sequences[i]!);
   const phases: { prep: PreparedPhase; run: PhaseRun }[] = [];
   const results: SimPhaseResult[] = [];
   for (const dir of ['forward', 'backward'] as const) {
@@ -117,13 +123,20 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
     rates,
     forward: fwd,
     backward: bwd,
-    mfu: total > 0 ? (fwd.usefulFlops + bwd.usefulFlops) / (plan.world * cluster.peakTflops * 1e9 * total) : 0,
+    mfu:
+      total > 0 ? (fwd.usefulFlops + bwd.usefulFlops) / (plan.world * cluster.peakTflops * 1e9 * total) : 0,
   };
   if (options.trace) out.trace = buildTrace(phases, plan.world);
   return out;
 }
 
-function summarise(prep: PreparedPhase, run: PhaseRun, groupOfRound: Int32Array, useful: number, peakTflops: number): SimPhaseResult {
+function summarise(
+  prep: PreparedPhase,
+  run: PhaseRun,
+  groupOfRound: Int32Array,
+  useful: number,
+  peakTflops: number,
+): SimPhaseResult {
   const W = prep.world;
   const ms = run.makespanMs;
   const compute = Array.from(run.computeMs);
@@ -190,7 +203,12 @@ export const simExecutor: Executor<SimRunOptions> = {
     const res = simulatePlan(plan, options);
     options.onProgress?.(1);
     const timing = (p: SimPhaseResult): RankTiming[] =>
-      p.computeMs.map((c, rank) => ({ rank, computeMs: c, commMs: p.commMs[rank]!, idleMs: p.idleMs[rank]! }));
+      p.computeMs.map((c, rank) => ({
+        rank,
+        computeMs: c,
+        commMs: p.commMs[rank]!,
+        idleMs: p.idleMs[rank]!,
+      }));
     const { trace, ...details } = res;
     const out: ExecutionResult = {
       executor: 'sim',

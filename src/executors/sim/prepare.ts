@@ -78,7 +78,13 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
   const opCount = c.rank.length;
   const opRank = c.rank;
   for (let i = 0; i < opCount; i++)
-    if (opRank[i]! < 0 || opRank[i]! >= world) fail('sim.plan.rank', `compute op ${i} runs on rank ${opRank[i]} outside 0..${world - 1}`, `${where}.compute`, i);
+    if (opRank[i]! < 0 || opRank[i]! >= world)
+      fail(
+        'sim.plan.rank',
+        `compute op ${i} runs on rank ${opRank[i]} outside 0..${world - 1}`,
+        `${where}.compute`,
+        i,
+      );
   const opDur = opDurations(ctx, phase, dir);
 
   // Transfers (explicit then chunk) -> messages with group, ends, kind, bytes, dependency.
@@ -100,12 +106,22 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     const j = chunk ? i - nT : i;
     const round = chunk ? ct!.round[j]! : t.round[j]!;
     if (round < 0 || round >= gor.length)
-      fail('sim.plan.round', `transfer ${j} uses round ${round} but groupOfRound has ${gor.length} rounds`, `${where}.${chunk ? 'chunkTransfers' : 'transfers'}`, j);
+      fail(
+        'sim.plan.round',
+        `transfer ${j} uses round ${round} but groupOfRound has ${gor.length} rounds`,
+        `${where}.${chunk ? 'chunkTransfers' : 'transfers'}`,
+        j,
+      );
     mGroup[i] = gor[round]!;
     const src = chunk ? ct!.src[j]! : t.src[j]!;
     const dst = chunk ? ct!.dst[j]! : t.dst[j]!;
     if (src < 0 || src >= world || dst < 0 || dst >= world)
-      fail('sim.plan.rank', `transfer ${j} goes ${src} -> ${dst}, outside 0..${world - 1}`, `${where}.${chunk ? 'chunkTransfers' : 'transfers'}`, j);
+      fail(
+        'sim.plan.rank',
+        `transfer ${j} goes ${src} -> ${dst}, outside 0..${world - 1}`,
+        `${where}.${chunk ? 'chunkTransfers' : 'transfers'}`,
+        j,
+      );
     mSrc[i] = src;
     mDst[i] = dst;
     const kind = chunk ? ct!.kind[j]! : t.kind[j]!;
@@ -116,7 +132,8 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
   // sendAfter: a message with one dependency keeps it; several make it unmergeable (-2) and are listed.
   const extraDeps: [number, number][] = [];
   const addDep = (msg: number, op: number, path: string, row: number): void => {
-    if (msg < 0 || msg >= n || op < 0 || op >= opCount) fail('sim.plan.sendAfter', `sendAfter row ${row} refers to a missing transfer or op`, path, row);
+    if (msg < 0 || msg >= n || op < 0 || op >= opCount)
+      fail('sim.plan.sendAfter', `sendAfter row ${row} refers to a missing transfer or op`, path, row);
     if (mDep[msg] === -1) mDep[msg] = op;
     else if (mDep[msg] !== op) {
       if (mDep[msg]! >= 0) extraDeps.push([msg, mDep[msg]!]);
@@ -125,21 +142,37 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     }
   };
   const sa = phase.sendAfter;
-  for (let k = 0; k < sa.transfer.length; k++) addDep(sa.transfer[k]!, sa.compute[k]!, `${where}.sendAfter`, k);
+  for (let k = 0; k < sa.transfer.length; k++)
+    addDep(sa.transfer[k]!, sa.compute[k]!, `${where}.sendAfter`, k);
   if (sa.chunkTransfer && sa.chunkCompute)
-    for (let k = 0; k < sa.chunkTransfer.length; k++) addDep(nT + sa.chunkTransfer[k]!, sa.chunkCompute[k]!, `${where}.sendAfter`, k);
+    for (let k = 0; k < sa.chunkTransfer.length; k++)
+      addDep(nT + sa.chunkTransfer[k]!, sa.chunkCompute[k]!, `${where}.sendAfter`, k);
 
   // Merge messages into flows: sort by (group, src, dst, kind, dep); self-messages vanish.
   const order: number[] = [];
   for (let i = 0; i < n; i++) if (mSrc[i] !== mDst[i]) order.push(i);
-  order.sort((a, b) => mGroup[a]! - mGroup[b]! || mSrc[a]! - mSrc[b]! || mDst[a]! - mDst[b]! || mKind[a]! - mKind[b]! || mDep[a]! - mDep[b]! || a - b);
+  order.sort(
+    (a, b) =>
+      mGroup[a]! - mGroup[b]! ||
+      mSrc[a]! - mSrc[b]! ||
+      mDst[a]! - mDst[b]! ||
+      mKind[a]! - mKind[b]! ||
+      mDep[a]! - mDep[b]! ||
+      a - b,
+  );
   const flowOf = new Int32Array(n).fill(-1);
   let flows = 0;
   for (let k = 0; k < order.length; k++) {
     const i = order[k]!;
     const p = k > 0 ? order[k - 1]! : -1;
     const same =
-      p >= 0 && mDep[i] !== -2 && mGroup[p] === mGroup[i] && mSrc[p] === mSrc[i] && mDst[p] === mDst[i] && mKind[p] === mKind[i] && mDep[p] === mDep[i];
+      p >= 0 &&
+      mDep[i] !== -2 &&
+      mGroup[p] === mGroup[i] &&
+      mSrc[p] === mSrc[i] &&
+      mDst[p] === mDst[i] &&
+      mKind[p] === mKind[i] &&
+      mDep[p] === mDep[i];
     flowOf[i] = same ? flows - 1 : flows++;
   }
   const flowSrc = new Int32Array(flows);
@@ -289,25 +322,50 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
     op.reset(dir);
     for (let k = c.taskOffsets[i]!; k < c.taskOffsets[i + 1]!; k++) {
       const id = c.taskIds[k]!;
-      if (id < 0 || id >= nTasks) fail('sim.plan.task', `compute op ${i} lists task ${id}, not a row of tasks`, `${dir}.compute`, i);
-      op.addTask(tasks.seq[id]!, tasks.qStart[id]!, tasks.qLength[id]!, tasks.kvStart[id]!, tasks.kvLength[id]!);
+      if (id < 0 || id >= nTasks)
+        fail('sim.plan.task', `compute op ${i} lists task ${id}, not a row of tasks`, `${dir}.compute`, i);
+      op.addTask(
+        tasks.seq[id]!,
+        tasks.qStart[id]!,
+        tasks.qLength[id]!,
+        tasks.kvStart[id]!,
+        tasks.kvLength[id]!,
+      );
     }
     if (ct && c.chunkTaskOffsets && c.chunkTaskIds) {
       chunkIds.length = 0;
       for (let k = c.chunkTaskOffsets[i]!; k < c.chunkTaskOffsets[i + 1]!; k++) {
         const id = c.chunkTaskIds[k]!;
-        if (id < 0 || id >= nChunk) fail('sim.plan.task', `compute op ${i} lists chunk task ${id}, not a row of chunkTasks`, `${dir}.compute`, i);
+        if (id < 0 || id >= nChunk)
+          fail(
+            'sim.plan.task',
+            `compute op ${i} lists chunk task ${id}, not a row of chunkTasks`,
+            `${dir}.compute`,
+            i,
+          );
         chunkIds.push(id);
       }
       // Same set, parts and query part with contiguous key parts: one segment per sequence.
-      chunkIds.sort((a, b) => ct.set[a]! - ct.set[b]! || ct.parts[a]! - ct.parts[b]! || ct.qPart[a]! - ct.qPart[b]! || ct.kvPart[a]! - ct.kvPart[b]!);
+      chunkIds.sort(
+        (a, b) =>
+          ct.set[a]! - ct.set[b]! ||
+          ct.parts[a]! - ct.parts[b]! ||
+          ct.qPart[a]! - ct.qPart[b]! ||
+          ct.kvPart[a]! - ct.kvPart[b]!,
+      );
       for (let x = 0; x < chunkIds.length; ) {
         const a = chunkIds[x]!;
         let hi = ct.kvPart[a]!;
         let y = x + 1;
         while (y < chunkIds.length) {
           const b = chunkIds[y]!;
-          if (ct.set[b] !== ct.set[a] || ct.parts[b] !== ct.parts[a] || ct.qPart[b] !== ct.qPart[a] || ct.kvPart[b] !== hi + 1) break;
+          if (
+            ct.set[b] !== ct.set[a] ||
+            ct.parts[b] !== ct.parts[a] ||
+            ct.qPart[b] !== ct.qPart[a] ||
+            ct.kvPart[b] !== hi + 1
+          )
+            break;
           hi++;
           y++;
         }

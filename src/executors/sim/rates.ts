@@ -5,7 +5,7 @@
  * Recomputing every rate at every flow start or finish costs O(active flows) per event, too much
  * for thousands of ranks. So a change is propagated through its neighbourhood: starting from the
  * resources whose flow set changed, collect the flows on them, then the flows on those flows' other
- * resources, and so on for `hops` levels (stopping early past `budget` flows); water-fill the
+ * resources, and so on for `hops` levels (past the first, stopping early at `budget` flows); water-fill the
  * collected flows over the capacity the other flows leave free. Other flows keep their rates, so
  * the allocation stays feasible; it is exactly max-min fair whenever the connected component of the
  * change lies within the radius (mode `exact` always takes the whole component).
@@ -22,7 +22,7 @@ export interface RateOptions {
 }
 
 /** Defaults of {@link RateOptions}. */
-export const RATE_DEFAULTS: RateOptions = { mode: 'local', hops: 3, budget: 4096 };
+export const RATE_DEFAULTS: RateOptions = { mode: 'local', hops: 1, budget: 1024 };
 
 /** Active flows per resource and the water-filling over a neighbourhood. */
 export class RateSolver {
@@ -35,12 +35,21 @@ export class RateSolver {
   private stamp = 0;
   private readonly residual: Float64Array;
   private readonly count: Int32Array;
+  /** Sum of the rates of the active flows on each resource. */
+  private readonly used: Float64Array;
+  /** Index of a resource in the current neighbourhood's resource list. */
+  private readonly local: Int32Array;
+  private csrOff: Int32Array = new Int32Array(256);
+  private csr: Int32Array = new Int32Array(256);
+  private fill: Int32Array = new Int32Array(256);
   private readonly frozen: Uint8Array;
   /** New rates of the flows of the last {@link solve}. */
   readonly newRate: Float64Array;
   /** Flows whose rates the last solve set. */
   readonly touched: number[] = [];
   private readonly resList: number[] = [];
+  private readonly frontA: number[] = [];
+  private readonly frontB: number[] = [];
   private heapS: Float64Array = new Float64Array(256);
   private heapR: Int32Array = new Int32Array(256);
   private heapN = 0;
@@ -62,6 +71,8 @@ export class RateSolver {
     this.flowStamp = new Int32Array(nFlows);
     this.residual = new Float64Array(nRes);
     this.count = new Int32Array(nRes);
+    this.used = new Float64Array(nRes);
+    this.local = new Int32Array(nRes);
     this.frozen = new Uint8Array(nFlows);
     this.newRate = new Float64Array(nFlows);
     const exact = options.mode === 'exact';
@@ -85,8 +96,9 @@ export class RateSolver {
     }
   }
 
-  /** Removes a finished flow from its resources; pushes them onto `dirty`. */
+  /** Removes a finished flow from its resources (its rate drops to 0); pushes them onto `dirty`. */
   remove(f: number, dirty: number[]): void {
+    this.setRate(f, 0);
     const off = this.flowResOff;
     const res = this.flowRes;
     for (let k = off[f]!; k < off[f + 1]!; k++) {
@@ -103,7 +115,20 @@ export class RateSolver {
             break;
           }
       }
+      if (list.length === 0) this.used[r] = 0;
       dirty.push(r);
+    }
+  }
+
+  /** Sets a flow's rate, keeping each resource's used capacity current. */
+  setRate(f: number, r: number): void {
+    const d = r - this.rate[f]!;
+    this.rate[f] = r;
+    if (d === 0) return;
+    for (let k = this.flowResOff[f]!; k < this.flowResOff[f + 1]!; k++) {
+      const x = this.flowRes[k]!;
+      // An idle resource is exactly idle (no drift from many small updates).
+      this.used[x] = this.onRes[x]!.length === 0 ? 0 : this.used[x]! + d;
     }
   }
 
@@ -116,19 +141,26 @@ export class RateSolver {
     const { onRes, flowResOff: off, flowRes: res, resStamp, flowStamp } = this;
     const touched = this.touched;
     const resList = this.resList;
+    const budget = this.budget;
     touched.length = 0;
     resList.length = 0;
     // Collect flows level by level.
-    let frontier: number[] = [];
+    let frontier = this.frontA;
+    let next = this.frontB;
+    frontier.length = 0;
     for (const r of dirty)
       if (resStamp[r] !== stamp) {
         resStamp[r] = stamp;
         resList.push(r);
         frontier.push(r);
       }
-    for (let level = 0; level < this.hops && frontier.length > 0 && touched.length < this.budget; level++) {
-      const next: number[] = [];
-      for (const r of frontier) {
+    for (
+      let level = 0;
+      level < this.hops && frontier.length > 0 && (level === 0 || touched.length < budget);
+      level++
+    ) {
+      next.length = 0;
+      outer: for (const r of frontier) {
         for (const f of onRes[r]!) {
           if (flowStamp[f] === stamp) continue;
           flowStamp[f] = stamp;
@@ -141,26 +173,52 @@ export class RateSolver {
               next.push(r2);
             }
           }
+          // The first level is always complete: a new flow must get a rate.
+          if (level > 0 && touched.length >= budget) break outer;
         }
-        if (touched.length >= this.budget) break;
       }
+      const swap = frontier;
       frontier = next;
+      next = swap;
     }
     if (touched.length === 0) return;
-    // Residual capacity left by flows outside the set, and the set's flows per resource.
+    // Per resource of the neighbourhood: the set's flows (CSR) and the capacity other flows leave.
     const residual = this.residual;
     const count = this.count;
+    const local = this.local;
     const rate = this.rate;
-    for (const r of resList) {
-      let used = 0;
-      let cnt = 0;
-      for (const f of onRes[r]!) {
-        if (flowStamp[f] === stamp) cnt++;
-        else used += rate[f]!;
-      }
-      residual[r] = Math.max(0, this.capacity[r]! - used);
-      count[r] = cnt;
+    for (let i = 0; i < resList.length; i++) {
+      const r = resList[i]!;
+      local[r] = i;
+      count[r] = 0;
+      residual[r] = 0; // holds the set's current use until turned into the residual below
     }
+    for (const f of touched)
+      for (let k = off[f]!; k < off[f + 1]!; k++) {
+        const r = res[k]!;
+        count[r]!++;
+        residual[r]! += rate[f]!;
+      }
+    if (this.csrOff.length < resList.length + 1) this.csrOff = new Int32Array(2 * resList.length + 2);
+    const csrOff = this.csrOff;
+    csrOff[0] = 0;
+    for (let i = 0; i < resList.length; i++) {
+      const r = resList[i]!;
+      csrOff[i + 1] = csrOff[i]! + count[r]!;
+      residual[r] = Math.max(0, this.capacity[r]! - (this.used[r]! - residual[r]!));
+    }
+    const slots = csrOff[resList.length]!;
+    if (this.csr.length < slots) this.csr = new Int32Array(2 * slots);
+    const csr = this.csr;
+    if (this.fill.length < resList.length) this.fill = new Int32Array(2 * resList.length);
+    const fill = this.fill;
+    for (let i = 0; i < resList.length; i++) fill[i] = csrOff[i]!;
+    for (const f of touched)
+      for (let k = off[f]!; k < off[f + 1]!; k++) {
+        const i = local[res[k]!]!;
+        csr[fill[i]!] = f;
+        fill[i]!++;
+      }
     // Progressive filling: saturate the resource with the smallest fair share first.
     this.heapN = 0;
     for (const r of resList) if (count[r]! > 0) this.heapPush(residual[r]! / count[r]!, r);
@@ -173,8 +231,10 @@ export class RateSolver {
       this.heapPop();
       if (count[r] === 0 || residual[r]! / count[r]! !== share) continue; // stale
       const s = Math.max(0, share);
-      for (const f of onRes[r]!) {
-        if (flowStamp[f] !== stamp || frozen[f]) continue;
+      const i = local[r]!;
+      for (let q = csrOff[i]!; q < csrOff[i + 1]!; q++) {
+        const f = csr[q]!;
+        if (frozen[f]) continue;
         frozen[f] = 1;
         left--;
         this.newRate[f] = s;

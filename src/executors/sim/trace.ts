@@ -22,7 +22,10 @@ const TID_COMPUTE = 1;
 const TID_COMM = 2;
 
 /** Builds the trace object for both phases (times in microseconds). */
-export function buildTrace(phases: readonly { prep: PreparedPhase; run: PhaseRun }[], world: number): { traceEvents: TraceEvent[]; displayTimeUnit: string } {
+export function buildTrace(
+  phases: readonly { prep: PreparedPhase; run: PhaseRun }[],
+  world: number,
+): { traceEvents: TraceEvent[]; displayTimeUnit: string } {
   const ev: TraceEvent[] = [];
   for (let r = 0; r < world; r++) {
     ev.push({ name: 'process_name', ph: 'M', pid: r, tid: 0, args: { name: `rank ${r}` } });

@@ -39,7 +39,12 @@ function byLengthDesc(sequences: ArrayLike<number>, ids: number[]): number[] {
  * only checked (a rank over it is counted, not refused: the plan stays executable and the report
  * shows its peak resident tokens).
  */
-export function byteScaleAssign(sequences: ArrayLike<number>, world: number, budget: number, memoryTokens: number): ByteScaleAssignment {
+export function byteScaleAssign(
+  sequences: ArrayLike<number>,
+  world: number,
+  budget: number,
+  memoryTokens: number,
+): ByteScaleAssignment {
   const tokens = new Float64Array(world);
   const single = new Int32Array(sequences.length).fill(-1);
   const long: number[] = [];
@@ -55,7 +60,8 @@ export function byteScaleAssign(sequences: ArrayLike<number>, world: number, bud
     const heap = new MinHeap(world);
     for (let r = 0; r < world; r++) heap.push(tokens[r]!, r);
     const ranks = Int32Array.from({ length: k }, () => heap.pop()).sort();
-    for (let p = 0; p < k; p++) tokens[ranks[p]!]! += partLength(len, 2 * k, p) + partLength(len, 2 * k, 2 * k - 1 - p);
+    for (let p = 0; p < k; p++)
+      tokens[ranks[p]!]! += partLength(len, 2 * k, p) + partLength(len, 2 * k, 2 * k - 1 - p);
     // Sequences on the same ranks share one ring (and one sequence set in the plan).
     const key = ranks.join(',');
     const g = groupOf.get(key);

@@ -51,6 +51,7 @@ export function planByteScale(problem: Problem, _options: PlannerOptions = {}): 
 /** The `bytescale` planner. */
 export const byteScalePlanner: Planner = {
   name: 'bytescale',
-  description: 'length-grouped CP (ByteScale): long sequences ring over ceil(L/C) ranks, short ones whole on one rank',
+  description:
+    'length-grouped CP (ByteScale): long sequences ring over ceil(L/C) ranks, short ones whole on one rank',
   plan: planByteScale,
 };

@@ -22,8 +22,8 @@
  *       (1973), give it one colour and recurse on the (d-1)-regular rest.
  *
  * Cost: O(E) per Euler level (log2 Δ levels) plus one Hopcroft-Karp over all edges of each level
- * whose degree is odd (at most log2 Δ of them; in practice a greedy start leaves few augmentations).
- * Memory: about nine 32-bit words per padded edge, independent of n·Δ.
+ * whose degree is odd (at most log2 Δ of them; O(E·√N) worst case each, but a greedy start leaves
+ * few augmentations in practice). Memory: about six 32-bit words per padded edge, no n·Δ tables.
  *
  * Layout: the subgraph of a recursion step is a segment [off, off+m) of its edges sorted by left bin
  * (stable, ties in edge-id order), holding each edge's id and right bin. Every bin has exactly d edges
@@ -104,7 +104,7 @@ function packBins(deg: Int32Array, cap: number, bin: Int32Array): Int32Array {
   let load = 0;
   for (let v = 0; v < deg.length; v++) {
     const d = deg[v]!;
-    if (loads.length === 0 || load + d > cap + 1) {
+    if (loads.length === 0 || load + d > cap) {
       if (loads.length > 0) loads[loads.length - 1] = load;
       loads.push(0);
       load = 0;
@@ -125,7 +125,13 @@ function sortByBin(key: Int32Array, bins: number, out: Int32Array): void {
 }
 
 /** Builds the padded Δ-regular graph (step 1 of the module comment), sorted by left bin. */
-function regularise(src: Int32Array, dst: Int32Array, degL: Int32Array, degR: Int32Array, delta: number): Work {
+function regularise(
+  src: Int32Array,
+  dst: Int32Array,
+  degL: Int32Array,
+  degR: Int32Array,
+  delta: number,
+): Work {
   const edges = src.length;
   const binOfL = new Int32Array(degL.length);
   const binOfR = new Int32Array(degR.length);
@@ -151,6 +157,7 @@ function regularise(src: Int32Array, dst: Int32Array, degL: Int32Array, degR: In
   while (e < total) {
     while (loadL[i]! === delta) i++;
     while (loadR[j]! === delta) j++;
+    assert(i < bins && j < bins, 'edge colouring: padding ran out of deficient bins');
     const k = Math.min(delta - loadL[i]!, delta - loadR[j]!);
     s.fill(i, e, e + k);
     d.fill(j, e, e + k);

@@ -61,8 +61,8 @@ export interface HomeRuns extends SeqRows {
   readonly rankRs: Int32Array;
 }
 
-/** Builds the home runs from the blocks and each unit's rank. */
-export function homeRuns(blocks: Blocks, unitRank: Int32Array, world: number): HomeRuns {
+/** Builds the home runs from the blocks and each block's rank. */
+export function homeRuns(blocks: Blocks, blockRank: Int32Array, world: number): HomeRuns {
   const S = blocks.seqBlocks.length - 1;
   const rank: number[] = [];
   const seq: number[] = [];
@@ -72,7 +72,7 @@ export function homeRuns(blocks: Blocks, unitRank: Int32Array, world: number): H
   for (let s = 0; s < S; s++) {
     let cur = -1;
     for (let b = blocks.seqBlocks[s]!, e = blocks.seqBlocks[s + 1]!; b < e; b++) {
-      const r = unitRank[blocks.unit[b]!]!;
+      const r = blockRank[b]!;
       if (r === cur) length[length.length - 1]! += blocks.length[b]!;
       else {
         rank.push(r);

@@ -28,10 +28,16 @@ export interface MagiDispatch {
 }
 
 /** Default chunk size: ceil(total / (8N)). */
-export const defaultChunkSize = (total: number, world: number): number => Math.max(1, Math.ceil(total / (8 * world)));
+export const defaultChunkSize = (total: number, world: number): number =>
+  Math.max(1, Math.ceil(total / (8 * world)));
 
 /** Cuts the packed batch into chunks and assigns them to ranks (largest area first, equal counts). */
-export function magiDispatch(sequences: ArrayLike<number>, world: number, mask: Mask, chunkSize?: number): MagiDispatch {
+export function magiDispatch(
+  sequences: ArrayLike<number>,
+  world: number,
+  mask: Mask,
+  chunkSize?: number,
+): MagiDispatch {
   let total = 0;
   for (let i = 0; i < sequences.length; i++) total += sequences[i]!;
   const cs = chunkSize ?? defaultChunkSize(total, world);

@@ -20,8 +20,9 @@
  * - The user layout equals the home layout (Magi's `dispatch` runs after the embedding: the rest of
  *   the model already lives in the dispatched layout), so no reshuffle.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import { attendedPairs } from '../../cluster/model.ts';
+import type { Problem } from '../../cluster/problem.ts';
 import { IntColumn } from '../../core/int-column.ts';
 import { fail } from '../../core/issues.ts';
 import { Kind, type KindCode, type Plan } from '../../plan/types.ts';
@@ -42,9 +43,17 @@ export interface MagiOptions {
 export function resolveMagiOptions(o: PlannerOptions): MagiOptions {
   const { chunkSize, overlapDegree = 2 } = o;
   if (chunkSize !== undefined && (!Number.isInteger(chunkSize) || chunkSize < 1))
-    fail('option.chunkSize', `--chunk-size must be a positive integer of tokens (got ${chunkSize})`, 'chunkSize');
+    fail(
+      'option.chunkSize',
+      `--chunk-size must be a positive integer of tokens (got ${chunkSize})`,
+      'chunkSize',
+    );
   if (!Number.isInteger(overlapDegree) || overlapDegree < 1 || overlapDegree > 64)
-    fail('option.overlapDegree', `--overlap-degree must be an integer in 1..64 (got ${overlapDegree})`, 'overlapDegree');
+    fail(
+      'option.overlapDegree',
+      `--overlap-degree must be an integer in 1..64 (got ${overlapDegree})`,
+      'overlapDegree',
+    );
   return { chunkSize, overlapDegree };
 }
 
@@ -86,7 +95,13 @@ function segments(sequences: Int32Array, owner: Int32Array, chunkSize: number): 
     packed += len;
   }
   firstOfSeq[sequences.length] = rank.length;
-  return { rank: rank.toArray(), seq: seq.toArray(), start: start.toArray(), length: length.toArray(), firstOfSeq };
+  return {
+    rank: rank.toArray(),
+    seq: seq.toArray(),
+    start: start.toArray(),
+    length: length.toArray(),
+    firstOfSeq,
+  };
 }
 
 /** A remote K/V segment fetched by one rank. */
@@ -103,7 +118,11 @@ interface Fetch {
  * Rounds of one all-to-all-v: message (src, dst) goes in round base + (its position in src's list of
  * destinations ordered by (dst - src) mod N). Returns the round of each message and the round count.
  */
-function a2avRounds(srcs: number[], dsts: number[], world: number): { pos: Map<number, number>; rounds: number } {
+function a2avRounds(
+  srcs: number[],
+  dsts: number[],
+  world: number,
+): { pos: Map<number, number>; rounds: number } {
   const bySrc = new Map<number, Set<number>>();
   for (let i = 0; i < srcs.length; i++) {
     const set = bySrc.get(srcs[i]!) ?? new Set<number>();
@@ -114,7 +133,9 @@ function a2avRounds(srcs: number[], dsts: number[], world: number): { pos: Map<n
   let rounds = 0;
   for (const [src, set] of bySrc) {
     const order = [...set].sort((a, b) => ((a - src + world) % world) - ((b - src + world) % world));
-    order.forEach((dst, j) => pos.set(src * world + dst, j));
+    order.forEach((dst, j) => {
+      pos.set(src * world + dst, j);
+    });
     rounds = Math.max(rounds, order.length);
   }
   return { pos, rounds };
@@ -136,7 +157,15 @@ function emitCollective(
   fetches.forEach((f, i) => {
     const src = srcs[i]!;
     const round = base + pos.get(src * world + dsts[i]!)!;
-    const id = ph.transfer(round, src, dsts[i]!, kind, seg.seq[f.seg]!, seg.start[f.seg]!, seg.length[f.seg]!);
+    const id = ph.transfer(
+      round,
+      src,
+      dsts[i]!,
+      kind,
+      seg.seq[f.seg]!,
+      seg.start[f.seg]!,
+      seg.length[f.seg]!,
+    );
     // dK/dV partials leave after the stage's compute on the sender (op slot 1 + stage).
     if (reverse) ph.sendAfter(id, src, 1 + f.stage);
   });
@@ -151,7 +180,8 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   const d = magiDispatch(sequences, world, problem.mask, o.chunkSize);
   const seg = segments(sequences, d.owner, d.chunkSize);
   const b = new PlanBuilder(problem);
-  for (let i = 0; i < seg.rank.length; i++) b.homeRange(seg.rank[i]!, seg.seq[i]!, seg.start[i]!, seg.length[i]!, true);
+  for (let i = 0; i < seg.rank.length; i++)
+    b.homeRange(seg.rank[i]!, seg.seq[i]!, seg.start[i]!, seg.length[i]!, true);
 
   // Tasks: every (query segment, key segment) pair of a sequence that the mask attends.
   const fetches: Fetch[] = [];
@@ -228,7 +258,15 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
       for (let i = 0; i < r; i++) bwdGroups.push(j);
     }
     if (j > 0) {
-      const r = emitCollective(b.backward, stageFetches[j - 1]!, seg, Kind.dkv, bwdGroups.length, world, true);
+      const r = emitCollective(
+        b.backward,
+        stageFetches[j - 1]!,
+        seg,
+        Kind.dkv,
+        bwdGroups.length,
+        world,
+        true,
+      );
       for (let i = 0; i < r; i++) bwdGroups.push(j);
     }
   }
@@ -248,6 +286,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
 /** The `magi` planner. */
 export const magiPlanner: Planner = {
   name: 'magi',
-  description: 'MagiAttention dispatch: equal chunks, largest area first, equal count per rank; all-to-all-v K/V stages',
+  description:
+    'MagiAttention dispatch: equal chunks, largest area first, equal count per rank; all-to-all-v K/V stages',
   plan: planMagi,
 };

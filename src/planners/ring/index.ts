@@ -42,6 +42,7 @@ export function planRing(problem: Problem, _options: PlannerOptions = {}): Plan 
 /** The `ring` planner. */
 export const ringPlanner: Planner = {
   name: 'ring',
-  description: 'TransformerEngine p2p ring attention with DualChunkSwap (2N chunks per sequence, N-1 ring steps)',
+  description:
+    'TransformerEngine p2p ring attention with DualChunkSwap (2N chunks per sequence, N-1 ring steps)',
   plan: planRing,
 };

@@ -21,9 +21,10 @@
  * starts at o+1, so it takes k-1 hops, and a hop carries only parts that already hold a
  * contribution (TE always sends both halves). Both favour the ring slightly.
  */
-import type { PlanBuilder } from './plan-builder.ts';
+
 import { Kind } from '../../plan/types.ts';
 import { liveParts } from './parts.ts';
+import type { PlanBuilder } from './plan-builder.ts';
 
 /** What one ring added to the plan. */
 export interface RingInfo {
@@ -57,7 +58,11 @@ export function ringStepPairs(k: number, p: number, i: number, causal: boolean):
  * both phases; forward uses rounds 0..k-2, backward rounds 0..k-1 (K/V hops in 0..k-2, dK/dV hops
  * in 1..k-1). User layout = home layout (TE's loader already shards the batch this way).
  */
-export function addDualChunkRing(b: PlanBuilder, ranks: ArrayLike<number>, seqs: ArrayLike<number>): RingInfo {
+export function addDualChunkRing(
+  b: PlanBuilder,
+  ranks: ArrayLike<number>,
+  seqs: ArrayLike<number>,
+): RingInfo {
   const k = ranks.length;
   const causal = b.problem.mask === 'causal';
   if (k === 1) {
@@ -116,7 +121,15 @@ export function addDualChunkRing(b: PlanBuilder, ranks: ArrayLike<number>, seqs:
       }
       for (let h = 0; h < 2; h++) {
         if (!contributed[h]) continue;
-        const id = b.backward.chunkTransfer(j, ranks[p]!, ranks[(p + 1) % k]!, Kind.dkv, set, parts, parts2[h]!);
+        const id = b.backward.chunkTransfer(
+          j,
+          ranks[p]!,
+          ranks[(p + 1) % k]!,
+          Kind.dkv,
+          set,
+          parts,
+          parts2[h]!,
+        );
         if (computes) b.backward.chunkSendAfter(id, ranks[p]!, j);
       }
     }

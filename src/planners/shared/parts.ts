@@ -53,7 +53,12 @@ export interface PartStats {
 }
 
 /** Builds {@link PartStats} for the sequences `seqs` (ids into `sequences`). O(|seqs| + parts). */
-export function partStats(sequences: ArrayLike<number>, seqs: ArrayLike<number>, parts: number, padded = false): PartStats {
+export function partStats(
+  sequences: ArrayLike<number>,
+  seqs: ArrayLike<number>,
+  parts: number,
+  padded = false,
+): PartStats {
   // Accumulate "full" contributions (c-based) as suffix-difference arrays over the last full index,
   // and the partial last part directly; then prefix-sum from the top.
   const fullTok = new Float64Array(parts + 1); // add c to tokens[0..n-2]: fullTok[n-1] += c

@@ -57,7 +57,15 @@ export class PhaseBuilder {
   }
 
   /** Adds an explicit transfer; returns its id. */
-  transfer(round: number, src: number, dst: number, kind: KindCode, seq: number, start: number, length: number): number {
+  transfer(
+    round: number,
+    src: number,
+    dst: number,
+    kind: KindCode,
+    seq: number,
+    start: number,
+    length: number,
+  ): number {
     const t = this.t;
     t.round.push(round);
     t.src.push(src);
@@ -71,7 +79,15 @@ export class PhaseBuilder {
   }
 
   /** Adds a chunk transfer (part `part` of `parts` of every sequence of `set`); returns its id. */
-  chunkTransfer(round: number, src: number, dst: number, kind: KindCode, set: number, parts: number, part: number): number {
+  chunkTransfer(
+    round: number,
+    src: number,
+    dst: number,
+    kind: KindCode,
+    set: number,
+    parts: number,
+    part: number,
+  ): number {
     const c = this.ct;
     c.round.push(round);
     c.src.push(src);
@@ -134,7 +150,10 @@ export class PhaseBuilder {
    * columns and the chunk transfer table (set it when the plan carries chunk rows).
    */
   build(groupOfRound: Int32Array, withChunks: boolean): Phase {
-    assert(groupOfRound.length === this.rounds, `groupOfRound has ${groupOfRound.length} rounds, transfers use ${this.rounds}`);
+    assert(
+      groupOfRound.length === this.rounds,
+      `groupOfRound has ${groupOfRound.length} rounds, transfers use ${this.rounds}`,
+    );
     const rank = new IntColumn();
     const after = new IntColumn();
     const taskOffsets = new IntColumn();
@@ -186,7 +205,10 @@ export class PhaseBuilder {
       phase.sendAfter.chunkCompute = csa.transfer.map((_, i) => resolve(csa.rank[i]!, csa.slot[i]!));
       phase.chunkTransfers = { ...freezeColumns(this.ct), kind: this.ctKind.toArray() };
     } else {
-      assert(this.ct.round.length === 0 && chunkIds.length === 0, 'chunk rows in a plan built without chunks');
+      assert(
+        this.ct.round.length === 0 && chunkIds.length === 0,
+        'chunk rows in a plan built without chunks',
+      );
     }
     return phase;
   }
@@ -223,7 +245,14 @@ export class PlanBuilder {
   }
 
   /** Adds an explicit task; returns its id. */
-  task(rank: number, seq: number, qStart: number, qLength: number, kvStart: number, kvLength: number): number {
+  task(
+    rank: number,
+    seq: number,
+    qStart: number,
+    qLength: number,
+    kvStart: number,
+    kvLength: number,
+  ): number {
     const t = this.tasks;
     t.rank.push(rank);
     t.seq.push(seq);
@@ -269,7 +298,12 @@ export class PlanBuilder {
   }
 
   /** Freezes the plan. */
-  build(strategy: string, forwardGroups: Int32Array, backwardGroups: Int32Array, meta: Record<string, unknown>): Plan {
+  build(
+    strategy: string,
+    forwardGroups: Int32Array,
+    backwardGroups: Int32Array,
+    meta: Record<string, unknown>,
+  ): Plan {
     const p = this.problem;
     const chunks = this.hasChunks;
     const plan: Plan = {
@@ -286,7 +320,11 @@ export class PlanBuilder {
       backward: this.backward.build(backwardGroups, chunks),
     };
     if (chunks) {
-      plan.seqSets = { offsets: this.setOffsets.toArray(), seqs: this.setSeqs.toArray(), padTo: this.setPad.toArray() };
+      plan.seqSets = {
+        offsets: this.setOffsets.toArray(),
+        seqs: this.setSeqs.toArray(),
+        padTo: this.setPad.toArray(),
+      };
       plan.homeChunks = freezeColumns(this.homeChunks) as ChunkLayout;
       plan.userChunks = freezeColumns(this.userChunks) as ChunkLayout;
       plan.chunkTasks = freezeColumns(this.chunkTasks);

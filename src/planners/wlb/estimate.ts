@@ -11,8 +11,13 @@
  * each ({@link partStats}), so a 256-rank ring plan costs milliseconds. What it ignores: kernel
  * efficiency of small chunks, latency, topology, incast.
  */
-import { backwardFlops, forwardFlops, kvBytesPerToken, qBytesPerToken } from '../../cluster/model.ts';
-import { attendedPairs } from '../../cluster/model.ts';
+import {
+  attendedPairs,
+  backwardFlops,
+  forwardFlops,
+  kvBytesPerToken,
+  qBytesPerToken,
+} from '../../cluster/model.ts';
 import { assertNever } from '../../core/assert.ts';
 import { Kind, type KindCode, type ModelShape, type Phase, type Plan } from '../../plan/types.ts';
 import { chunkTaskPairs, type PartStats, partStats } from '../shared/parts.ts';
@@ -58,7 +63,12 @@ export interface PhaseLoad {
 }
 
 /** Sums a phase's per-rank work (pairs of its compute ops, bytes of its transfers). */
-export function phaseLoad(plan: Plan, phase: Phase, fwd: boolean, stats: (set: number, parts: number) => PartStats): PhaseLoad {
+export function phaseLoad(
+  plan: Plan,
+  phase: Phase,
+  fwd: boolean,
+  stats: (set: number, parts: number) => PartStats,
+): PhaseLoad {
   const w = plan.world;
   const pairs = new Float64Array(w);
   const sent = new Float64Array(w);
@@ -76,7 +86,12 @@ export function phaseLoad(plan: Plan, phase: Phase, fwd: boolean, stats: (set: n
     if (!ct || !c.chunkTaskOffsets || !c.chunkTaskIds) continue;
     for (let i = c.chunkTaskOffsets[op]!; i < c.chunkTaskOffsets[op + 1]!; i++) {
       const id = c.chunkTaskIds[i]!;
-      pairs[r]! += chunkTaskPairs(stats(ct.set[id]!, ct.parts[id]!), plan.mask, ct.qPart[id]!, ct.kvPart[id]!);
+      pairs[r]! += chunkTaskPairs(
+        stats(ct.set[id]!, ct.parts[id]!),
+        plan.mask,
+        ct.qPart[id]!,
+        ct.kvPart[id]!,
+      );
     }
   }
   const tr = phase.transfers;
@@ -122,7 +137,9 @@ export function flopByteEstimate(plan: Plan, options: Partial<FlopByteOptions> =
     const load = phaseLoad(plan, fwd ? plan.forward : plan.backward, fwd, stats);
     let worst = 0;
     for (let r = 0; r < plan.world; r++) {
-      const flops = fwd ? forwardFlops(plan.model, load.pairs[r]!) : backwardFlops(plan.model, load.pairs[r]!);
+      const flops = fwd
+        ? forwardFlops(plan.model, load.pairs[r]!)
+        : backwardFlops(plan.model, load.pairs[r]!);
       const compute = flops / (o.peakFlops * o.efficiency);
       const comm = Math.max(load.sent[r]!, load.received[r]!) / o.bandwidth;
       worst = Math.max(worst, Math.max(compute, comm));

@@ -39,7 +39,11 @@ export function planWlb(
     meta: {
       ...chosen.meta,
       planner: 'wlb',
-      wlb: { estimator: estimatorName, estimateMs: { ring: ringMs, bytescale: bytescaleMs }, chosen: chosen.strategy },
+      wlb: {
+        estimator: estimatorName,
+        estimateMs: { ring: ringMs, bytescale: bytescaleMs },
+        chosen: chosen.strategy,
+      },
     },
   };
 }

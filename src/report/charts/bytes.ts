@@ -10,7 +10,9 @@ export function bytesSpec(runs: readonly StrategyRun[]): TopLevelSpec {
   const ok = runs.filter((r) => r.error === undefined);
   const strategies = ok.map((r) => r.strategy);
   const values = ok.flatMap((r) =>
-    r.bytes.filter((b) => b.bytes > 0).map((b) => ({ strategy: r.strategy, phase: b.phase, kind: b.kind, gb: b.bytes / 1e9 })),
+    r.bytes
+      .filter((b) => b.bytes > 0)
+      .map((b) => ({ strategy: r.strategy, phase: b.phase, kind: b.kind, gb: b.bytes / 1e9 })),
   );
   const kinds = [...KINDS, ...new Set(values.map((v) => v.kind).filter((k) => !KINDS.includes(k)))];
   return {

@@ -10,7 +10,11 @@ import { baseSpec } from './style.ts';
 /** Ranks on x, placement rows on y, colour = tokens (log scale). */
 export function placementSpec(p: Placement): TopLevelSpec {
   const labels = p.rows.map((r) => r.label);
-  const values = p.cells.map((c) => ({ rank: c.rank, row: p.rows[c.row]?.label ?? `row ${c.row}`, tokens: c.tokens }));
+  const values = p.cells.map((c) => ({
+    rank: c.rank,
+    row: p.rows[c.row]?.label ?? `row ${c.row}`,
+    tokens: c.tokens,
+  }));
   const step = Math.max(4, Math.min(14, Math.floor(760 / Math.max(1, p.world))));
   return {
     ...baseSpec(`Placement of ${p.strategy}: tokens of each sequence on each rank (home layout)`),
@@ -23,7 +27,10 @@ export function placementSpec(p: Placement): TopLevelSpec {
         field: 'rank',
         type: 'ordinal',
         scale: { domain: Array.from({ length: p.world }, (_, r) => r) },
-        axis: { labelAngle: 0, labelExpr: `datum.value % ${p.world > 32 ? 8 : p.world > 8 ? 2 : 1} === 0 ? datum.label : ''` },
+        axis: {
+          labelAngle: 0,
+          labelExpr: `datum.value % ${p.world > 32 ? 8 : p.world > 8 ? 2 : 1} === 0 ? datum.label : ''`,
+        },
         title: 'rank',
       },
       y: { field: 'row', type: 'ordinal', sort: labels, title: 'sequence (longest first)' },

@@ -10,8 +10,14 @@ import { baseSpec } from './style.ts';
 /** Rounds on x, ranks on y; left panel sends, right panel receives; colour = messages. */
 export function roundsSpec(r: RoundStructure): TopLevelSpec {
   const values = r.cells.flatMap((c) => {
-    const out: { round: number; roundEnd: number; rank: number; rankEnd: number; direction: string; messages: number }[] =
-      [];
+    const out: {
+      round: number;
+      roundEnd: number;
+      rank: number;
+      rankEnd: number;
+      direction: string;
+      messages: number;
+    }[] = [];
     const cell = { round: c.round, roundEnd: c.round + 1, rank: c.rank, rankEnd: c.rank + 1 };
     if (c.sends > 0) out.push({ ...cell, direction: 'sends', messages: c.sends });
     if (c.receives > 0) out.push({ ...cell, direction: 'receives', messages: c.receives });
@@ -21,7 +27,9 @@ export function roundsSpec(r: RoundStructure): TopLevelSpec {
   const width = Math.min(380, Math.max(120, r.rounds * 6));
   const height = Math.min(320, Math.max(100, r.world * 5));
   return {
-    ...baseSpec(`Round structure of ${r.strategy}, ${r.phase}: messages per rank per round (${r.rounds} rounds)`),
+    ...baseSpec(
+      `Round structure of ${r.strategy}, ${r.phase}: messages per rank per round (${r.rounds} rounds)`,
+    ),
     data: { values },
     facet: { column: { field: 'direction', type: 'nominal', sort: ['sends', 'receives'], title: null } },
     spec: {

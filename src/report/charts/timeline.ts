@@ -26,8 +26,8 @@ export function timelineSpec(timelines: readonly Timeline[]): TopLevelSpec {
     })),
   );
   const ranks = Math.max(1, ...timelines.map((t) => t.ranks));
-  const kinds = [...new Set(values.map((v) => v.kind))].sort(
-    (a, b) => (a === 'compute' ? -1 : b === 'compute' ? 1 : a.localeCompare(b)),
+  const kinds = [...new Set(values.map((v) => v.kind))].sort((a, b) =>
+    a === 'compute' ? -1 : b === 'compute' ? 1 : a.localeCompare(b),
   );
   const phase = timelines[0]?.phase ?? 'forward';
   return {

@@ -99,7 +99,11 @@ export function attentionForward(
         l += p0 + p1 + p2 + p3;
         const b = kv0 + j * stride;
         for (let d = 0; d < D; d++)
-          acc[d]! += p0 * v[b + d]! + p1 * v[b + stride + d]! + p2 * v[b + 2 * stride + d]! + p3 * v[b + 3 * stride + d]!;
+          acc[d]! +=
+            p0 * v[b + d]! +
+            p1 * v[b + stride + d]! +
+            p2 * v[b + 2 * stride + d]! +
+            p3 * v[b + 3 * stride + d]!;
       }
       for (; j < n; j++) {
         const p = Math.exp(s[j]! - m);
@@ -144,7 +148,7 @@ export function mergeByLse(
         accLse[row] = lb;
         continue;
       }
-      const m = la > lb ? la : lb;
+      const m = Math.max(la, lb);
       const wa = Math.exp(la - m);
       const wb = Math.exp(lb - m);
       const inv = 1 / (wa + wb);

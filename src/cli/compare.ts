@@ -1,0 +1,349 @@
+/**
+ * `fcp compare`: plan every (strategy, world size, batch) and simulate it; print a table of mean
+ * MFU per strategy and world size; write DIR/compare.json (one row per strategy, world and batch)
+ * and plots (PNG and SVG) of MFU and imbalance against world size. DIR is assembled under a
+ * temporary name and renamed into place, so a failure never leaves a half-written folder.
+ *
+ * Batch b of n uses seed `--seed` + b; every strategy sees the same batches.
+ */
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { resolveProblem } from '../cluster/problem.ts';
+import { fail } from '../core/issues.ts';
+import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
+import { getPlanner } from '../planners/registry.ts';
+import type { PlannerOptions } from '../planners/types.ts';
+import { type LinePoint, lineChartSpec, renderChart } from '../report/plots.ts';
+import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
+import {
+  addPlannerOptions,
+  addProblemOptions,
+  intListOption,
+  intOption,
+  plannerOptionsFrom,
+  problemOptionsFrom,
+} from './common.ts';
+import { addSimOptions, simOptionsFrom } from './simulate.ts';
+
+/** Format tag of compare.json. */
+export const COMPARE_FORMAT = 'fcp-compare/1';
+
+/** One simulated (strategy, world, batch). */
+export interface CompareRow {
+  strategy: string;
+  world: number;
+  /** Batch index 0..batches-1 (seed = base seed + batch). */
+  batch: number;
+  seed: number;
+  mfuForward: number;
+  mfuBackward: number;
+  /** Forward + backward. */
+  mfu: number;
+  makespans: { forwardMs: number; backwardMs: number };
+  imbalances: { computeForward: number; commForward: number; computeBackward: number; commBackward: number };
+  bytes: { forward: number; backward: number };
+  kernelMfu: { forward: number; backward: number };
+  exposedCommMs: { forward: number; backward: number };
+}
+
+/** What {@link runCompare} needs. */
+export interface CompareOptions {
+  strategies: readonly string[];
+  worlds: readonly number[];
+  /** Generator name or batch file. */
+  batch: string;
+  batches: number;
+  /** Seed of batch 0. */
+  seed: number;
+  tokensPerRank: number;
+  mask: string;
+  gpusPerNode: number;
+  /** Problem overrides (model shape, memory). */
+  problem?: Record<string, unknown>;
+  planner: PlannerOptions;
+  sim: SimOptions;
+  progress?: Progress;
+}
+
+/** Mean, min and max over batches of one (strategy, world). */
+export interface CompareSummary {
+  strategy: string;
+  world: number;
+  batches: number;
+  mfuForward: { mean: number; min: number; max: number };
+  mfuBackward: { mean: number; min: number; max: number };
+  computeImbalanceForward: number;
+  commImbalanceForward: number;
+}
+
+/** Plans and simulates every combination; rows in (world, batch, strategy) order. */
+export function runCompare(o: CompareOptions): CompareRow[] {
+  if (o.strategies.length === 0) fail('option.strategies', '--strategies lists no strategy', 'strategies');
+  if (o.worlds.length === 0) fail('option.world', '--world lists no world size', 'world');
+  if (!Number.isInteger(o.batches) || o.batches < 1)
+    fail('option.batches', `--batches must be a positive integer (got ${o.batches})`, 'batches');
+  const planners = o.strategies.map((s) => getPlanner(s));
+  const progress = o.progress ?? silentProgress;
+  const rows: CompareRow[] = [];
+  for (const world of o.worlds)
+    for (let b = 0; b < o.batches; b++) {
+      const seed = o.seed + b;
+      const problem = resolveProblem({
+        ...(o.problem ?? {}),
+        batch: o.batch,
+        world,
+        seed,
+        tokensPerRank: o.tokensPerRank,
+        mask: o.mask,
+        gpusPerNode: o.gpusPerNode,
+      });
+      for (const p of planners) {
+        progress.step(`${p.name} world ${world} batch ${b}`);
+        const plan = p.plan(problem, o.planner);
+        rows.push(rowOf(p.name, world, b, seed, simulatePlan(plan, o.sim)));
+      }
+    }
+  progress.done();
+  return rows;
+}
+
+function rowOf(strategy: string, world: number, batch: number, seed: number, r: SimResult): CompareRow {
+  return {
+    strategy,
+    world,
+    batch,
+    seed,
+    mfuForward: r.forward.mfu,
+    mfuBackward: r.backward.mfu,
+    mfu: r.mfu,
+    makespans: { forwardMs: r.forward.makespanMs, backwardMs: r.backward.makespanMs },
+    imbalances: {
+      computeForward: r.forward.computeImbalance,
+      commForward: r.forward.commImbalance,
+      computeBackward: r.backward.computeImbalance,
+      commBackward: r.backward.commImbalance,
+    },
+    bytes: { forward: r.forward.bytes.total, backward: r.backward.bytes.total },
+    kernelMfu: { forward: r.forward.kernelMfu, backward: r.backward.kernelMfu },
+    exposedCommMs: { forward: r.forward.meanExposedCommMs, backward: r.backward.meanExposedCommMs },
+  };
+}
+
+const stat = (v: number[]): { mean: number; min: number; max: number } => ({
+  mean: v.reduce((s, x) => s + x, 0) / v.length,
+  min: Math.min(...v),
+  max: Math.max(...v),
+});
+
+/** Mean/min/max per (strategy, world), in strategy then world order. */
+export function summarise(
+  rows: readonly CompareRow[],
+  strategies: readonly string[],
+  worlds: readonly number[],
+): CompareSummary[] {
+  const out: CompareSummary[] = [];
+  for (const strategy of strategies)
+    for (const world of worlds) {
+      const sel = rows.filter((r) => r.strategy === strategy && r.world === world);
+      if (sel.length === 0) continue;
+      out.push({
+        strategy,
+        world,
+        batches: sel.length,
+        mfuForward: stat(sel.map((r) => r.mfuForward)),
+        mfuBackward: stat(sel.map((r) => r.mfuBackward)),
+        computeImbalanceForward: stat(sel.map((r) => r.imbalances.computeForward)).mean,
+        commImbalanceForward: stat(sel.map((r) => r.imbalances.commForward)).mean,
+      });
+    }
+  return out;
+}
+
+/** The printed table: mean forward/backward MFU per strategy (rows) and world size (columns). */
+export function formatCompareTable(
+  summary: readonly CompareSummary[],
+  strategies: readonly string[],
+  worlds: readonly number[],
+): string {
+  const cell = (s: string, w: number): string => {
+    const x = summary.find((r) => r.strategy === s && r.world === w);
+    return x ? `${x.mfuForward.mean.toFixed(3)}/${x.mfuBackward.mean.toFixed(3)}` : '-';
+  };
+  const sw = Math.max(8, ...strategies.map((s) => s.length));
+  const lines = [
+    `attention MFU forward/backward (mean over batches)`,
+    `${'strategy'.padEnd(sw)}${worlds.map((w) => String(w).padStart(13)).join('')}`,
+  ];
+  for (const s of strategies)
+    lines.push(`${s.padEnd(sw)}${worlds.map((w) => cell(s, w).padStart(13)).join('')}`);
+  const fcp = strategies.includes('fcp') ? strategies.filter((s) => s !== 'fcp') : [];
+  if (fcp.length > 0) {
+    lines.push('', 'FCP speedup over each baseline (mean MFU ratio, forward/backward)');
+    for (const s of fcp) {
+      const cells = worlds.map((w) => {
+        const a = summary.find((r) => r.strategy === 'fcp' && r.world === w);
+        const b = summary.find((r) => r.strategy === s && r.world === w);
+        return a && b
+          ? `${(a.mfuForward.mean / b.mfuForward.mean).toFixed(2)}/${(a.mfuBackward.mean / b.mfuBackward.mean).toFixed(2)}`
+          : '-';
+      });
+      lines.push(`${s.padEnd(sw)}${cells.map((c) => c.padStart(13)).join('')}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/** Chart specs of a comparison: MFU (forward and backward panels) and forward imbalances. */
+export function compareCharts(
+  summary: readonly CompareSummary[],
+  strategies: readonly string[],
+  batchName: string,
+) {
+  const mfu: LinePoint[] = [];
+  const imb: LinePoint[] = [];
+  for (const s of summary) {
+    mfu.push({
+      series: s.strategy,
+      x: s.world,
+      y: s.mfuForward.mean,
+      lo: s.mfuForward.min,
+      hi: s.mfuForward.max,
+      panel: 'forward',
+    });
+    mfu.push({
+      series: s.strategy,
+      x: s.world,
+      y: s.mfuBackward.mean,
+      lo: s.mfuBackward.min,
+      hi: s.mfuBackward.max,
+      panel: 'backward',
+    });
+    imb.push({ series: s.strategy, x: s.world, y: s.computeImbalanceForward, panel: 'compute (time)' });
+    imb.push({ series: s.strategy, x: s.world, y: s.commImbalanceForward, panel: 'communication (bytes)' });
+  }
+  return {
+    mfu: lineChartSpec(mfu, {
+      title: `Attention MFU, weak scaling (${batchName})`,
+      xTitle: 'ranks',
+      yTitle: 'attention MFU',
+      logX: true,
+      series: strategies,
+      panels: ['forward', 'backward'],
+    }),
+    imbalance: lineChartSpec(imb, {
+      title: `Forward imbalance, max/mean - 1 (${batchName})`,
+      xTitle: 'ranks',
+      yTitle: 'imbalance',
+      logX: true,
+      series: strategies,
+      panels: ['compute (time)', 'communication (bytes)'],
+    }),
+  };
+}
+
+/** Writes compare.json and the plots into `outDir` through a temporary folder and a rename. */
+export async function writeCompare(
+  outDir: string,
+  doc: object,
+  charts: Record<string, unknown>,
+): Promise<void> {
+  const target = resolve(outDir);
+  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
+  // Render first: a failing chart leaves nothing behind.
+  const rendered: [string, { svg: string; png: Uint8Array }][] = [];
+  for (const [name, spec] of Object.entries(charts))
+    rendered.push([name, await renderChart(spec as Parameters<typeof renderChart>[0])]);
+  try {
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    writeFileSync(join(tmp, 'compare.json'), `${JSON.stringify(doc, null, 1)}\n`);
+    for (const [name, r] of rendered) {
+      writeFileSync(join(tmp, `${name}.svg`), r.svg);
+      writeFileSync(join(tmp, `${name}.png`), r.png);
+    }
+    if (existsSync(target)) {
+      const old = join(dirname(target), `.${basename(target)}.old-${process.pid}`);
+      renameSync(target, old);
+      renameSync(tmp, target);
+      rmSync(old, { recursive: true, force: true });
+    } else renameSync(tmp, target);
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true });
+    fail(
+      'io.write',
+      `cannot write ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}; choose a writable --out folder`,
+      'out',
+    );
+  }
+}
+
+/** Registers `fcp compare`. */
+export function register(program: Command): void {
+  const cmd = program
+    .command('compare')
+    .description('plan and simulate strategies over world sizes and batches; table, compare.json and plots')
+    .option('--strategies <list>', 'comma-separated strategies', 'fcp,ring,bytescale,wlb,magi')
+    .option('--batches <n>', 'batches per world size (seeds seed..seed+n-1)', '1')
+    .option('--out <dir>', 'output folder for compare.json and plots');
+  addProblemOptions(cmd, { world: '16,32,64,128,256' });
+  addPlannerOptions(cmd);
+  addSimOptions(cmd, false);
+  cmd.action(async (o: Record<string, unknown>) => {
+    const strategies = String(o.strategies)
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    const worlds = intListOption(o.world, 'world');
+    for (const w of worlds)
+      if (w < 1) fail('option.world', `world sizes must be positive (got ${w})`, 'world');
+    const batches = intOption(o.batches, 'batches');
+    const po = problemOptionsFrom({ ...o, world: worlds[0] ?? 1 });
+    const problem: Record<string, unknown> = {};
+    for (const k of ['qHeads', 'kvHeads', 'headDim', 'memoryTokens'] as const)
+      if (po[k] !== undefined) problem[k] = po[k];
+    const gpusPerNode = po.gpusPerNode ?? 8;
+    const sim = simOptionsFrom(o, { gpusPerNode });
+    const planner = plannerOptionsFrom(o);
+    const total = strategies.length * worlds.length * batches;
+    const rows = runCompare({
+      strategies,
+      worlds,
+      batch: String(po.batch),
+      batches,
+      seed: po.seed ?? 1,
+      tokensPerRank: po.tokensPerRank ?? 32768,
+      mask: po.mask ?? 'causal',
+      gpusPerNode,
+      problem,
+      planner,
+      sim,
+      progress: createProgress(total, 'compare'),
+    });
+    const summary = summarise(rows, strategies, worlds);
+    process.stdout.write(`${formatCompareTable(summary, strategies, worlds)}\n`);
+    if (o.out !== undefined) {
+      const doc = {
+        format: COMPARE_FORMAT,
+        strategies,
+        worlds,
+        batch: po.batch,
+        batches,
+        seed: po.seed,
+        tokensPerRank: po.tokensPerRank,
+        mask: po.mask,
+        cluster: sim.cluster,
+        kernel: sim.kernel,
+        calibration: sim.calibration?.sources ?? 'default',
+        rates: sim.rates,
+        plannerOptions: planner,
+        summary,
+        rows,
+      };
+      await writeCompare(String(o.out), doc, compareCharts(summary, strategies, String(po.batch)));
+      process.stderr.write(
+        `compare: wrote ${join(String(o.out), 'compare.json')}, mfu.{png,svg}, imbalance.{png,svg}\n`,
+      );
+    }
+  });
+}

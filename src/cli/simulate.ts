@@ -1,0 +1,158 @@
+/**
+ * `fcp simulate plan.json`: replay a plan on a modelled cluster (the `sim` executor) and print the
+ * forward and backward makespan, attention MFU, balance, exposed communication, reshuffle time and
+ * bytes. `--json` prints the full result (per-rank arrays included); `--trace FILE` writes a Chrome
+ * trace for ui.perfetto.dev. Cluster and kernel-model options are shared with `fcp compare`.
+ */
+import type { Command } from 'commander';
+import { fail } from '../core/issues.ts';
+import { calibrationFromOption } from '../cost/calibration.ts';
+import { CLUSTER_NAMES, type ClusterOverrides, resolveCluster } from '../cost/cluster.ts';
+import {
+  type SimOptions,
+  type SimPhaseResult,
+  type SimResult,
+  simulatePlan,
+} from '../executors/sim/index.ts';
+import { readPlan, writeFileAtomic } from '../plan/io.ts';
+import { intOption, numberOption } from './common.ts';
+
+/** Adds the cluster and cost-model options (simulate, compare). */
+export function addSimOptions(cmd: Command, withGpusPerNode = true): Command {
+  cmd
+    .option('--cluster <preset>', `cluster preset (${CLUSTER_NAMES.join(', ')})`, 'hopper-ib')
+    .option(
+      '--calibration <file[,file]>',
+      'kernel calibration JSON file(s) (default: data/calibration, H200)',
+    )
+    .option(
+      '--kernel <policy>',
+      'auto (dense batched equal blocks where cheaper, varlen otherwise) or varlen',
+      'auto',
+    )
+    .option('--peak-tflops <x>', 'GPU peak TFLOP/s (preset: 989)')
+    .option('--comm-sms <n>', 'SMs reserved for communication (preset: 6)')
+    .option('--total-sms <n>', 'SMs per GPU (preset: 132)')
+    .option('--nvlink-gbps <x>', 'per-GPU NVLink GB/s per direction')
+    .option('--nic-gbps <x>', 'per-GPU NIC GB/s per direction')
+    .option('--node-nic-gbps <x>', 'aggregate NIC GB/s of a node (0: uncapped)')
+    .option('--latency-us <x>', 'per-message latency across nodes (torus: base latency), us')
+    .option('--nvlink-latency-us <x>', 'per-message latency inside a node, us')
+    .option('--link-gbps <x>', 'torus: GB/s of each neighbour link per direction')
+    .option('--hop-us <x>', 'torus: latency per hop, us')
+    .option('--torus-dims <AxB>', 'torus dimensions (default: most square 2-D)')
+    .option(
+      '--rates <mode>',
+      'rate solver: local (neighbourhood of each change) or exact (whole component)',
+      'local',
+    )
+    .option('--rate-hops <n>', 'local rate solver: levels of flows re-balanced per change (default 1)');
+  if (withGpusPerNode) cmd.option('--gpus-per-node <n>', 'GPUs per NVLink node (preset: 8)');
+  return cmd;
+}
+
+/** Commander's values of {@link addSimOptions} -> {@link SimOptions}. */
+export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrides = {}): SimOptions {
+  const ov: { -readonly [K in keyof ClusterOverrides]: ClusterOverrides[K] } = { ...extra };
+  const num = (key: string, field: keyof ClusterOverrides): void => {
+    if (o[key] !== undefined) (ov as Record<string, unknown>)[field] = numberOption(o[key], key);
+  };
+  const int = (key: string, field: keyof ClusterOverrides): void => {
+    if (o[key] !== undefined) (ov as Record<string, unknown>)[field] = intOption(o[key], key);
+  };
+  num('peakTflops', 'peakTflops');
+  int('commSms', 'commSms');
+  int('totalSms', 'totalSms');
+  int('gpusPerNode', 'gpusPerNode');
+  num('nvlinkGbps', 'nvlinkGBps');
+  num('nicGbps', 'nicGBps');
+  num('nodeNicGbps', 'nodeNicGBps');
+  num('latencyUs', 'latencyUs');
+  num('nvlinkLatencyUs', 'nvlinkLatencyUs');
+  num('linkGbps', 'linkGBps');
+  num('hopUs', 'hopUs');
+  if (o.torusDims !== undefined)
+    ov.torusDims = String(o.torusDims)
+      .split(/[x,]/)
+      .map((s) => intOption(s, 'torusDims'));
+  const out: SimOptions = { cluster: resolveCluster(String(o.cluster ?? 'hopper-ib'), ov) };
+  if (o.calibration !== undefined) out.calibration = calibrationFromOption(String(o.calibration));
+  const kernel = String(o.kernel ?? 'auto');
+  if (kernel !== 'auto' && kernel !== 'varlen')
+    fail('option.kernel', `--kernel must be auto or varlen (got ${kernel})`, 'kernel');
+  out.kernel = kernel;
+  const mode = String(o.rates ?? 'local');
+  if (mode !== 'local' && mode !== 'exact')
+    fail('option.rates', `--rates must be local or exact (got ${mode})`, 'rates');
+  out.rates = { mode };
+  if (o.rateHops !== undefined) {
+    const hops = intOption(o.rateHops, 'rateHops');
+    if (hops < 1) fail('option.rateHops', `--rate-hops must be at least 1 (got ${hops})`, 'rateHops');
+    out.rates.hops = hops;
+  }
+  return out;
+}
+
+const f3 = (x: number): string => x.toFixed(3);
+const gb = (b: number): string => (b / 1e9).toFixed(2);
+
+/** Human-readable summary of a simulation. */
+export function formatSimResult(r: SimResult): string {
+  const c = r.cluster;
+  const lines = [
+    `plan: ${r.strategy}, ${r.world} ranks; cluster ${c.name} (${c.peakTflops} TFLOP/s, ${c.commSms}/${c.totalSms} SMs for comm, ` +
+      (c.topology === 'torus'
+        ? `torus links ${c.linkGBps} GB/s`
+        : `NVLink ${c.nvlinkGBps} GB/s, NIC ${c.nicGBps} GB/s, ${c.gpusPerNode} GPUs/node`) +
+      `); kernels ${r.kernel.policy}${r.kernel.denseBackend ? ` (dense: ${r.kernel.denseBackend})` : ''}`,
+  ];
+  const rows: [string, (p: SimPhaseResult) => string][] = [
+    ['makespan ms', (p) => f3(p.makespanMs)],
+    ['attention MFU', (p) => f3(p.mfu)],
+    ['kernel MFU (balanced, no comm)', (p) => f3(p.kernelMfu)],
+    ['compute imbalance', (p) => f3(p.computeImbalance)],
+    ['comm imbalance (bytes)', (p) => f3(p.commImbalance)],
+    ['compute ms mean / max', (p) => `${f3(mean(p.computeMs))} / ${f3(Math.max(...p.computeMs))}`],
+    ['exposed comm ms mean / max', (p) => `${f3(p.meanExposedCommMs)} / ${f3(p.maxExposedCommMs)}`],
+    ['reshuffle in / out ms', (p) => `${f3(p.reshuffle.inMs)} / ${f3(p.reshuffle.outMs)}`],
+    [
+      'GB in / kv / out / dkv',
+      (p) => `${gb(p.bytes.in)} / ${gb(p.bytes.kv)} / ${gb(p.bytes.out)} / ${gb(p.bytes.dkv)}`,
+    ],
+    ['ops / flows / groups', (p) => `${p.ops} / ${p.flows} / ${p.groups}`],
+  ];
+  const w = Math.max(...rows.map(([k]) => k.length));
+  lines.push(`${''.padEnd(w)}  ${'forward'.padStart(20)}  ${'backward'.padStart(20)}`);
+  for (const [k, fn] of rows)
+    lines.push(`${k.padEnd(w)}  ${fn(r.forward).padStart(20)}  ${fn(r.backward).padStart(20)}`);
+  lines.push(`overall MFU (forward + backward): ${f3(r.mfu)}`);
+  return lines.join('\n');
+}
+
+function mean(a: readonly number[]): number {
+  return a.length === 0 ? 0 : a.reduce((s, v) => s + v, 0) / a.length;
+}
+
+/** Registers `fcp simulate`. */
+export function register(program: Command): void {
+  const cmd = program
+    .command('simulate')
+    .description(
+      'simulate a plan on a modelled cluster: makespan, attention MFU, balance, exposed communication',
+    )
+    .argument('<plan>', 'plan file (.json or .json.gz)')
+    .option('--trace <file>', 'write a Chrome trace (ui.perfetto.dev)')
+    .option('--json', 'print the full result as JSON');
+  addSimOptions(cmd);
+  cmd.action((planPath: string, o: Record<string, unknown>) => {
+    const plan = readPlan(planPath);
+    const opts = simOptionsFrom(o);
+    if (o.trace !== undefined) opts.trace = true;
+    const r = simulatePlan(plan, opts);
+    if (o.trace !== undefined) {
+      writeFileAtomic(String(o.trace), JSON.stringify(r.trace));
+      delete r.trace;
+    }
+    process.stdout.write(o.json ? `${JSON.stringify(r, null, 1)}\n` : `${formatSimResult(r)}\n`);
+  });
+}

@@ -1,0 +1,43 @@
+/**
+ * `fcp validate PLAN`: checks a plan file against rules 1-5 of DESIGN.md and prints its rule-6
+ * report. Exit 0: valid; 1: the plan breaks a rule (each issue printed as
+ * `code at path[row]: message`); 2: the file is unreadable or malformed (FcpError from readPlan).
+ */
+import type { Command } from 'commander';
+import { formatIssue } from '../core/issues.ts';
+import { readPlan } from '../plan/io.ts';
+import { formatReport } from '../plan/report.ts';
+import { validatePlan } from '../plan/validate.ts';
+import { intOption } from './common.ts';
+
+/** Registers `fcp validate`. */
+export function register(program: Command): void {
+  program
+    .command('validate')
+    .description('check a plan file against rules 1-5 and print its report (exit 1 when a rule is broken)')
+    .argument('<plan>', 'plan file (.json, or .json.gz)')
+    .option('--json', 'print the result (valid, issues, report) as JSON')
+    .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100')
+    .action((file: string, opts: Record<string, unknown>) => {
+      const maxIssues = intOption(opts.maxIssues, 'maxIssues');
+      const plan = readPlan(file);
+      const t0 = performance.now();
+      const { issues, report, omitted } = validatePlan(plan, { maxIssues: Math.max(1, maxIssues) });
+      const ms = performance.now() - t0;
+      const valid = issues.length === 0;
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ file, valid, issues, omitted, report }, null, 2)}\n`);
+      } else {
+        const out = [formatReport(report), ''];
+        if (valid) out.push(`valid: ${file} obeys rules 1-5 (checked in ${ms.toFixed(0)} ms)`);
+        else {
+          out.push(
+            `invalid: ${file} breaks ${issues.length + omitted} checks${omitted > 0 ? ` (${omitted} not listed)` : ''}:`,
+          );
+          for (const i of issues) out.push(formatIssue(i));
+        }
+        process.stdout.write(`${out.join('\n')}\n`);
+      }
+      process.exitCode = valid ? 0 : 1;
+    });
+}

@@ -1,0 +1,429 @@
+/**
+ * `fcp verify`: plan a batch (any strategy, the options of `fcp plan`) or read a plan file, draw
+ * seeded random inputs (or read them from a dump), run a numeric executor (default `cpu`), compare
+ * O, dQ, dK, dV with the independent float64 reference (relative error ||a-b|| / ||b|| over all
+ * sequences) and print errors and timings. Exit 1 when any error exceeds `--max-error`.
+ *
+ * `--dump DIR` writes DIR/plan.json, DIR/index.json and per sequence q, k, v, do, o, dq, dk, dv as
+ * raw little-endian float32 files of shape [tokens, heads, headDim] in sequence token order; the
+ * directory is assembled under a temporary name and renamed into place, so a failure never leaves
+ * a half-written dump. `--inputs DIR` reads q, k, v, do back from such a dump.
+ */
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { endianness } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { SMALL_MODEL } from '../cluster/model.ts';
+import { FcpError, fail, issue } from '../core/issues.ts';
+import { randomInputs } from '../executors/inputs.ts';
+import { compareOutputs, type OutputErrors, referenceAttention } from '../executors/reference.ts';
+import { getExecutor } from '../executors/registry.ts';
+import type { ExecutionResult, SequenceInputs, SequenceOutputs } from '../executors/types.ts';
+import { planToJson, readPlan } from '../plan/io.ts';
+import type { Plan } from '../plan/types.ts';
+import { getPlanner } from '../planners/registry.ts';
+import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
+import {
+  addPlannerOptions,
+  addProblemOptions,
+  intOption,
+  numberOption,
+  plannerOptionsFrom,
+  problemFrom,
+} from './common.ts';
+
+/** Format tag of index.json. */
+export const DUMP_FORMAT = 'fcp-verify-dump/1';
+
+/** Default largest accepted relative error of every output. */
+export const DEFAULT_MAX_ERROR = 1e-5;
+
+/** Options of {@link verifyPlan}. */
+export interface VerifyOptions {
+  /** Executor name (must be numeric). Default `cpu`. */
+  executor?: string;
+  /** Largest accepted relative error of each output. Default {@link DEFAULT_MAX_ERROR}. */
+  maxError?: number;
+  /** Inputs; default seeded random inputs from `seed`. */
+  inputs?: SequenceInputs;
+  /** Seed of the random inputs. Default 1. */
+  seed?: number;
+  /** Options passed to the executor (e.g. the cpu executor's stallTimeoutMs or pool). */
+  executorOptions?: Record<string, unknown>;
+  progress?: Progress;
+}
+
+/** What {@link verifyPlan} measured. */
+export interface VerifyResult {
+  errors: OutputErrors;
+  maxError: number;
+  ok: boolean;
+  inputs: SequenceInputs;
+  outputs: SequenceOutputs;
+  execution: ExecutionResult;
+  /** Wall-clock milliseconds: the executor run (workers, forward, backward) and the reference. */
+  runMs: number;
+  referenceMs: number;
+}
+
+/** Runs `plan` on a numeric executor and compares every output with the float64 reference. */
+export async function verifyPlan(plan: Plan, o: VerifyOptions = {}): Promise<VerifyResult> {
+  const maxError = o.maxError ?? DEFAULT_MAX_ERROR;
+  if (!(maxError >= 0))
+    fail('option.maxError', `--max-error must be a non-negative number (got ${maxError})`, 'maxError');
+  const executor = getExecutor(o.executor ?? 'cpu');
+  if (!executor.numeric)
+    fail(
+      'option.executor',
+      `executor ${executor.name} does not compute outputs; verify needs a numeric executor`,
+      'executor',
+    );
+  const progress = o.progress ?? silentProgress;
+  const inputs = o.inputs ?? randomInputs(plan.sequences, plan.model, o.seed ?? 1);
+  progress.step(`run the ${executor.name} executor`);
+  const r0 = performance.now();
+  const execution = await executor.run(plan, inputs, o.executorOptions ?? {});
+  const runMs = performance.now() - r0;
+  if (!execution.outputs) throw new Error(`executor ${executor.name} returned no outputs`);
+  progress.step('float64 reference');
+  const f0 = performance.now();
+  const ref = referenceAttention(plan.model, plan.mask, inputs);
+  const referenceMs = performance.now() - f0;
+  const errors = compareOutputs(execution.outputs, ref);
+  const ok = errors.o <= maxError && errors.dq <= maxError && errors.dk <= maxError && errors.dv <= maxError;
+  return { errors, maxError, ok, inputs, outputs: execution.outputs, execution, runMs, referenceMs };
+}
+
+// ---- dumps ----------------------------------------------------------------------------------
+
+/** One array of a dump. */
+export interface DumpArray {
+  name: 'q' | 'k' | 'v' | 'do' | 'o' | 'dq' | 'dk' | 'dv';
+  sequence: number;
+  file: string;
+  dtype: 'float32';
+  byteOrder: 'little';
+  shape: [number, number, number];
+}
+
+/** DIR/index.json. */
+export interface DumpIndex {
+  format: typeof DUMP_FORMAT;
+  strategy: string;
+  world: number;
+  mask: Plan['mask'];
+  model: Plan['model'];
+  sequences: number[];
+  seed: number | null;
+  errors: OutputErrors | null;
+  arrays: DumpArray[];
+}
+
+/** Little-endian bytes of a float32 array (a copy on big-endian hosts). */
+function littleEndian(a: Float32Array): Uint8Array {
+  if (endianness() === 'LE') return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const out = new Uint8Array(a.length * 4);
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < a.length; i++) view.setFloat32(i * 4, a[i]!, true);
+  return out;
+}
+
+function fromLittleEndian(bytes: Buffer): Float32Array {
+  const out = new Float32Array(bytes.length / 4);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
+  return out;
+}
+
+/**
+ * Writes a dump directory atomically: everything goes to a temporary sibling that is renamed to
+ * `dir` at the end. An existing dump at `dir` is replaced; any other non-empty directory is refused.
+ */
+export function writeDump(
+  dir: string,
+  plan: Plan,
+  inputs: SequenceInputs,
+  outputs: SequenceOutputs | undefined,
+  meta: { seed: number | null; errors: OutputErrors | null },
+): void {
+  const target = resolve(dir);
+  if (existsSync(target)) {
+    const st = statSync(target);
+    const entries = st.isDirectory() ? readdirSync(target) : ['?'];
+    if (entries.length > 0 && !entries.includes('index.json'))
+      fail(
+        'io.write',
+        `${dir} exists and is not an fcp verify dump; choose a new or empty directory`,
+        'dump',
+      );
+  }
+  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
+  const arrays: DumpArray[] = [];
+  try {
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    writeFileSync(join(tmp, 'plan.json'), planToJson(plan));
+    const qh = plan.model.qHeads;
+    const kh = plan.model.kvHeads;
+    const d = plan.model.headDim;
+    const sets: [DumpArray['name'], Float32Array[] | undefined, number][] = [
+      ['q', inputs.q, qh],
+      ['k', inputs.k, kh],
+      ['v', inputs.v, kh],
+      ['do', inputs.dO, qh],
+      ['o', outputs?.o, qh],
+      ['dq', outputs?.dq, qh],
+      ['dk', outputs?.dk, kh],
+      ['dv', outputs?.dv, kh],
+    ];
+    for (let s = 0; s < plan.sequences.length; s++)
+      for (const [name, arrs, heads] of sets) {
+        const a = arrs?.[s];
+        if (!a) continue;
+        const file = `seq${s}_${name}.bin`;
+        writeFileSync(join(tmp, file), littleEndian(a));
+        arrays.push({
+          name,
+          sequence: s,
+          file,
+          dtype: 'float32',
+          byteOrder: 'little',
+          shape: [plan.sequences[s]!, heads, d],
+        });
+      }
+    const index: DumpIndex = {
+      format: DUMP_FORMAT,
+      strategy: plan.strategy,
+      world: plan.world,
+      mask: plan.mask,
+      model: plan.model,
+      sequences: Array.from(plan.sequences),
+      seed: meta.seed,
+      errors: meta.errors,
+      arrays,
+    };
+    writeFileSync(join(tmp, 'index.json'), `${JSON.stringify(index, null, 1)}\n`);
+    if (existsSync(target)) {
+      const old = join(dirname(target), `.${basename(target)}.old-${process.pid}`);
+      renameSync(target, old);
+      renameSync(tmp, target);
+      rmSync(old, { recursive: true, force: true });
+    } else renameSync(tmp, target);
+  } catch (e) {
+    removeQuietly(tmp);
+    if (e instanceof FcpError) throw e;
+    fail('io.write', `cannot write the dump ${dir}: ${(e as Error).message}`, 'dump');
+  }
+}
+
+/** Removes a path if possible; cleanup after a failure must not mask the failure. */
+function removeQuietly(path: string): void {
+  try {
+    rmSync(path, { recursive: true, force: true });
+  } catch {
+    // nothing to clean, or not removable: the original error is what matters
+  }
+}
+
+/** Reads q, k, v, do of a dump for `plan`; FcpError `input.*` when they do not fit it. */
+export function readDumpInputs(dir: string, plan: Plan): SequenceInputs {
+  let index: DumpIndex;
+  try {
+    index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as DumpIndex;
+  } catch (e) {
+    fail('input.read', `cannot read ${join(dir, 'index.json')}: ${(e as Error).message}`, 'inputs');
+  }
+  if (index.format !== DUMP_FORMAT)
+    fail('input.format', `${dir}/index.json is not an ${DUMP_FORMAT} index`, 'inputs');
+  const issues = [];
+  if (index.world !== plan.world)
+    issues.push(
+      issue(
+        'input.world',
+        `the inputs were dumped for ${index.world} ranks but the plan has ${plan.world}`,
+        'inputs',
+      ),
+    );
+  const m = index.model;
+  if (
+    m?.qHeads !== plan.model.qHeads ||
+    m?.kvHeads !== plan.model.kvHeads ||
+    m?.headDim !== plan.model.headDim
+  )
+    issues.push(
+      issue('input.shape', `the inputs' model shape ${JSON.stringify(m)} differs from the plan's`, 'inputs'),
+    );
+  const seqs = index.sequences ?? [];
+  if (seqs.length !== plan.sequences.length || seqs.some((l, i) => l !== plan.sequences[i]))
+    issues.push(
+      issue(
+        'input.sequences',
+        `the inputs hold ${seqs.length} sequences of other lengths than the plan's ${plan.sequences.length}`,
+        'inputs',
+      ),
+    );
+  if (issues.length > 0) throw new FcpError(issues);
+  const out: SequenceInputs = { q: [], k: [], v: [], dO: [] };
+  const key = { q: 'q', k: 'k', v: 'v', do: 'dO' } as const;
+  for (let s = 0; s < plan.sequences.length; s++)
+    for (const name of ['q', 'k', 'v', 'do'] as const) {
+      const a = index.arrays.find((x) => x.sequence === s && x.name === name);
+      if (!a) fail('input.missing', `${dir} holds no ${name} of sequence ${s}`, 'inputs');
+      const heads = name === 'k' || name === 'v' ? plan.model.kvHeads : plan.model.qHeads;
+      const want = plan.sequences[s]! * heads * plan.model.headDim;
+      let bytes: Buffer;
+      try {
+        bytes = readFileSync(join(dir, a.file));
+      } catch (e) {
+        fail('input.read', `cannot read ${join(dir, a.file)}: ${(e as Error).message}`, 'inputs');
+      }
+      if (bytes.length !== want * 4)
+        fail(
+          'input.length',
+          `${a.file} holds ${bytes.length} bytes, expected ${want * 4} (${plan.sequences[s]} x ${heads} x ${plan.model.headDim} float32)`,
+          'inputs',
+        );
+      out[key[name]].push(fromLittleEndian(bytes));
+    }
+  return out;
+}
+
+// ---- command --------------------------------------------------------------------------------
+
+const fmtErr = (x: number): string => (Number.isFinite(x) ? x.toExponential(2) : 'inf');
+const ms = (x: number): string => x.toFixed(1);
+
+/** The text report of a verification. */
+export function formatVerify(plan: Plan, r: VerifyResult, planMs: number | undefined): string {
+  const tokens = plan.sequences.reduce((a, b) => a + b, 0);
+  const m = plan.model;
+  const lines: string[] = [];
+  lines.push(
+    `fcp verify: strategy ${plan.strategy}, ${plan.world} ranks, ${plan.sequences.length} sequences, ${tokens} tokens, ${plan.mask} mask, ` +
+      `${m.qHeads} query heads / ${m.kvHeads} KV heads x ${m.headDim}, executor ${r.execution.executor}`,
+  );
+  lines.push('output  rel. error  limit     ok');
+  for (const k of ['o', 'dq', 'dk', 'dv'] as const) {
+    const e = r.errors[k];
+    lines.push(
+      `${k.padEnd(6)}  ${fmtErr(e).padStart(10)}  ${fmtErr(r.maxError).padEnd(8)}  ${e <= r.maxError ? 'yes' : 'NO'}`,
+    );
+  }
+  const x = r.execution;
+  const d = (x.details ?? {}) as { bootMs?: number; validateMs?: number };
+  const parts = [
+    planMs === undefined ? undefined : `plan ${ms(planMs)}`,
+    d.validateMs === undefined ? undefined : `validate ${ms(d.validateMs)}`,
+    d.bootMs === undefined ? undefined : `workers ${ms(d.bootMs)}`,
+    `forward ${ms(x.forwardMs)}`,
+    `backward ${ms(x.backwardMs)}`,
+    `executor total ${ms(r.runMs)}`,
+    `reference ${ms(r.referenceMs)}`,
+  ].filter((s) => s !== undefined);
+  lines.push(`timings (ms): ${parts.join(', ')}`);
+  lines.push('rank  fwd compute  fwd comm  fwd idle  bwd compute  bwd comm  bwd idle   (ms)');
+  for (let i = 0; i < x.perRank.forward.length; i++) {
+    const f = x.perRank.forward[i];
+    const b = x.perRank.backward[i];
+    if (!f || !b) continue;
+    lines.push(
+      `${String(f.rank).padStart(4)}  ${ms(f.computeMs).padStart(11)}  ${ms(f.commMs).padStart(8)}  ${ms(f.idleMs).padStart(8)}  ` +
+        `${ms(b.computeMs).padStart(11)}  ${ms(b.commMs).padStart(8)}  ${ms(b.idleMs).padStart(8)}`,
+    );
+  }
+  const worst = Math.max(r.errors.o, r.errors.dq, r.errors.dk, r.errors.dv);
+  lines.push(
+    r.ok
+      ? `verify: OK (max relative error ${fmtErr(worst)} <= ${fmtErr(r.maxError)})`
+      : `verify: MISMATCH (max relative error ${fmtErr(worst)} > ${fmtErr(r.maxError)})`,
+  );
+  return lines.join('\n');
+}
+
+/** Registers `fcp verify`. */
+export function register(program: Command): void {
+  const cmd = program
+    .command('verify')
+    .description(
+      'run a plan with real attention on the CPU runtime and compare O, dQ, dK, dV with a float64 reference ' +
+        '(default model: 4 query heads, 2 KV heads, head dim 32)',
+    );
+  addProblemOptions(cmd, { tokensPerRank: '1024' });
+  addPlannerOptions(cmd)
+    .option('--strategy <name>', 'planner to verify', 'fcp')
+    .option('--plan <file>', 'verify this plan file instead of planning (its model shape is used)')
+    .option('--inputs <dir>', 'read q, k, v, do from a dump directory instead of drawing them')
+    .option('--executor <name>', 'numeric executor to run', 'cpu')
+    .option('--max-error <x>', 'largest accepted relative error of each output', String(DEFAULT_MAX_ERROR))
+    .option('--stall-timeout <ms>', 'fail when the run makes no progress for this long', '60000')
+    .option(
+      '--dump <dir>',
+      'write the plan, inputs and outputs (raw little-endian float32) to this directory',
+    )
+    .action(async (opts: Record<string, unknown>) => {
+      const maxError = numberOption(opts.maxError, 'maxError');
+      const stallTimeoutMs = intOption(opts.stallTimeout, 'stallTimeout');
+      const seed = intOption(opts.seed ?? 1, 'seed');
+      const progress = createProgress(opts.plan === undefined ? 3 : 2, 'fcp verify');
+      let plan: Plan;
+      let planMs: number | undefined;
+      if (opts.plan !== undefined) {
+        plan = readPlan(String(opts.plan));
+        checkPlanAgainstOptions(cmd, opts, plan);
+      } else {
+        const problem = problemFrom(opts, { model: SMALL_MODEL });
+        const planner = getPlanner(String(opts.strategy));
+        progress.step(`plan with ${planner.name}`);
+        const t0 = performance.now();
+        plan = planner.plan(problem, plannerOptionsFrom(opts));
+        planMs = performance.now() - t0;
+      }
+      const inputs = opts.inputs === undefined ? undefined : readDumpInputs(String(opts.inputs), plan);
+      const vo: VerifyOptions = {
+        executor: String(opts.executor),
+        maxError,
+        seed,
+        progress,
+        executorOptions: { stallTimeoutMs },
+      };
+      if (inputs) vo.inputs = inputs;
+      const r = await verifyPlan(plan, vo);
+      progress.done();
+      if (opts.dump !== undefined)
+        writeDump(String(opts.dump), plan, r.inputs, r.outputs, {
+          seed: inputs ? null : seed,
+          errors: r.errors,
+        });
+      process.stdout.write(`${formatVerify(plan, r, planMs)}\n`);
+      if (!r.ok) process.exitCode = 1;
+    });
+}
+
+/** With `--plan`, explicitly given world or model options must agree with the plan. */
+function checkPlanAgainstOptions(cmd: Command, opts: Record<string, unknown>, plan: Plan): void {
+  const given = (name: string): boolean => cmd.getOptionValueSource(name) === 'cli';
+  const issues = [];
+  if (given('world') && intOption(opts.world, 'world') !== plan.world)
+    issues.push(
+      issue('input.world', `--world ${opts.world} differs from the plan's world size ${plan.world}`, 'world'),
+    );
+  for (const k of ['qHeads', 'kvHeads', 'headDim'] as const)
+    if (given(k) && intOption(opts[k], k) !== plan.model[k])
+      issues.push(
+        issue(
+          'input.shape',
+          `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} ${opts[k]} differs from the plan's ${k} ${plan.model[k]}`,
+          k,
+        ),
+      );
+  if (issues.length > 0) throw new FcpError(issues);
+}

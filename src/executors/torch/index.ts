@@ -1,0 +1,186 @@
+/**
+ * The `torch` executor: runs a plan with PyTorch in N Python processes (one per rank), gloo on CPUs
+ * or NCCL on GPUs, through the `fcp_torch` package in `python/` (an interpreter of plan files: no
+ * planning happens in Python). Inputs go to the workers as one float32 file; each rank writes its
+ * user tokens' O, dQ, dK, dV and its timings, which are gathered here.
+ *
+ * `numeric` is left unset on purpose: the executor does compute real outputs (compare them with
+ * `fcp run --backend torch --check` or the tests in test/executors/torch*.test.ts), but every run
+ * starts N Python processes (about a second each to import torch), too slow for suites that run
+ * every numeric executor on hundreds of plans.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fail } from '../../core/issues.ts';
+import { attendedPairs, backwardFlops, forwardFlops } from '../../cluster/model.ts';
+import { writeFileAtomic, planToJson } from '../../plan/io.ts';
+import type { Plan } from '../../plan/types.ts';
+import { checkInputs } from '../inputs.ts';
+import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming, SequenceInputs } from '../types.ts';
+import { readOutputs, readWorkerInfos, type WorkerInfo, type WorkerPhaseStats, writeInputFile } from './files.ts';
+import { launchWorkers } from './launch.ts';
+import { requireTorchPython } from './python.ts';
+
+/** Options of the torch executor. */
+export interface TorchRunOptions extends ExecutorRunOptions {
+  /** Processes to start; must equal the plan's world (default: the plan's world). */
+  nproc?: number;
+  /** `cpu` (gloo, float32 math kernel) or `cuda` (NCCL, bf16 kernels). Default cpu. */
+  device?: 'cpu' | 'cuda';
+  /** Process-group backend: auto (gloo on CPU; NCCL, or gloo through host copies when ranks share a GPU). */
+  backend?: 'auto' | 'gloo' | 'nccl' | 'gloo-staged';
+  /** Attention kernel: auto, math, flash (varlen), cudnn (dense batches). Default auto. */
+  kernel?: 'auto' | 'math' | 'flash' | 'cudnn';
+  /** Piece decomposition: br (bottom-right causal pieces) or square (causal squares + rectangles). */
+  mode?: 'br' | 'square';
+  /** Compute dtype (default float32 on CPU, bfloat16 on CUDA). */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /** Timed iterations (forward + backward each) and untimed warm-up iterations before them. */
+  iters?: number;
+  warmup?: number;
+  /** Seed of inputs generated in Python when `inputs` is undefined. Default 1. */
+  seed?: number;
+  /** Gather O, dQ, dK, dV (default true). */
+  outputs?: boolean;
+  /** Python interpreter (default: the first of $FCP_PYTHON, /usr/bin/python3, python3 that has torch). */
+  python?: string;
+  /** Fail (and end every process) after this many ms. Default 600000. */
+  timeoutMs?: number;
+  /** Keep the exchanged files here instead of a temporary folder. */
+  workDir?: string;
+  /** Use this plan file instead of writing the plan again (it must hold `plan`). */
+  planPath?: string;
+  /** Peak TFLOP/s for the MFU in `details` (default 989, H100/H200 dense bf16). */
+  peakTflops?: number;
+  /** Seconds a worker waits for a peer before failing (torch.distributed timeout). Default 60. */
+  peerTimeoutS?: number;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? 0 : (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2;
+};
+
+/** Per-rank timings of one phase at the iteration whose makespan is the median. */
+function phaseTimings(infos: readonly WorkerInfo[], phase: 'forward' | 'backward') {
+  const iters = infos[0]?.iters.length ?? 0;
+  const spans: number[] = [];
+  for (let i = 0; i < iters; i++) spans.push(Math.max(...infos.map((w) => w.iters[i]?.[phase].wall_ms ?? 0)));
+  const med = median(spans);
+  let at = 0;
+  for (let i = 1; i < iters; i++) if (Math.abs(spans[i]! - med) < Math.abs(spans[at]! - med)) at = i;
+  const perRank: RankTiming[] = infos.map((w) => {
+    const s: WorkerPhaseStats | undefined = w.iters[at]?.[phase];
+    const wall = s?.wall_ms ?? 0;
+    const compute = s?.compute_ms ?? 0;
+    return { rank: w.rank, computeMs: compute, commMs: s?.comm_ms ?? 0, idleMs: Math.max(0, wall - compute) };
+  });
+  return { makespanMs: med, perRank, iterationMs: spans };
+}
+
+/** Total attended pairs of a plan's tasks (chunk tasks counted through the workers' own counts). */
+function planPairs(plan: Plan): number {
+  const t = plan.tasks;
+  let p = 0;
+  for (let i = 0; i < t.rank.length; i++)
+    p += attendedPairs(plan.mask === 'causal', t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!);
+  return p;
+}
+
+/** Runs a plan in N Python processes; see the module comment. */
+export async function runTorch(plan: Plan, inputs: SequenceInputs | undefined, o: TorchRunOptions = {}): Promise<ExecutionResult> {
+  const nproc = o.nproc ?? plan.world;
+  if (nproc !== plan.world)
+    fail(
+      'run.nproc',
+      `the plan is for ${plan.world} ranks but ${nproc} processes were asked for; use --nproc ${plan.world} (or re-plan with --world ${nproc})`,
+      'nproc',
+    );
+  const device = o.device ?? 'cpu';
+  const py = requireTorchPython(o.python);
+  if (device === 'cuda' && !py.cuda)
+    fail('run.noCuda', `CUDA was requested but torch ${py.torch} (${py.python}) sees no CUDA device; use --device cpu`, 'device');
+  if (device === 'cpu' && (o.backend === 'nccl' || o.backend === 'gloo-staged'))
+    fail('run.backend', `backend ${o.backend} needs --device cuda`, 'backend');
+  if (inputs !== undefined) checkInputs(plan, inputs);
+  const dir = o.workDir ?? mkdtempSync(join(tmpdir(), 'fcp-torch-'));
+  try {
+    o.onProgress?.(0);
+    let planPath = o.planPath;
+    if (planPath === undefined) {
+      planPath = join(dir, 'plan.json');
+      writeFileAtomic(planPath, planToJson(plan));
+    }
+    const args = ['--plan', planPath, '--out', dir, '--device', device];
+    args.push('--backend', o.backend ?? 'auto', '--kernel', o.kernel ?? 'auto');
+    args.push('--iters', String(o.iters ?? 1), '--warmup', String(o.warmup ?? 0));
+    args.push('--timeout', String(o.peerTimeoutS ?? 60));
+    if (o.mode) args.push('--mode', o.mode);
+    if (o.dtype) args.push('--dtype', o.dtype);
+    if (o.outputs === false) args.push('--no-outputs');
+    if (inputs !== undefined) {
+      const inPath = join(dir, 'inputs.bin');
+      writeInputFile(inPath, inputs);
+      args.push('--inputs', inPath);
+    } else args.push('--seed', String(o.seed ?? 1));
+    const launch: Parameters<typeof launchWorkers>[0] = {
+      python: py.python,
+      nproc,
+      args,
+      timeoutMs: o.timeoutMs ?? 600000,
+    };
+    if (o.signal) launch.signal = o.signal;
+    await launchWorkers(launch);
+    const infos = readWorkerInfos(dir, nproc);
+    const fwd = phaseTimings(infos, 'forward');
+    const bwd = phaseTimings(infos, 'backward');
+    const w0 = infos[0]!;
+    const pairs = infos.reduce((s, w) => s + w.pairsForward, 0) || planPairs(plan);
+    const peak = (o.peakTflops ?? 989) * 1e12;
+    const mfu = (flops: number, ms: number) => (ms > 0 ? flops / (plan.world * peak * (ms / 1e3)) : 0);
+    const result: ExecutionResult = {
+      executor: 'torch',
+      forwardMs: fwd.makespanMs,
+      backwardMs: bwd.makespanMs,
+      perRank: { forward: fwd.perRank, backward: bwd.perRank },
+      details: {
+        python: py.python,
+        torch: w0.torch,
+        device: w0.device,
+        gpu: w0.gpu,
+        backend: w0.backend,
+        kernel: w0.kernel,
+        mode: w0.mode,
+        dtype: w0.dtype,
+        kernelsAvailable: w0.kernelsAvailable,
+        kernelErrors: w0.kernelErrors,
+        prepareMs: Math.max(...infos.map((w) => w.prepareMs)),
+        attendedPairs: pairs,
+        forwardIterationsMs: fwd.iterationMs,
+        backwardIterationsMs: bwd.iterationMs,
+        mfu: {
+          forward: mfu(forwardFlops(plan.model, pairs), fwd.makespanMs),
+          backward: mfu(backwardFlops(plan.model, pairs), bwd.makespanMs),
+        },
+        launches: infos.map((w) => w.iters.at(-1)?.forward.launch_kinds ?? {}),
+        bytesSent: {
+          forward: infos.reduce((s, w) => s + (w.iters.at(-1)?.forward.bytes_sent ?? 0), 0),
+          backward: infos.reduce((s, w) => s + (w.iters.at(-1)?.backward.bytes_sent ?? 0), 0),
+        },
+      },
+    };
+    if (o.outputs !== false) result.outputs = readOutputs(dir, plan, infos);
+    o.onProgress?.(1);
+    return result;
+  } finally {
+    if (o.workDir === undefined) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The registered `torch` executor. */
+export const torchExecutor: Executor<TorchRunOptions> = {
+  name: 'torch',
+  description: 'PyTorch runtime: one Python process per rank, gloo (CPU, float32) or NCCL (CUDA, bf16)',
+  run: runTorch,
+};

@@ -1,0 +1,68 @@
+/**
+ * Message statistics of one phase for the rule-6 report: distinct (round, src, dst) messages, the
+ * worst congestion of a round, Δ of the `kv` graph and the number of rounds carrying `kv`.
+ */
+
+/** Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst) keys. */
+export function messageStats(
+  keys: Float64Array,
+  kvFlag: Uint8Array,
+  W: number,
+): { messages: number; congestion: number; kvDelta: number; kvRounds: number } {
+  // A kv message gets key*2+1 so that the sort keeps kv-ness; duplicates of a triple collapse.
+  const tagged = new Float64Array(keys.length);
+  for (let i = 0; i < keys.length; i++) tagged[i] = keys[i]! * 2 + kvFlag[i]!;
+  tagged.sort();
+  const uniq: number[] = [];
+  const isKv: number[] = [];
+  for (let i = 0; i < tagged.length; i++) {
+    const key = Math.floor(tagged[i]! / 2);
+    const kvBit = tagged[i]! % 2;
+    if (uniq.length > 0 && uniq[uniq.length - 1] === key) {
+      if (kvBit) isKv[isKv.length - 1] = 1;
+    } else {
+      uniq.push(key);
+      isKv.push(kvBit);
+    }
+  }
+  // Keys are sorted by (round, src, dst): sends of one (round, src) are a run; receives are
+  // counted per round in an array reset through a touched list.
+  const recvCount = new Int32Array(W);
+  const touched: number[] = [];
+  const kvSend = new Float64Array(W);
+  const kvRecv = new Float64Array(W);
+  let kvRounds = 0;
+  let congestion = 0;
+  let prevRound = -1;
+  let prevRs = -1;
+  let run = 0;
+  let roundHasKv = false;
+  for (let i = 0; i < uniq.length; i++) {
+    const key = uniq[i]!;
+    const dst = key % W;
+    const rs = (key - dst) / W; // round * W + src
+    const src = rs % W;
+    const round = (rs - src) / W;
+    if (round !== prevRound) {
+      for (const d of touched) recvCount[d] = 0;
+      touched.length = 0;
+      if (roundHasKv) kvRounds++;
+      roundHasKv = false;
+      prevRound = round;
+    }
+    run = rs === prevRs ? run + 1 : 1;
+    prevRs = rs;
+    if (recvCount[dst] === 0) touched.push(dst);
+    const b = ++recvCount[dst]!;
+    congestion = Math.max(congestion, run, b);
+    if (isKv[i]) {
+      kvSend[src]!++;
+      kvRecv[dst]!++;
+      roundHasKv = true;
+    }
+  }
+  if (roundHasKv) kvRounds++;
+  let kvDelta = 0;
+  for (let r = 0; r < W; r++) kvDelta = Math.max(kvDelta, kvSend[r]!, kvRecv[r]!);
+  return { messages: uniq.length, congestion, kvDelta, kvRounds };
+}

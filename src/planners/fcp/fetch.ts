@@ -1,0 +1,202 @@
+/**
+ * The fetch graph (DESIGN.md, component 2): owner computes, so a rank needs K/V of every key its
+ * query runs attend and does not hold itself. Each remote key range is fetched once per rank.
+ *
+ * For rank h and sequence s (an RS), the attended key span is [0, end of h's last run of s)
+ * (causal) or the whole sequence (full). h holds its home runs and, from time zero, its user row of
+ * s; the rest of the span is cut at user-row boundaries into requests, each of which some rank can
+ * send whole: its user rank holds it from time zero, and the homes of the runs it crosses hold it
+ * after the forward `in` (from time zero in the backward, where K,V stay at home).
+ *
+ * Sender choice: sending a whole request from its user rank is one message, but the user ranks of
+ * a long sequence then send its K/V to every rank that computes with it, while the homes hold
+ * those tokens in smaller runs spread over more ranks. Requests are taken largest first, and each
+ * goes to whichever option leaves its busiest sender (tokens sent plus a per-message overhead) less
+ * loaded, counting the extra messages the receiver gets from a split; ties go to the user rank
+ * (available from time zero, so the fetch can overlap the reshuffle).
+ */
+import type { Mask } from '../../plan/types.ts';
+import { firstEndingAfter, type HomeRuns, rowOnRank, rsEnd, type SeqRows, subtractInto } from './layout.ts';
+import { type Pieces, pieceAt } from './reshuffle.ts';
+
+/** Remote key ranges each RS needs, each inside one user row. */
+export interface FetchRequests {
+  readonly rs: Int32Array;
+  readonly start: Int32Array;
+  readonly length: Int32Array;
+  /** User rank of the range (it lies inside that rank's user row). */
+  readonly user: Int32Array;
+}
+
+/** K/V transfers chosen for the requests. */
+export interface KvEdges {
+  readonly src: Int32Array;
+  readonly dst: Int32Array;
+  readonly seq: Int32Array;
+  readonly start: Int32Array;
+  readonly length: Int32Array;
+  /** RS of the receiver. */
+  readonly rs: Int32Array;
+  /** Piece whose `in` transfer must reach the sender first (forward, home senders), else -1. */
+  readonly dep: Int32Array;
+}
+
+/** Attended key span end of an RS: the end of its last run (causal) or the sequence length. */
+export function spanEnd(runs: HomeRuns, sequences: Int32Array, mask: Mask, rs: number): number {
+  return mask === 'causal' ? rsEnd(runs, rs) : sequences[runs.rsSeq[rs]!]!;
+}
+
+/** Sorted, merged intervals (flat pairs) that RS `rs` holds: its runs and its user row, clipped to [0, end). */
+export function ownedIntervals(runs: HomeRuns, userRows: SeqRows, rs: number, end: number, out: number[]): void {
+  out.length = 0;
+  const s = runs.rsSeq[rs]!;
+  const h = runs.rsRank[rs]!;
+  const row = rowOnRank(userRows, s, h);
+  let ua = row >= 0 ? userRows.start[row]! : 0;
+  let ub = row >= 0 ? Math.min(end, ua + userRows.length[row]!) : 0;
+  if (ub <= ua) ua = ub = -1;
+  let userDone = ua < 0;
+  const push = (a: number, b: number): void => {
+    const n = out.length;
+    if (n > 0 && out[n - 1]! >= a) out[n - 1] = Math.max(out[n - 1]!, b);
+    else out.push(a, b);
+  };
+  for (let p = runs.rsOff[rs]!, e = runs.rsOff[rs + 1]!; p < e; p++) {
+    const run = runs.byRank[p]!;
+    const a = runs.start[run]!;
+    if (!userDone && ua <= a) {
+      push(ua, ub);
+      userDone = true;
+    }
+    push(a, a + runs.length[run]!);
+  }
+  if (!userDone) push(ua, ub);
+}
+
+/** Every RS's remote key ranges, cut at user-row boundaries (RS order, then position). */
+export function fetchRequests(runs: HomeRuns, userRows: SeqRows, sequences: Int32Array, mask: Mask): FetchRequests {
+  const rsOut: number[] = [];
+  const startOut: number[] = [];
+  const lengthOut: number[] = [];
+  const userOut: number[] = [];
+  const owned: number[] = [];
+  const remote: number[] = [];
+  const RS = runs.rsRank.length;
+  for (let rs = 0; rs < RS; rs++) {
+    const s = runs.rsSeq[rs]!;
+    const end = spanEnd(runs, sequences, mask, rs);
+    ownedIntervals(runs, userRows, rs, end, owned);
+    remote.length = 0;
+    subtractInto(0, end, owned, remote);
+    const lo = userRows.off[s]!;
+    const hi = userRows.off[s + 1]!;
+    for (let k = 0; k < remote.length; k += 2) {
+      const a = remote[k]!;
+      const b = remote[k + 1]!;
+      for (let j = firstEndingAfter(userRows.start, userRows.length, lo, hi, a); j < hi; j++) {
+        const ra = userRows.start[j]!;
+        if (ra >= b) break;
+        const x = Math.max(a, ra);
+        const y = Math.min(b, ra + userRows.length[j]!);
+        rsOut.push(rs);
+        startOut.push(x);
+        lengthOut.push(y - x);
+        userOut.push(userRows.rank[j]!);
+      }
+    }
+  }
+  return { rs: Int32Array.from(rsOut), start: Int32Array.from(startOut), length: Int32Array.from(lengthOut), user: Int32Array.from(userOut) };
+}
+
+/** Per-message overhead in the sender choice, in tokens (a message's latency at link speed, roughly). */
+const MESSAGE_TOKENS = 512;
+
+/**
+ * Chooses a sender for every request (module comment). `homesReady`: the homes hold K/V from time
+ * zero (backward); otherwise a home that is not the range's user rank depends on its `in` piece.
+ */
+export function chooseSenders(req: FetchRequests, runs: HomeRuns, pieces: Pieces, world: number, homesReady: boolean): KvEdges {
+  const n = req.rs.length;
+  const order = new Int32Array(n);
+  for (let i = 0; i < n; i++) order[i] = i;
+  order.sort((a, b) => req.length[b]! - req.length[a]! || a - b);
+  const cost = new Float64Array(world);
+  // Per request: the chosen edges, collected then emitted in request order (deterministic, RS-major).
+  const useHomes = new Uint8Array(n);
+  const segX: number[] = [];
+  const segLen: number[] = [];
+  const homeSegments = (i: number): void => {
+    segX.length = 0;
+    segLen.length = 0;
+    const s = runs.rsSeq[req.rs[i]!]!;
+    const a = req.start[i]!;
+    const b = a + req.length[i]!;
+    const lo = runs.off[s]!;
+    const hi = runs.off[s + 1]!;
+    for (let r = firstEndingAfter(runs.start, runs.length, lo, hi, a); r < hi; r++) {
+      const ra = runs.start[r]!;
+      if (ra >= b) break;
+      segX.push(r);
+      segLen.push(Math.min(b, ra + runs.length[r]!) - Math.max(a, ra));
+    }
+  };
+  for (let k = 0; k < n; k++) {
+    const i = order[k]!;
+    const u = req.user[i]!;
+    const len = req.length[i]!;
+    homeSegments(i);
+    const viaUser = cost[u]! + len + MESSAGE_TOKENS;
+    // Busiest home sender after the split, plus the receiver's extra messages.
+    let viaHomes = 0;
+    for (let j = 0; j < segX.length; j++) viaHomes = Math.max(viaHomes, cost[runs.rank[segX[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
+    viaHomes += (segX.length - 1) * MESSAGE_TOKENS;
+    if (segX.length > 0 && viaHomes < viaUser) {
+      useHomes[i] = 1;
+      for (let j = 0; j < segX.length; j++) cost[runs.rank[segX[j]!]!]! += segLen[j]! + MESSAGE_TOKENS;
+    } else cost[u]! += len + MESSAGE_TOKENS;
+  }
+  const src: number[] = [];
+  const dst: number[] = [];
+  const seq: number[] = [];
+  const start: number[] = [];
+  const length: number[] = [];
+  const rsCol: number[] = [];
+  const dep: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const rs = req.rs[i]!;
+    const h = runs.rsRank[rs]!;
+    const s = runs.rsSeq[rs]!;
+    const a = req.start[i]!;
+    const push = (from: number, x: number, len: number, d: number): void => {
+      src.push(from);
+      dst.push(h);
+      seq.push(s);
+      start.push(x);
+      length.push(len);
+      rsCol.push(rs);
+      dep.push(d);
+    };
+    if (useHomes[i] === 0) {
+      push(req.user[i]!, a, req.length[i]!, -1);
+      continue;
+    }
+    homeSegments(i);
+    for (let j = 0; j < segX.length; j++) {
+      const run = segX[j]!;
+      const x = Math.max(a, runs.start[run]!);
+      const from = runs.rank[run]!;
+      // The segment lies in one user row (the request's), so in one piece of the run.
+      const d = homesReady || from === req.user[i] ? -1 : pieceAt(pieces, run, x);
+      push(from, x, segLen[j]!, d);
+    }
+  }
+  return {
+    src: Int32Array.from(src),
+    dst: Int32Array.from(dst),
+    seq: Int32Array.from(seq),
+    start: Int32Array.from(start),
+    length: Int32Array.from(length),
+    rs: Int32Array.from(rsCol),
+    dep: Int32Array.from(dep),
+  };
+}

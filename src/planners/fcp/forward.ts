@@ -1,0 +1,182 @@
+/**
+ * The forward phase: `in` reshuffle rounds, `kv` fetch rounds, the tasks and their compute ops,
+ * and the `out` pushes of O back to the user ranks.
+ *
+ * Order of placement (pipeline.ts places each round in the earliest group it may join):
+ * 1. `in` rounds (Q,K,V user -> home), ready at once.
+ * 2. `kv` rounds, exactly Δ of them (one colouring of the whole kv graph). A round is ready when
+ *    its senders hold their ranges: at once for user-rank senders, one group after the `in` that
+ *    brings the range to a home sender. Rounds are ordered by that, then by how many receivers with
+ *    little local work they feed (every rank should get work early).
+ * 3. Compute: per rank an op of the work present from the start (after = -1, runs while the
+ *    reshuffle is in flight), then one op per group for the work that group unlocks. Ablations:
+ *    `noReshuffleOverlap` holds every op until the last `in` group; `noPipeline` until the last
+ *    `in`/`kv` group.
+ * 4. `out` pushes (O home -> user), each after the last op writing its rows (`sendAfter`), placed
+ *    one group after that op's group or later.
+ */
+import { Kind } from '../../plan/types.ts';
+import type { Phase } from '../../plan/types.ts';
+import { IntColumn } from '../../core/int-column.ts';
+import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
+import type { FcpOptions } from './options.ts';
+import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
+import { type Colouring, colourEdges, orderRounds, placeBucketed, placeColouring } from './rounds.ts';
+import { buildTasks, edgesByRs, type TaskContext, type Tasks } from './tasks.ts';
+
+/** Per-phase statistics recorded in the plan's meta. */
+export interface PhaseStats {
+  rounds: Record<string, number>;
+  delta: Record<string, number>;
+  transfers: Record<string, number>;
+  groups: number;
+  ops: number;
+}
+
+/** Result of {@link planForward}. */
+export interface ForwardResult {
+  readonly phase: Phase;
+  readonly tasks: Tasks;
+  readonly inColouring: Colouring;
+  readonly stats: PhaseStats;
+}
+
+/** Pushes the group placement leaves between an op and the result it pushes (overlap with the next op). */
+export const PUSH_SLACK = 1;
+
+/**
+ * Weight of a transfer to `dst` for the round order: receivers with little work present from the
+ * start weigh most (1 for none, 1/2 for a rank's share).
+ */
+export function hunger(ctx: TaskContext, world: number): Float64Array {
+  const { pieces } = ctx;
+  const local = new Float64Array(world);
+  let total = 0;
+  for (let p = 0; p < pieces.seq.length; p++) {
+    total += pieces.length[p]!;
+    if (pieces.user[p] === pieces.home[p]) local[pieces.home[p]!]! += pieces.length[p]!;
+  }
+  const share = total / world || 1;
+  const out = new Float64Array(world);
+  for (let r = 0; r < world; r++) out[r] = 1 / (1 + local[r]! / share);
+  return out;
+}
+
+/** Places the `kv` edges (one colouring, Δ rounds) with per-edge ready groups; returns each edge's group. */
+export function placeKv(
+  placer: GroupPlacer,
+  list: TransferList,
+  edges: KvEdges,
+  ready: Int32Array,
+  weightOfRank: Float64Array,
+  world: number,
+  o: FcpOptions,
+): { group: Int32Array; colouring: Colouring } {
+  const c = colourEdges(edges.src, edges.dst, world, o.rounds);
+  const weight = Float64Array.from(edges.dst, (d) => weightOfRank[d]!);
+  const { order, readyOf } = orderRounds(c, ready, weight);
+  const slot = placeColouring(placer, c, order, readyOf);
+  const group = new Int32Array(edges.src.length);
+  for (let e = 0; e < slot.length; e++) {
+    list.add(slot[e]!, edges.src[e]!, edges.dst[e]!, Kind.kv, edges.seq[e]!, edges.start[e]!, edges.length[e]!);
+    group[e] = placer.groupOf(slot[e]!);
+  }
+  return { group, colouring: c };
+}
+
+/** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */
+export function placeIn(
+  placer: GroupPlacer,
+  list: TransferList,
+  ctx: TaskContext,
+  c: Colouring,
+): Int32Array {
+  const { pieces } = ctx;
+  const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
+  const slot = placeColouring(placer, c, order, readyOf);
+  const group = new Int32Array(pieces.seq.length).fill(-1);
+  for (let i = 0; i < pieces.moving.length; i++) {
+    const p = pieces.moving[i]!;
+    list.add(slot[i]!, pieces.user[p]!, pieces.home[p]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    group[p] = placer.groupOf(slot[i]!);
+  }
+  return group;
+}
+
+/** Colouring of the `in` edges (shared by both phases: the same pieces move). */
+export function colourIn(ctx: TaskContext, world: number, o: FcpOptions): Colouring {
+  const { pieces } = ctx;
+  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
+  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  return colourEdges(src, dst, world, o.rounds);
+}
+
+/** Applies the pipeline ablations to tasks' ready groups. */
+export function applyAblations(ready: Int32Array, pieceGroup: Int32Array, lastFetchGroup: number, o: FcpOptions): Int32Array {
+  let lastIn = -1;
+  for (let p = 0; p < pieceGroup.length; p++) lastIn = Math.max(lastIn, pieceGroup[p]!);
+  const out = ready.slice();
+  for (let t = 0; t < out.length; t++) {
+    if (o.noPipeline) out[t] = lastFetchGroup;
+    else if (o.noReshuffleOverlap) out[t] = Math.max(out[t]!, lastIn);
+  }
+  return out;
+}
+
+/** Plans the forward phase. */
+export function planForward(ctx: TaskContext, req: FetchRequests, world: number, o: FcpOptions): ForwardResult {
+  const { runs, pieces } = ctx;
+  const placer = new GroupPlacer(o.coalesce);
+  const list = new TransferList();
+  const inColouring = colourIn(ctx, world, o);
+  const pieceGroup = placeIn(placer, list, ctx, inColouring);
+  const edges = chooseSenders(req, runs, pieces, world, false);
+  const ready = Int32Array.from(edges.dep, (d) => (d >= 0 ? pieceGroup[d]! + 1 : 0));
+  const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);
+  const byRs = edgesByRs(edges, runs.rsRank.length);
+  const tasks = buildTasks(ctx, pieceGroup, edges, byRs, kv.group);
+  const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
+  const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
+
+  // `out`: O of each moving piece after the last op writing its rows.
+  const lastOp = new Int32Array(pieces.seq.length).fill(-1);
+  const t = tasks.table;
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const qa = t.qStart[i]!;
+      const qb = qa + t.qLength[i]!;
+      for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+        const run = runs.byRank[p]!;
+        for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) {
+          const a = pieces.start[j]!;
+          if (a < qb && a + pieces.length[j]! > qa) lastOp[j] = Math.max(lastOp[j]!, opOfTask[i]!);
+        }
+      }
+    }
+  }
+  const m = pieces.moving;
+  const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
+  const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
+  const outReady = Int32Array.from(m, (p) => compute.after[lastOp[p]!]! + 1 + PUSH_SLACK);
+  const out = placeBucketed(placer, outSrc, outDst, outReady, world, o.rounds);
+  const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
+  for (let i = 0; i < m.length; i++) {
+    const p = m[i]!;
+    const id = list.add(out.slot[i]!, outSrc[i]!, outDst[i]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    sendAfter.transfer.push(id);
+    sendAfter.compute.push(lastOp[p]!);
+  }
+  const phase = finishPhase(placer, list, compute, sendAfter);
+  return {
+    phase,
+    tasks,
+    inColouring,
+    stats: {
+      rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, out: out.rounds },
+      delta: { in: inColouring.delta, kv: kv.colouring.delta, out: out.delta },
+      transfers: { in: m.length, kv: edges.src.length, out: m.length },
+      groups: phase.groupOfRound.length > 0 ? phase.groupOfRound[phase.groupOfRound.length - 1]! + 1 : 0,
+      ops: compute.rank.length,
+    },
+  };
+}

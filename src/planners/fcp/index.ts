@@ -1,0 +1,119 @@
+/**
+ * The FCP planner (DESIGN.md, components 1-4), stage by stage:
+ *
+ *   blocks.ts      split + zig-zag pairing into placement units (per-sequence block size)
+ *   distribute.ts  multi-dimensional LPT with affinity and the locality tie-break, refinement
+ *   layout.ts      home runs (the home layout) and rank-sequence pairs
+ *   reshuffle.ts   pieces where user and home layouts meet: the `in`/`out` transfers
+ *   fetch.ts       remote K/V each rank needs; sender choice
+ *   rounds.ts      congestion-free rounds (exactly Δ for `kv`), round order
+ *   pipeline.ts    groups of `coalesce` rounds, compute ops, phase tables
+ *   tasks.ts       owner-computes tasks split by arrival group
+ *   forward.ts / backward.ts   the two phases
+ *
+ * Same problem and options give a byte-identical plan: every stage is deterministic (ties broken
+ * by ids) and nothing reads the clock except the stage timings, which are attached to `meta` as a
+ * non-enumerable property so that they never reach the plan file.
+ */
+import type { Problem } from '../../cluster/problem.ts';
+import { type Plan, PLAN_FORMAT } from '../../plan/types.ts';
+import type { Planner, PlannerOptions } from '../types.ts';
+import { splitBlocks } from './blocks.ts';
+import { computeImbalance, distributeUnits } from './distribute.ts';
+import { fetchRequests } from './fetch.ts';
+import { planBackward } from './backward.ts';
+import { planForward } from './forward.ts';
+import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
+import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import { movedTokens, reshufflePieces } from './reshuffle.ts';
+
+/** Milliseconds spent in each stage of one planning run. */
+export type StageTimings = Record<'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total', number>;
+
+/** A plan and how long each stage took. */
+export interface FcpResult {
+  readonly plan: Plan;
+  readonly timings: StageTimings;
+}
+
+/** Plans `problem` with FCP; returns the plan and the stage timings. */
+export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
+  const o = resolveFcpOptions(options);
+  const { sequences, world, mask } = problem;
+  const t0 = performance.now();
+  const blocks = splitBlocks(sequences, mask, world, o);
+  const t1 = performance.now();
+  const userRows = rowsBySeq(problem.userLayout, sequences.length);
+  const placement = distributeUnits(blocks, sequences, mask, userRows, world, problem.memoryTokens, o);
+  const t2 = performance.now();
+  const runs = homeRuns(blocks, placement.blockRank, world);
+  const pieces = reshufflePieces(runs, userRows);
+  const ctx = { runs, userRows, pieces, sequences, mask };
+  const req = fetchRequests(runs, userRows, sequences, mask);
+  const t3 = performance.now();
+  const fwd = planForward(ctx, req, world, o);
+  const t4 = performance.now();
+  const bwd = planBackward(ctx, req, fwd.tasks, fwd.inColouring, world, o);
+  const t5 = performance.now();
+
+  let minBlock = Number.POSITIVE_INFINITY;
+  let maxBlock = 0;
+  for (let s = 0; s < sequences.length; s++) {
+    minBlock = Math.min(minBlock, blocks.blockSizeOfSeq[s]!);
+    maxBlock = Math.max(maxBlock, blocks.blockSizeOfSeq[s]!);
+  }
+  let maxMem = 0;
+  for (let r = 0; r < world; r++) maxMem = Math.max(maxMem, placement.memoryLoad[r]!);
+  const meta: Record<string, unknown> = {
+    planner: 'fcp',
+    options: optionsToJson(o),
+    stats: {
+      blocks: blocks.seq.length,
+      units: blocks.unitSeq.length,
+      blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
+      homeRuns: runs.rank.length,
+      tasks: fwd.tasks.table.rank.length,
+      computeImbalance: computeImbalance(placement.computeLoad),
+      greedyImbalance: placement.greedyImbalance,
+      refineSteps: placement.refineSteps,
+      maxHomeTokens: maxMem,
+      movedTokens: movedTokens(pieces),
+      forward: fwd.stats,
+      backward: bwd.stats,
+    },
+  };
+  const timings: StageTimings = {
+    blocks: t1 - t0,
+    distribute: t2 - t1,
+    layout: t3 - t2,
+    forward: t4 - t3,
+    backward: t5 - t4,
+    total: t5 - t0,
+  };
+  // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
+  Object.defineProperty(meta, 'timings', { value: timings, enumerable: false });
+  const plan: Plan = {
+    format: PLAN_FORMAT,
+    strategy: 'fcp',
+    world,
+    mask,
+    model: { ...problem.model },
+    sequences,
+    userLayout: problem.userLayout,
+    homeLayout: homeLayoutOf(runs),
+    tasks: fwd.tasks.table,
+    forward: fwd.phase,
+    backward: bwd.phase,
+    meta,
+  };
+  return { plan, timings };
+}
+
+/** The FCP planner, registered as `fcp`. */
+export const fcpPlanner: Planner = {
+  name: 'fcp',
+  description: 'Flexible Context Parallelism: balanced blocks anywhere, congestion-free rounds, pipelined and coalesced',
+  plan(problem: Problem, options: PlannerOptions = {}): Plan {
+    return planFcp(problem, options).plan;
+  },
+};

@@ -1,0 +1,177 @@
+/**
+ * Pipeline and coalescer (DESIGN.md, component 3).
+ *
+ * Rounds are merged into groups of at most `coalesce` consecutive rounds: one NCCL group call each,
+ * and one compute op per rank per group for the work that group unlocks, so that the scheduling
+ * granularity (rounds of small blocks) is decoupled from the execution granularity (big launches).
+ * A rank runs its local work (op with after = -1) while the first group is in flight, then the
+ * work each group unlocks while the next one is in flight.
+ *
+ * Rounds are placed one at a time, each into the earliest group at or after the group it may start
+ * in (its "ready" group: one after the group that brings its data, or one after the compute op
+ * whose result it pushes) that still has room; groups open at the end as needed. Rounds and groups
+ * are numbered at the end: groups in order, rounds by group and then placement order.
+ */
+import { IntColumn } from '../../core/int-column.ts';
+import type { ComputeTable, KindCode, Phase } from '../../plan/types.ts';
+
+/** Assigns rounds to groups (module comment). */
+export class GroupPlacer {
+  private readonly count: number[] = [];
+  private readonly slotGroup: number[] = [];
+  constructor(readonly coalesce: number) {}
+
+  /** Number of groups opened so far. */
+  get groups(): number {
+    return this.count.length;
+  }
+
+  /**
+   * Places one round in the earliest group >= min(ready, groups) with room (a ready group past
+   * the last one opens the next group: groups are consecutive); returns its slot.
+   */
+  place(ready: number): number {
+    let g = Math.max(0, Math.min(ready, this.count.length));
+    while (g < this.count.length && this.count[g]! >= this.coalesce) g++;
+    if (g === this.count.length) this.count.push(0);
+    this.count[g]!++;
+    this.slotGroup.push(g);
+    return this.slotGroup.length - 1;
+  }
+
+  /** Group of a placed slot. */
+  groupOf(slot: number): number {
+    return this.slotGroup[slot]!;
+  }
+
+  /** Final numbering: round of every slot (by group, then placement order) and group of every round. */
+  finish(): { roundOfSlot: Int32Array; groupOfRound: Int32Array } {
+    const n = this.slotGroup.length;
+    const first = new Int32Array(this.count.length + 1);
+    for (let g = 0; g < this.count.length; g++) first[g + 1] = first[g]! + this.count[g]!;
+    const next = first.slice(0, this.count.length);
+    const roundOfSlot = new Int32Array(n);
+    const groupOfRound = new Int32Array(n);
+    for (let s = 0; s < n; s++) {
+      const g = this.slotGroup[s]!;
+      const r = next[g]!++;
+      roundOfSlot[s] = r;
+      groupOfRound[r] = g;
+    }
+    return { roundOfSlot, groupOfRound };
+  }
+}
+
+/** Transfers of one phase as they are planned (by placer slot); rows are numbered by `finishPhase`. */
+export class TransferList {
+  readonly slot = new IntColumn();
+  readonly src = new IntColumn();
+  readonly dst = new IntColumn();
+  readonly kind = new IntColumn();
+  readonly seq = new IntColumn();
+  readonly start = new IntColumn();
+  readonly length = new IntColumn();
+
+  /** Adds a transfer; returns its provisional id. */
+  add(slot: number, src: number, dst: number, kind: KindCode, seq: number, start: number, length: number): number {
+    this.slot.push(slot);
+    this.src.push(src);
+    this.dst.push(dst);
+    this.kind.push(kind);
+    this.seq.push(seq);
+    this.start.push(start);
+    this.length.push(length);
+    return this.slot.length - 1;
+  }
+
+  /** Number of transfers. */
+  get size(): number {
+    return this.slot.length;
+  }
+}
+
+/**
+ * Compute ops from each task's rank and `after` group: one op per (rank, after), ops rank-major
+ * and by ascending `after` within a rank (so a rank's ops run in group order), tasks in id order.
+ */
+export function buildOps(taskRank: Int32Array, taskAfter: Int32Array, world: number): { compute: ComputeTable; opOfTask: Int32Array } {
+  const n = taskRank.length;
+  let maxAfter = -1;
+  for (let t = 0; t < n; t++) maxAfter = Math.max(maxAfter, taskAfter[t]!);
+  // Two stable counting sorts: by after, then by rank.
+  const byAfter = countingSort(n, maxAfter + 2, (t) => taskAfter[t]! + 1, null);
+  const order = countingSort(n, world, (t) => taskRank[t]!, byAfter);
+  const rank = new IntColumn();
+  const after = new IntColumn();
+  const offsets = new IntColumn();
+  const opOfTask = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const t = order[i]!;
+    const ops = rank.length;
+    if (ops === 0 || rank.get(ops - 1) !== taskRank[t] || after.get(ops - 1) !== taskAfter[t]) {
+      rank.push(taskRank[t]!);
+      after.push(taskAfter[t]!);
+      offsets.push(i);
+    }
+    opOfTask[t] = rank.length - 1;
+  }
+  offsets.push(n);
+  return { compute: { rank: rank.toArray(), after: after.toArray(), taskOffsets: offsets.toArray(), taskIds: order }, opOfTask };
+}
+
+/** Stable counting sort of ids 0..n-1 (in the order of `input`, or ascending) by a key in [0, keys). */
+function countingSort(n: number, keys: number, key: (id: number) => number, input: Int32Array | null): Int32Array {
+  const first = new Int32Array(keys + 1);
+  for (let i = 0; i < n; i++) first[key(input ? input[i]! : i) + 1]!++;
+  for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const id = input ? input[i]! : i;
+    out[first[key(id)]!++] = id;
+  }
+  return out;
+}
+
+/**
+ * Assembles a phase: numbers the rounds, sorts the transfers by round (stable), and maps the
+ * `sendAfter` pairs (provisional transfer ids) to rows.
+ */
+export function finishPhase(
+  placer: GroupPlacer,
+  list: TransferList,
+  compute: ComputeTable,
+  sendAfter: { transfer: IntColumn; compute: IntColumn },
+): Phase {
+  const { roundOfSlot, groupOfRound } = placer.finish();
+  const n = list.size;
+  const rounds = groupOfRound.length;
+  const roundOf = new Int32Array(n);
+  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[list.slot.get(i)]!;
+  const order = countingSort(n, rounds, (i) => roundOf[i]!, null);
+  const rowOf = new Int32Array(n);
+  for (let r = 0; r < n; r++) rowOf[order[r]!] = r;
+  const pick = (col: IntColumn): Int32Array => Int32Array.from(order, (i) => col.get(i));
+  const kind = new Uint8Array(n);
+  for (let r = 0; r < n; r++) kind[r] = list.kind.get(order[r]!);
+  const pairs = sendAfter.transfer.length;
+  const saOrder = new Int32Array(pairs);
+  for (let i = 0; i < pairs; i++) saOrder[i] = i;
+  saOrder.sort((a, b) => rowOf[sendAfter.transfer.get(a)]! - rowOf[sendAfter.transfer.get(b)]! || a - b);
+  return {
+    transfers: {
+      round: Int32Array.from(order, (i) => roundOf[i]!),
+      src: pick(list.src),
+      dst: pick(list.dst),
+      kind,
+      seq: pick(list.seq),
+      start: pick(list.start),
+      length: pick(list.length),
+    },
+    groupOfRound,
+    compute,
+    sendAfter: {
+      transfer: Int32Array.from(saOrder, (i) => rowOf[sendAfter.transfer.get(i)]!),
+      compute: Int32Array.from(saOrder, (i) => sendAfter.compute.get(i)),
+    },
+  };
+}

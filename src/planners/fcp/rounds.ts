@@ -1,0 +1,111 @@
+/**
+ * Congestion-free rounds (DESIGN.md, component 2). The transfers of one kind form a bipartite
+ * multigraph (senders left, receivers right); by König's edge-colouring theorem it splits into
+ * exactly Δ matchings (Δ = the most transfers any rank sends or receives), each a round in which
+ * every rank sends at most one message and receives at most one. The colouring itself is
+ * `colorBipartiteEdges` (edge-coloring.ts: Euler partitions with Hopcroft-Karp matchings).
+ *
+ * Ablation `rounds: 'naive'`: no matching decomposition; each batch of transfers is issued at once
+ * as one round, so a rank may send or receive many messages in it (the incast the rounds avoid).
+ *
+ * Rounds are then ordered for the pipeline and handed to the group placer (pipeline.ts).
+ */
+import { colorBipartiteEdges } from './edge-coloring.ts';
+import type { GroupPlacer } from './pipeline.ts';
+
+/** A split of edges into rounds (local round ids 0..rounds-1). */
+export interface Colouring {
+  readonly round: Int32Array;
+  readonly rounds: number;
+  /** Largest send or receive degree of the graph. */
+  readonly delta: number;
+}
+
+/** Largest send or receive degree of the multigraph. */
+export function degreeOf(src: Int32Array, dst: Int32Array, world: number): number {
+  const out = new Int32Array(world);
+  const inc = new Int32Array(world);
+  let d = 0;
+  for (let e = 0; e < src.length; e++) {
+    d = Math.max(d, ++out[src[e]!]!, ++inc[dst[e]!]!);
+  }
+  return d;
+}
+
+/** Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). */
+export function colourEdges(src: Int32Array, dst: Int32Array, world: number, mode: 'matching' | 'naive'): Colouring {
+  const delta = degreeOf(src, dst, world);
+  if (src.length === 0) return { round: new Int32Array(0), rounds: 0, delta: 0 };
+  if (mode === 'naive') return { round: new Int32Array(src.length), rounds: 1, delta };
+  const { color, colors } = colorBipartiteEdges(src, dst, world);
+  return { round: color, rounds: colors, delta };
+}
+
+/**
+ * Placement order of the rounds of a colouring: by the earliest group their edges allow (`ready`,
+ * per edge: the latest of its edges), then by descending `weight` summed over their edges, so that
+ * the rounds that feed the most (and the hungriest) receivers go first. Returns the rounds in
+ * order and each round's ready group.
+ */
+export function orderRounds(c: Colouring, ready: Int32Array | null, weight: Float64Array): { order: Int32Array; readyOf: Int32Array } {
+  const readyOf = new Int32Array(c.rounds);
+  const score = new Float64Array(c.rounds);
+  for (let e = 0; e < c.round.length; e++) {
+    const r = c.round[e]!;
+    if (ready) readyOf[r] = Math.max(readyOf[r]!, ready[e]!);
+    score[r]! += weight[e]!;
+  }
+  const order = new Int32Array(c.rounds);
+  for (let r = 0; r < c.rounds; r++) order[r] = r;
+  order.sort((a, b) => readyOf[a]! - readyOf[b]! || score[b]! - score[a]! || a - b);
+  return { order, readyOf };
+}
+
+/** Places the rounds of a colouring in `order`; returns the placer slot of every edge. */
+export function placeColouring(placer: GroupPlacer, c: Colouring, order: Int32Array, readyOf: Int32Array): Int32Array {
+  const slotOfRound = new Int32Array(c.rounds);
+  for (let i = 0; i < order.length; i++) {
+    const r = order[i]!;
+    slotOfRound[r] = placer.place(readyOf[r]!);
+  }
+  const slot = new Int32Array(c.round.length);
+  for (let e = 0; e < slot.length; e++) slot[e] = slotOfRound[c.round[e]!]!;
+  return slot;
+}
+
+/**
+ * Places pushes (results that become ready at different times: `out`, `dkv`): the edges are
+ * bucketed by ready group, each bucket coloured on its own (so an early push never waits for a
+ * late one that shares its round) and placed at its ready group or later. Returns each edge's slot
+ * and the total number of rounds.
+ */
+export function placeBucketed(
+  placer: GroupPlacer,
+  src: Int32Array,
+  dst: Int32Array,
+  ready: Int32Array,
+  world: number,
+  mode: 'matching' | 'naive',
+): { slot: Int32Array; rounds: number; delta: number } {
+  const n = src.length;
+  const slot = new Int32Array(n);
+  const byReady = new Int32Array(n);
+  for (let e = 0; e < n; e++) byReady[e] = e;
+  byReady.sort((a, b) => ready[a]! - ready[b]! || a - b);
+  let rounds = 0;
+  for (let i = 0; i < n; ) {
+    let j = i;
+    while (j < n && ready[byReady[j]!] === ready[byReady[i]!]) j++;
+    const ids = byReady.subarray(i, j);
+    const s = Int32Array.from(ids, (e) => src[e]!);
+    const d = Int32Array.from(ids, (e) => dst[e]!);
+    const c = colourEdges(s, d, world, mode);
+    const { order, readyOf } = orderRounds(c, null, new Float64Array(ids.length).fill(1));
+    readyOf.fill(ready[ids[0]!]!);
+    const sl = placeColouring(placer, c, order, readyOf);
+    for (let k = 0; k < ids.length; k++) slot[ids[k]!] = sl[k]!;
+    rounds += c.rounds;
+    i = j;
+  }
+  return { slot, rounds, delta: degreeOf(src, dst, world) };
+}

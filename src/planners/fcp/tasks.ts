@@ -1,0 +1,263 @@
+/**
+ * Owner-computes tasks (DESIGN.md, components 2-3): every query token is computed on its home
+ * rank, against every key it attends, split by when each key range becomes available there so that
+ * compute can pipeline with the transfers.
+ *
+ * Per rank-sequence pair (RS), the attended key span [0, end) is tiled by "key pieces", each with
+ * the group after which it is present on the rank (-1: from the start): the RS's home runs (cut at
+ * user-row boundaries: their `in` group, or -1 where the rank is also the user rank), the rest of
+ * its user row, and the `kv` transfers it receives. The query side is tiled by the runs' pieces
+ * (query segments, with their `in` group). A task is a query segment against a maximal run of key
+ * pieces with the same effective group, max(query group, key group): contiguous key ranges that
+ * become usable together are one task. A query segment thus gets about one task per distinct
+ * arrival group of its keys, never one per block, so a 512K sequence stays at a few hundred tasks.
+ *
+ * Causal mask: a query segment [qa, qb) attends keys [0, qb); every task starts below qb, so none
+ * is entirely masked. The tasks of a segment tile [0, qb) and the segments tile the runs, so the
+ * tasks cover every attended pair exactly once.
+ */
+import { IntColumn } from '../../core/int-column.ts';
+import type { Mask, TaskTable } from '../../plan/types.ts';
+import type { KvEdges } from './fetch.ts';
+import { type HomeRuns, rowOnRank, type SeqRows, subtractInto } from './layout.ts';
+import type { Pieces } from './reshuffle.ts';
+
+/** What the task builder reads. */
+export interface TaskContext {
+  readonly runs: HomeRuns;
+  readonly userRows: SeqRows;
+  readonly pieces: Pieces;
+  readonly sequences: Int32Array;
+  readonly mask: Mask;
+}
+
+/** K/V transfers grouped by receiving RS: edges of RS i are ids[off[i]..off[i+1]). */
+export interface EdgesByRs {
+  readonly off: Int32Array;
+  readonly ids: Int32Array;
+}
+
+/** Groups edges by their receiving RS (stable). */
+export function edgesByRs(edges: KvEdges, rsCount: number): EdgesByRs {
+  const off = new Int32Array(rsCount + 1);
+  for (let e = 0; e < edges.rs.length; e++) off[edges.rs[e]! + 1]!++;
+  for (let i = 0; i < rsCount; i++) off[i + 1]! += off[i]!;
+  const fill = off.slice(0, rsCount);
+  const ids = new Int32Array(edges.rs.length);
+  for (let e = 0; e < edges.rs.length; e++) ids[fill[edges.rs[e]!]!++] = e;
+  return { off, ids };
+}
+
+/** Key pieces of one RS: parallel arrays sorted by start, tiling [0, end). */
+export interface KeyPieces {
+  readonly a: number[];
+  readonly b: number[];
+  readonly t: number[];
+}
+
+/** A reusable {@link KeyPieces} scratch. */
+export const newKeyPieces = (): KeyPieces => ({ a: [], b: [], t: [] });
+
+/** End of the key span of an RS. */
+export function keySpanEnd(ctx: TaskContext, rs: number): number {
+  const { runs } = ctx;
+  if (ctx.mask === 'full') return ctx.sequences[runs.rsSeq[rs]!]!;
+  const last = runs.byRank[runs.rsOff[rs + 1]! - 1]!;
+  return runs.start[last]! + runs.length[last]!;
+}
+
+const scratch = { items: [] as number[], order: [] as number[], cut: [] as number[], rest: [] as number[] };
+
+/**
+ * Fills `out` with the key pieces of RS `rs`: its runs' pieces at `pieceGroup[piece]` (null: -1),
+ * the rest of its user row at -1, and its `kv` edges at `edgeGroup[edge]`; adjacent pieces with
+ * the same group are merged.
+ */
+export function keyPiecesOf(
+  ctx: TaskContext,
+  rs: number,
+  pieceGroup: Int32Array | null,
+  edges: KvEdges,
+  byRs: EdgesByRs,
+  edgeGroup: Int32Array,
+  out: KeyPieces,
+): void {
+  const { runs, pieces, userRows } = ctx;
+  const end = keySpanEnd(ctx, rs);
+  const items = scratch.items; // triples (a, b, t)
+  items.length = 0;
+  const cut = scratch.cut;
+  cut.length = 0;
+  for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+    const run = runs.byRank[p]!;
+    cut.push(runs.start[run]!, runs.start[run]! + runs.length[run]!);
+    for (let i = pieces.runOff[run]!, ie = pieces.runOff[run + 1]!; i < ie; i++)
+      items.push(pieces.start[i]!, pieces.start[i]! + pieces.length[i]!, pieceGroup ? pieceGroup[i]! : -1);
+  }
+  const row = rowOnRank(userRows, runs.rsSeq[rs]!, runs.rsRank[rs]!);
+  if (row >= 0) {
+    const ua = userRows.start[row]!;
+    const ub = Math.min(end, ua + userRows.length[row]!);
+    if (ua < ub) {
+      const rest = scratch.rest;
+      rest.length = 0;
+      subtractInto(ua, ub, cut, rest);
+      for (let k = 0; k < rest.length; k += 2) items.push(rest[k]!, rest[k + 1]!, -1);
+    }
+  }
+  for (let k = byRs.off[rs]!, ke = byRs.off[rs + 1]!; k < ke; k++) {
+    const e = byRs.ids[k]!;
+    items.push(edges.start[e]!, edges.start[e]! + edges.length[e]!, edgeGroup[e]!);
+  }
+  const order = scratch.order;
+  order.length = 0;
+  for (let i = 0; i < items.length; i += 3) order.push(i);
+  order.sort((x, y) => items[x]! - items[y]!);
+  out.a.length = 0;
+  out.b.length = 0;
+  out.t.length = 0;
+  for (const i of order) {
+    const a = items[i]!;
+    const b = items[i + 1]!;
+    const t = items[i + 2]!;
+    const n = out.a.length;
+    if (n > 0 && out.b[n - 1] === a && out.t[n - 1] === t) out.b[n - 1] = b;
+    else {
+      out.a.push(a);
+      out.b.push(b);
+      out.t.push(t);
+    }
+  }
+}
+
+/** The task table, grouped by RS (tasks of RS i are rows rsOff[i]..rsOff[i+1]-1), and each task's forward group. */
+export interface Tasks {
+  readonly table: TaskTable;
+  readonly rsOff: Int32Array;
+  /** Group after which the task's data is on its rank (-1: from the start). */
+  readonly ready: Int32Array;
+}
+
+/**
+ * Builds every task (module comment). `pieceGroup`: arrival group of each piece's queries and keys
+ * at home (forward `in`); `edgeGroup`: arrival group of each forward `kv` edge.
+ */
+export function buildTasks(ctx: TaskContext, pieceGroup: Int32Array, edges: KvEdges, byRs: EdgesByRs, edgeGroup: Int32Array): Tasks {
+  const { runs, pieces } = ctx;
+  const RS = runs.rsRank.length;
+  const cols = {
+    rank: new IntColumn(),
+    seq: new IntColumn(),
+    qStart: new IntColumn(),
+    qLength: new IntColumn(),
+    kvStart: new IntColumn(),
+    kvLength: new IntColumn(),
+  };
+  const ready = new IntColumn();
+  const rsOff = new Int32Array(RS + 1);
+  const kp = newKeyPieces();
+  const emit = (h: number, s: number, qa: number, qb: number, ka: number, kb: number, t: number): void => {
+    cols.rank.push(h);
+    cols.seq.push(s);
+    cols.qStart.push(qa);
+    cols.qLength.push(qb - qa);
+    cols.kvStart.push(ka);
+    cols.kvLength.push(kb - ka);
+    ready.push(t);
+  };
+  const causal = ctx.mask === 'causal';
+  for (let rs = 0; rs < RS; rs++) {
+    const h = runs.rsRank[rs]!;
+    const s = runs.rsSeq[rs]!;
+    keyPiecesOf(ctx, rs, pieceGroup, edges, byRs, edgeGroup, kp);
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      // Query segments: the run's pieces, adjacent ones with the same group merged.
+      for (let i = pieces.runOff[run]!, ie = pieces.runOff[run + 1]!; i < ie; ) {
+        const tq = pieceGroup[i]!;
+        const qa = pieces.start[i]!;
+        let j = i + 1;
+        while (j < ie && pieceGroup[j] === tq) j++;
+        const qb = pieces.start[j - 1]! + pieces.length[j - 1]!;
+        i = j;
+        const kEnd = causal ? qb : keySpanEnd(ctx, rs);
+        let ta = -1;
+        let tb = -1;
+        let tt = 0;
+        for (let k = 0; k < kp.a.length; k++) {
+          const a = kp.a[k]!;
+          if (a >= kEnd) break;
+          const b = Math.min(kp.b[k]!, kEnd);
+          const t = Math.max(tq, kp.t[k]!);
+          if (ta >= 0 && tb === a && tt === t) tb = b;
+          else {
+            if (ta >= 0) emit(h, s, qa, qb, ta, tb, tt);
+            ta = a;
+            tb = b;
+            tt = t;
+          }
+        }
+        if (ta >= 0) emit(h, s, qa, qb, ta, tb, tt);
+      }
+    }
+    rsOff[rs + 1] = cols.rank.length;
+  }
+  return {
+    table: {
+      rank: cols.rank.toArray(),
+      seq: cols.seq.toArray(),
+      qStart: cols.qStart.toArray(),
+      qLength: cols.qLength.toArray(),
+      kvStart: cols.kvStart.toArray(),
+      kvLength: cols.kvLength.toArray(),
+    },
+    rsOff,
+    ready: ready.toArray(),
+  };
+}
+
+/**
+ * Each task's ready group under another phase's availability (backward): the latest group of the
+ * pieces covering its queries (`pieceGroup`, dO arrival) and of the key pieces covering its keys.
+ */
+export function taskReady(
+  ctx: TaskContext,
+  tasks: Tasks,
+  pieceGroup: Int32Array,
+  keyPieceGroup: Int32Array | null,
+  edges: KvEdges,
+  byRs: EdgesByRs,
+  edgeGroup: Int32Array,
+): Int32Array {
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
+  const out = new Int32Array(t.rank.length);
+  const kp = newKeyPieces();
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    keyPiecesOf(ctx, rs, keyPieceGroup, edges, byRs, edgeGroup, kp);
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const qa = t.qStart[i]!;
+      const qb = qa + t.qLength[i]!;
+      const ka = t.kvStart[i]!;
+      const kb = ka + t.kvLength[i]!;
+      let g = -1;
+      for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+        const run = runs.byRank[p]!;
+        for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) {
+          const a = pieces.start[j]!;
+          if (a < qb && a + pieces.length[j]! > qa) g = Math.max(g, pieceGroup[j]!);
+        }
+      }
+      let lo = 0;
+      let hi = kp.a.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (kp.b[mid]! <= ka) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let k = lo; k < kp.a.length && kp.a[k]! < kb; k++) g = Math.max(g, kp.t[k]!);
+      out[i] = g;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,137 @@
+/**
+ * The demo's view of the other components: the validator's rule-6 report, the simulator, and the
+ * CPU runtime's numerical check, each reduced to the plain numbers the results file keeps. The
+ * pipeline talks to them only through this module.
+ */
+import { CLUSTER_NAMES, resolveCluster } from '../cost/cluster.ts';
+import type { CpuWorkerPool } from '../executors/cpu/pool.ts';
+import { randomInputs } from '../executors/inputs.ts';
+import { compareOutputs, referenceAttention } from '../executors/reference.ts';
+import { getExecutor } from '../executors/registry.ts';
+import { simulatePlan } from '../executors/sim/index.ts';
+import type { Plan } from '../plan/types.ts';
+import { validatePlan } from '../plan/validate.ts';
+import type { NumericsRun, StrategyRun } from './results.ts';
+import type { RawEvent } from './timeline.ts';
+
+/** Names of the simulator's cluster presets. */
+export function clusterNames(): string[] {
+  return [...CLUSTER_NAMES];
+}
+
+/** The validator's verdict and rule-6 numbers of a plan. */
+export type PlanCheck = Pick<
+  StrategyRun,
+  | 'valid'
+  | 'issueCodes'
+  | 'issueCount'
+  | 'computeImbalance'
+  | 'commImbalance'
+  | 'bytes'
+  | 'totalBytes'
+  | 'rounds'
+  | 'groups'
+  | 'congestion'
+>;
+
+/** Validates a plan (rules 1-5) and keeps its rule-6 report. */
+export function checkPlan(plan: Plan): PlanCheck {
+  const { issues, report, omitted } = validatePlan(plan);
+  const bytes: PlanCheck['bytes'] = [];
+  for (const phase of ['forward', 'backward'] as const)
+    for (const kind of ['in', 'kv', 'dkv', 'out'] as const)
+      bytes.push({ phase, kind, bytes: report[phase].bytes[kind] });
+  return {
+    valid: issues.length === 0,
+    issueCodes: [...new Set(issues.map((i) => i.code))].slice(0, 10),
+    issueCount: issues.length + omitted,
+    computeImbalance: report.computeImbalance,
+    commImbalance: report.commImbalance,
+    bytes,
+    totalBytes: report.totalBytes,
+    rounds: { forward: report.forward.rounds, backward: report.backward.rounds },
+    groups: { forward: report.forward.groups, backward: report.backward.groups },
+    congestion: { forward: report.forward.congestion, backward: report.backward.congestion },
+  };
+}
+
+/** What the report keeps of a simulation. */
+export interface SimNumbers {
+  mfuForward: number;
+  mfuBackward: number;
+  forwardMs: number;
+  backwardMs: number;
+  /** Per-rank events per phase (times from the phase's start, ms), when a trace was asked for. */
+  trace?: { forward: RawEvent[]; backward: RawEvent[] };
+}
+
+interface ChromeEvent {
+  name?: string;
+  ph?: string;
+  pid?: number;
+  tid?: number;
+  ts?: number;
+  dur?: number;
+  cat?: string;
+}
+
+/**
+ * Per-rank events of the simulator's Chrome trace: thread 1 is the compute stream, thread 2 the
+ * communication stream (one event per rank and comm group, named `... (in+kv)` after the kinds it
+ * carries). The backward phase follows the forward on the trace's clock; it is shifted back to 0.
+ */
+export function eventsOfTrace(
+  trace: unknown,
+  forwardMs: number,
+): { forward: RawEvent[]; backward: RawEvent[] } {
+  const out = { forward: [] as RawEvent[], backward: [] as RawEvent[] };
+  const events = (trace as { traceEvents?: ChromeEvent[] } | undefined)?.traceEvents ?? [];
+  for (const e of events) {
+    if (e.ph !== 'X' || (e.cat !== 'forward' && e.cat !== 'backward')) continue;
+    if (typeof e.pid !== 'number' || typeof e.ts !== 'number' || typeof e.dur !== 'number') continue;
+    const shift = e.cat === 'backward' ? forwardMs : 0;
+    const start = e.ts / 1000 - shift;
+    const compute = e.tid === 1;
+    out[e.cat].push({
+      rank: e.pid,
+      lane: compute ? 0 : 1,
+      start,
+      end: start + e.dur / 1000,
+      kind: compute ? 'compute' : (/\(([^)]*)\)\s*$/.exec(e.name ?? '')?.[1] ?? 'comm'),
+    });
+  }
+  return out;
+}
+
+/** Simulates a plan on a cluster preset; `trace` also returns per-rank events. */
+export function simulate(plan: Plan, cluster: string, options: { trace: boolean }): SimNumbers {
+  const r = simulatePlan(plan, { cluster: resolveCluster(cluster), trace: options.trace });
+  const out: SimNumbers = {
+    mfuForward: r.forward.mfu,
+    mfuBackward: r.backward.mfu,
+    forwardMs: r.forward.makespanMs,
+    backwardMs: r.backward.makespanMs,
+  };
+  if (options.trace && r.trace !== undefined) out.trace = eventsOfTrace(r.trace, r.forward.makespanMs);
+  return out;
+}
+
+/** Largest accepted relative error of every output in the demo's check (the CPU runtime is float32). */
+export const NUMERICS_TOLERANCE = 1e-5;
+
+/**
+ * Runs a plan on the CPU runtime with seeded inputs and compares O, dQ, dK, dV with the float64
+ * reference (relative error ||a - b|| / ||b|| over all sequences), as `fcp verify` does.
+ */
+export async function verifyNumerics(
+  plan: Plan,
+  seed: number,
+  pool?: CpuWorkerPool,
+): Promise<Pick<NumericsRun, 'relError' | 'tolerance' | 'ok'>> {
+  const inputs = randomInputs(plan.sequences, plan.model, seed);
+  const run = await getExecutor('cpu').run(plan, inputs, pool ? { pool } : {});
+  if (!run.outputs) throw new Error('the cpu executor returned no outputs');
+  const e = compareOutputs(run.outputs, referenceAttention(plan.model, plan.mask, inputs));
+  const ok = [e.o, e.dq, e.dk, e.dv].every((x) => x <= NUMERICS_TOLERANCE);
+  return { relError: { o: e.o, dq: e.dq, dk: e.dk, dv: e.dv }, tolerance: NUMERICS_TOLERANCE, ok };
+}

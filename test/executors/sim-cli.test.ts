@@ -1,0 +1,133 @@
+/**
+ * `fcp simulate` and `fcp compare`, run in-process on a program holding only those commands.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Command } from 'commander';
+import { register as registerCompare } from '../../src/cli/compare.ts';
+import { register as registerSimulate } from '../../src/cli/simulate.ts';
+import { resolveProblem } from '../../src/cluster/problem.ts';
+import { FcpError } from '../../src/core/issues.ts';
+import { writePlan } from '../../src/plan/io.ts';
+import { simplePlan } from '../fixtures/simple-plan.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-sim-'));
+const planFile = join(dir, 'plan.json');
+writePlan(
+  planFile,
+  simplePlan(resolveProblem({ world: 4, batch: 'longtail', seed: 2, tokensPerRank: 8192 })),
+);
+
+/** Runs the program on `args`; returns stdout (stderr is swallowed). */
+async function run(...args: string[]): Promise<string> {
+  const program = new Command('fcp').exitOverride();
+  registerSimulate(program);
+  registerCompare(program);
+  let out = '';
+  const write = process.stdout.write.bind(process.stdout);
+  const writeErr = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  process.stderr.write = (() => true) as typeof process.stderr.write;
+  try {
+    await program.parseAsync(args, { from: 'user' });
+    return out;
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
+  }
+}
+
+const codeOf = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof FcpError) return e.code;
+    throw e;
+  }
+  return 'none';
+};
+
+test('simulate prints a table, --json the full result, --trace a Chrome trace', async () => {
+  const text = await run('simulate', planFile);
+  assert.match(text, /attention MFU/);
+  assert.match(text, /makespan ms/);
+  const trace = join(dir, 'trace.json');
+  const json = JSON.parse(
+    await run('simulate', planFile, '--json', '--cluster', 'ratio-5920', '--comm-sms', '8', '--trace', trace),
+  );
+  assert.equal(json.cluster.name, 'ratio-5920');
+  assert.equal(json.cluster.commSms, 8);
+  assert.equal(json.forward.computeMs.length, 4);
+  assert.ok(json.forward.mfu > 0 && json.forward.mfu < 1);
+  assert.equal(json.trace, undefined);
+  const t = JSON.parse(readFileSync(trace, 'utf8'));
+  assert.ok(t.traceEvents.some((e: { ph: string }) => e.ph === 'X'));
+  // A faster NIC never makes the plan slower.
+  const fast = JSON.parse(await run('simulate', planFile, '--json', '--nic-gbps', '500'));
+  assert.ok(fast.forward.makespanMs <= json.forward.makespanMs);
+});
+
+test('simulate rejects bad options with stable codes', async () => {
+  assert.equal(await codeOf(run('simulate', planFile, '--cluster', 'nope')), 'cluster.unknown');
+  assert.equal(await codeOf(run('simulate', planFile, '--kernel', 'fast')), 'option.kernel');
+  assert.equal(await codeOf(run('simulate', planFile, '--nic-gbps', 'x')), 'option.nicGbps');
+  assert.equal(await codeOf(run('simulate', join(dir, 'missing.json'))), 'io.read');
+  assert.equal(
+    await codeOf(run('simulate', planFile, '--calibration', join(dir, 'missing.json'))),
+    'io.read',
+  );
+});
+
+test('compare writes compare.json and plots, deterministically; a failure writes nothing', async () => {
+  const out = join(dir, 'cmp');
+  const args = [
+    'compare',
+    '--strategies',
+    'ring,magi',
+    '--world',
+    '2,4',
+    '--batches',
+    '2',
+    '--tokens-per-rank',
+    '4096',
+    '--out',
+    out,
+  ];
+  const table = await run(...args);
+  assert.match(table, /ring/);
+  const doc = JSON.parse(readFileSync(join(out, 'compare.json'), 'utf8'));
+  assert.equal(doc.rows.length, 2 * 2 * 2);
+  const row = doc.rows[0];
+  for (const k of [
+    'strategy',
+    'world',
+    'batch',
+    'mfuForward',
+    'mfuBackward',
+    'makespans',
+    'imbalances',
+    'bytes',
+  ])
+    assert.ok(k in row, k);
+  for (const f of ['mfu.png', 'mfu.svg', 'imbalance.png', 'imbalance.svg'])
+    assert.ok(existsSync(join(out, f)), f);
+  const png = readFileSync(join(out, 'mfu.png'));
+  assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
+  const first = readFileSync(join(out, 'compare.json'));
+  writeFileSync(join(out, 'stale.txt'), 'old');
+  await run(...args);
+  assert.ok(readFileSync(join(out, 'compare.json')).equals(first));
+  assert.ok(!existsSync(join(out, 'stale.txt')), 'the folder is replaced as a whole');
+  const bad = join(dir, 'bad');
+  assert.equal(
+    await codeOf(run('compare', '--strategies', 'ring,nope', '--world', '2', '--out', bad)),
+    'strategy.unknown',
+  );
+  assert.ok(!existsSync(bad));
+});
