@@ -21,11 +21,12 @@ import torch
 class PendingGroup:
     """A posted group: receive buffers per peer and the requests to wait for."""
 
-    def __init__(self, recv: Dict[int, torch.Tensor], reqs: list, sends: Dict[int, torch.Tensor], staged=None):
+    def __init__(self, recv: dict, reqs: list, sends: Dict[int, torch.Tensor], staged=None, tag: int = 0):
         self.recv = recv
         self.reqs = reqs
         self.sends = sends  # kept alive until completion
         self.staged = staged
+        self.tag = tag
 
 
 class LocalComm:
@@ -45,6 +46,57 @@ class LocalComm:
 
     def wait(self, pg: PendingGroup) -> Dict[int, torch.Tensor]:
         return pg.recv
+
+
+class Mailbox:
+    """Message queues shared by the ranks of an in-process run (one thread per rank)."""
+
+    def __init__(self, world: int, timeout: float = 60.0):
+        import queue
+        import threading
+
+        self.world = world
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._queues: Dict[tuple, "queue.Queue"] = {}
+        self._queue_cls = queue.Queue
+
+    def q(self, src: int, dst: int, tag: int):
+        with self._lock:
+            key = (src, dst, tag)
+            if key not in self._queues:
+                self._queues[key] = self._queue_cls()
+            return self._queues[key]
+
+
+class ThreadComm:
+    """In-process communicator for tests and tools: ranks are threads sharing a :class:`Mailbox`."""
+
+    stream: Optional[torch.cuda.Stream] = None
+
+    def __init__(self, rank: int, mailbox: Mailbox):
+        self.rank = rank
+        self.world = mailbox.world
+        self.box = mailbox
+
+    def post(self, tag: int, sends: Dict[int, torch.Tensor], recv_sizes: Dict[int, int], dtype, device) -> PendingGroup:
+        for p, t in sends.items():
+            self.box.q(self.rank, p, tag).put(t.clone())
+        return PendingGroup(dict(recv_sizes), [], sends, tag=tag)
+
+    def wait(self, pg: PendingGroup) -> Dict[int, torch.Tensor]:
+        import queue
+
+        out = {}
+        for p, n in pg.recv.items():
+            try:
+                t = self.box.q(p, self.rank, pg.tag).get(timeout=self.box.timeout)
+            except queue.Empty as e:
+                raise RuntimeError(f"rank {self.rank}: no message from rank {p} within {self.box.timeout} s") from e
+            if t.numel() != n:
+                raise RuntimeError(f"rank {self.rank}: message from rank {p} has {t.numel()} elements, expected {n}")
+            out[p] = t
+        return out
 
 
 class DistComm:

@@ -329,6 +329,16 @@ def _phase_tasks(plan: Plan, phase: Phase, rank: int, op_rows: np.ndarray) -> Li
     has_chunks = "chunkTaskOffsets" in comp and plan.chunk_tasks is not None
     if len(op_rows) == 0:
         return ops
+    n_ops = len(comp["rank"])
+    for off_key, id_key, n in (("taskOffsets", "taskIds", len(t["rank"])), ("chunkTaskOffsets", "chunkTaskIds", -1)):
+        if off_key not in comp:
+            continue
+        offs = comp[off_key]
+        if len(offs) != n_ops + 1 or offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] != len(comp[id_key]):
+            raise PlanError("plan.schema", f"compute.{off_key} must be a CSR offset column of {n_ops + 1} rows")
+        if n < 0:
+            n = len(plan.chunk_tasks["rank"]) if plan.chunk_tasks is not None else 0
+        _check_ids(comp[id_key], n, f"compute.{id_key}")
     # Explicit tasks of all ops at once.
     owner, tid = _csr_expand(comp["taskOffsets"], comp["taskIds"], op_rows)
     e_seq, e_qs, e_ql = t["seq"][tid], t["qStart"][tid], t["qLength"][tid]
@@ -366,6 +376,11 @@ def _phase_tasks(plan: Plan, phase: Phase, rank: int, op_rows: np.ndarray) -> Li
     return ops
 
 
+def _check_ids(ids: np.ndarray, n: int, what: str) -> None:
+    if len(ids) and (ids.min() < 0 or ids.max() >= n):
+        raise PlanError("plan.schema", f"{what} refers to row {int(ids.max() if ids.max() >= n else ids.min())} of a table of {n}")
+
+
 def _phase_program(plan: Plan, phase: Phase, rank: int) -> PhaseProgram:
     comp = phase.compute
     op_rows = np.nonzero(comp["rank"] == rank)[0]
@@ -382,6 +397,9 @@ def _phase_program(plan: Plan, phase: Phase, rank: int) -> PhaseProgram:
         raise PlanError("plan.schema", "a transfer's round is outside groupOfRound")
     sa_map = np.full(len(tr["round"]), -1, np.int64)
     sa = phase.send_after
+    n_ops = len(comp["rank"])
+    _check_ids(sa["transfer"], len(tr["round"]), "sendAfter.transfer")
+    _check_ids(sa["compute"], n_ops, "sendAfter.compute")
     for t_id, c_id in zip(sa["transfer"], sa["compute"]):
         sa_map[t_id] = max(sa_map[t_id], c_id)
     cols["group"].append(gor[tr["round"][sel]])
@@ -393,6 +411,8 @@ def _phase_program(plan: Plan, phase: Phase, rank: int) -> PhaseProgram:
     if ct is not None and len(ct["round"]):
         csel = np.nonzero((ct["src"] == rank) | (ct["dst"] == rank))[0]
         csa = np.full(len(ct["round"]), -1, np.int64)
+        _check_ids(sa.get("chunkTransfer", np.zeros(0, np.int64)), len(ct["round"]), "sendAfter.chunkTransfer")
+        _check_ids(sa.get("chunkCompute", np.zeros(0, np.int64)), n_ops, "sendAfter.chunkCompute")
         for t_id, c_id in zip(sa.get("chunkTransfer", []), sa.get("chunkCompute", [])):
             csa[t_id] = max(csa[t_id], c_id)
         row, seq, start, length = expand_chunks(plan, ct["set"][csel], ct["parts"][csel], ct["part"][csel])

@@ -116,6 +116,23 @@ def main(argv=None) -> int:
     return 0
 
 
+def _inject_fault(rank: int) -> None:
+    """Test hook: FCP_TORCH_FAULT="RANK:exit|hang|raise" makes that rank die, stall or fail here,
+    after the process group is up and before the first transfer (the others then wait on it)."""
+    spec = os.environ.get("FCP_TORCH_FAULT", "")
+    if not spec:
+        return
+    who, _, what = spec.partition(":")
+    if int(who) != rank:
+        return
+    if what == "exit":
+        os._exit(9)
+    if what == "hang":
+        time.sleep(3600)
+    if what == "raise":
+        raise RuntimeError("injected fault")
+
+
 def run_plan(a, plan, inputs_path, out_dir, comm, rank, world, device, dtype, backend) -> None:
     """Runs one plan (warm-up and timed iterations) and writes this rank's outputs and timings."""
     from .runtime import RankRuntime
@@ -139,6 +156,7 @@ def run_plan(a, plan, inputs_path, out_dir, comm, rank, world, device, dtype, ba
         x = generate_rows(
             a.seed, plan.q_heads, plan.kv_heads, plan.head_dim, prog.user_seq, prog.user_start, prog.user_length, device, dtype
         )
+    _inject_fault(rank)
     iters = []
     o = dq = dk = dv = None
     for it in range(a.warmup + a.iters):

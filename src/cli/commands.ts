@@ -8,8 +8,12 @@ import { register as registerVerify } from './verify.ts';
 import { register as registerValidate } from './validate.ts';
 import { register as registerSimulate } from './simulate.ts';
 import { register as registerCompare } from './compare.ts';
+import { register as registerDemo } from './demo.ts';
+import { register as registerReport } from './report.ts';
+import { register as registerRun } from './run.ts';
+import { register as registerServe } from './serve.ts';
 
 /** Registers one command on the program. */
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerComparePlans, registerVerify, registerValidate, registerSimulate, registerCompare];
+export const COMMANDS: RegisterCommand[] = [registerComparePlans, registerVerify, registerValidate, registerSimulate, registerCompare, registerDemo, registerReport, registerRun, registerServe];

@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { calibrationFromOption } from '../cost/calibration.ts';
 import { CLUSTER_NAMES, type ClusterOverrides, resolveCluster } from '../cost/cluster.ts';
+import { KERNEL_POLICIES, type KernelPolicy } from '../cost/kernel.ts';
 import {
   type SimOptions,
   type SimPhaseResult,
@@ -77,9 +78,9 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
       .map((s) => intOption(s, 'torusDims'));
   const out: SimOptions = { cluster: resolveCluster(String(o.cluster ?? 'hopper-ib'), ov) };
   if (o.calibration !== undefined) out.calibration = calibrationFromOption(String(o.calibration));
-  const kernel = String(o.kernel ?? 'auto');
-  if (kernel !== 'auto' && kernel !== 'varlen')
-    fail('option.kernel', `--kernel must be auto or varlen (got ${kernel})`, 'kernel');
+  const kernel = String(o.kernel ?? 'auto') as KernelPolicy;
+  if (!KERNEL_POLICIES.includes(kernel))
+    fail('option.kernel', `--kernel must be one of ${KERNEL_POLICIES.join(', ')} (got ${kernel})`, 'kernel');
   out.kernel = kernel;
   const mode = String(o.rates ?? 'local');
   if (mode !== 'local' && mode !== 'exact')

@@ -56,7 +56,7 @@ export class ChunkCoster {
     this.causal = plan.mask === 'causal';
     // Smallest side the dense path accepts in any direction or mask; Infinity when unavailable.
     let min = Number.POSITIVE_INFINITY;
-    if (kernel.policy === 'auto')
+    if (kernel.policy !== 'varlen')
       for (const dir of ['forward', 'backward'] as const)
         for (const c of [false, true])
           for (let l = 1; l <= 1 << 20; l *= 2)
@@ -74,22 +74,14 @@ export class ChunkCoster {
   }
 
   /**
-   * Adds the work of one chunk segment to `op`: for every sequence of `set`, queries of part `a`
-   * against keys of parts kvLo..kvHi (contiguous) of `parts`.
+   * Adds the work of one query part to `op`: for every sequence of `set`, queries of part `a` of
+   * `parts` against key parts `kv` (ascending, distinct), merged as the explicit tasks would be (see
+   * {@link OpCost}): visible parts in one segment, the diagonal part appended, causal bottom-right.
    */
-  addSegment(
-    op: OpCost,
-    dir: Direction,
-    set: number,
-    parts: number,
-    a: number,
-    kvLo: number,
-    kvHi: number,
-  ): void {
+  addSegment(op: OpCost, dir: Direction, set: number, parts: number, a: number, kv: readonly number[]): void {
     const causal = this.causal;
-    if (causal && kvLo > a) return; // entirely masked
-    const kvHiEff = causal ? Math.min(kvHi, a) : kvHi;
     const ix = this.partIndex(set, parts);
+    if (a >= ix.parts) return;
     // Dense-capable sequences: as explicit tasks, one per part pair.
     for (let i = 0; i < ix.bigSeq.length; i++) {
       const len = ix.bigLen[i]!;
@@ -97,49 +89,62 @@ export class ChunkCoster {
       const qs = a * c;
       const ql = Math.min(c, len - qs);
       if (ql <= 0) continue;
-      for (let b = kvLo; b <= kvHiEff; b++) {
+      for (const b of kv) {
+        if (causal && b > a) break;
         const ks = b * c;
         const kl = Math.min(c, len - ks);
         if (kl > 0) op.addTask(ix.bigSeq[i]!, qs, ql, ks, kl);
       }
     }
-    const diag = causal && kvHi >= a;
-    const nEff = kvHiEff - kvLo + 1;
-    const m = Math.max(a, kvHiEff);
-    if (m >= ix.parts) return;
-    // Regular sequences (all involved parts full): suffix sums.
-    op.addVarlenMs(this.suffix(ix, dir, nEff, diag)[m]!);
-    // Irregular: sequences whose last non-empty part t lies in [max(a, kvLo), m] and is not full at m.
+    let nVis = 0;
+    let diag = false;
+    let m = a;
+    for (const b of kv) {
+      if (causal && b > a) break; // masked
+      if (causal && b === a) diag = true;
+      else {
+        nVis++;
+        if (b > m) m = b;
+      }
+    }
+    if (nVis === 0 && !diag) return;
+    if (m >= ix.parts) m = ix.parts - 1;
+    // Regular sequences (every involved part full): suffix sums.
+    op.addVarlenMs(this.suffix(ix, dir, nVis + (diag ? 1 : 0), diag)[m]!);
+    // Irregular: sequences whose last non-empty part t lies in [a, m] and is not full at m.
     const sh = this.shape;
-    const lo = Math.max(a, kvLo);
     let ms = 0;
-    for (let t = lo; t <= m; t++) {
+    for (let t = a; t <= m; t++) {
       for (let i = ix.truncOff[t]!; i < ix.truncOff[t + 1]!; i++)
-        ms += this.exact(dir, ix.truncLen[i]!, parts, a, kvLo, kvHiEff, sh);
+        ms += this.exact(dir, ix.truncLen[i]!, parts, a, kv, diag, sh);
       if (t < m)
         for (let i = ix.fullOff[t]!; i < ix.fullOff[t + 1]!; i++)
-          ms += this.exact(dir, ix.fullLen[i]!, parts, a, kvLo, kvHiEff, sh);
+          ms += this.exact(dir, ix.fullLen[i]!, parts, a, kv, diag, sh);
     }
     op.addVarlenMs(ms);
   }
 
-  /** Varlen time of one sequence of (padded) length len for the segment. */
+  /** Varlen time of one sequence of (padded) length len for the query part. */
   private exact(
     dir: Direction,
     len: number,
     parts: number,
     a: number,
-    kvLo: number,
-    kvHi: number,
+    kv: readonly number[],
+    diag: boolean,
     sh: SegmentShape,
   ): number {
     const c = Math.ceil(len / parts);
-    const qs = a * c;
-    const ql = Math.min(c, len - qs);
-    const ks = kvLo * c;
-    const kl = Math.min((kvHi + 1) * c, len) - ks;
-    if (ql <= 0 || kl <= 0) return 0;
-    segmentShape(this.causal, qs, ql, ks, kl, sh);
+    const ql = Math.min(c, len - a * c);
+    if (ql <= 0) return 0;
+    let vis = 0;
+    for (const b of kv) {
+      if (this.causal && b >= a) break;
+      vis += Math.max(0, Math.min(c, len - b * c));
+    }
+    if (diag) segmentShape(true, vis, ql, 0, vis + ql, sh);
+    else if (vis > 0) segmentShape(false, 0, ql, 0, vis, sh);
+    else return 0;
     return this.kernel.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
   }
 

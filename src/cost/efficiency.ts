@@ -7,9 +7,11 @@
  * Dense: a 1-D table over log2(L) of equal L x L squares, per (direction, causal).
  *
  * Outside the table: longer launches keep the efficiency of the largest measured one (attention
- * efficiency saturates by 8K); a query range shorter than the smallest measured (128) scales the
- * efficiency down by lq / 128 (a 128-row tile computes lq useful rows); a segment with fewer keys than
- * queries is costed as the square of its key length (the per-tile key loop is what amortises the tile
+ * efficiency saturates by 8K). A segment shorter than the smallest measured length (128) in queries
+ * or keys takes as long as the 128-padded segment (flash kernels compute whole 128-row query tiles
+ * and whole key tiles, so a 2 x 2 segment costs what a 128 x 128 one does): its efficiency is scaled
+ * by its pairs over the padded segment's pairs. A segment with fewer keys than queries is costed at
+ * the efficiency of the square of its key length (the per-tile key loop is what amortises the tile
  * prologue and epilogue).
  */
 
@@ -51,8 +53,11 @@ export class VarlenGrid {
   /** Smallest measured query length. */
   readonly minLq: number;
 
-  /** `points`: (lq, lk, efficiency) with lk >= lq. */
-  constructor(points: readonly { lq: number; lk: number; eff: number }[]) {
+  /** `points`: (lq, lk, efficiency) with lk >= lq; `causal`: bottom-right aligned segments. */
+  constructor(
+    points: readonly { lq: number; lk: number; eff: number }[],
+    private readonly causal: boolean,
+  ) {
     const byLq = new Map<number, { y: number; v: number }[]>();
     for (const p of points) {
       const list = byLq.get(p.lq) ?? [];
@@ -81,10 +86,14 @@ export class VarlenGrid {
     if (this.rows.length === 0) return Number.NaN;
     if (lk < lq) lq = lk;
     let scale = 1;
-    if (lq < this.minLq) {
-      scale = lq / this.minLq;
-      lq = this.minLq;
-      if (lk < lq) lk = lq;
+    const m = this.minLq;
+    if (lq < m || lk < m) {
+      // Tile floor: the segment costs what its 128-padded version costs.
+      const lq2 = Math.max(lq, m);
+      const lk2 = Math.max(lk, lq2);
+      scale = pointPairs(lq, lk, this.causal) / pointPairs(lq2, lk2, this.causal);
+      lq = lq2;
+      lk = lk2;
     }
     const x = Math.log2(lq);
     const y = Math.log2(lk / lq);

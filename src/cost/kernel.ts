@@ -19,8 +19,17 @@ import { DenseLine, pointPairs, VarlenGrid } from './efficiency.ts';
 /** Attention direction. */
 export type Direction = 'forward' | 'backward';
 
-/** `auto`: dense batched launches for equal square blocks where cheaper; `varlen`: varlen only. */
-export type KernelPolicy = 'auto' | 'varlen';
+/**
+ * `auto`: dense batched launches for equal square blocks where cheaper, varlen otherwise (what the
+ * GPU runtime does). `varlen`: varlen only. `dense`: a what-if beyond the measurements: every
+ * segment of at least the smallest dense side (512) in queries and keys runs at the dense (cuDNN)
+ * efficiency of its shorter side (full part at the full, diagonal at the causal efficiency), as an
+ * FA3-class varlen kernel might; smaller segments stay on the varlen grid.
+ */
+export type KernelPolicy = 'auto' | 'varlen' | 'dense';
+
+/** The kernel policies, for option parsing. */
+export const KERNEL_POLICIES: readonly KernelPolicy[] = ['auto', 'varlen', 'dense'];
 
 /** Kernel model parameters; defaults in {@link KernelModel}'s constructor. */
 export interface KernelOptions {
@@ -134,13 +143,25 @@ export class KernelModel {
     return (dir === 'forward' ? this.fwd : this.bwd).launchMs;
   }
 
-  /** Varlen efficiency of lq x lk segments (no slowdown). */
+  /** Varlen-path efficiency of lq x lk segments (no slowdown; policy `dense` lifts it). */
   varlenEfficiency(dir: Direction, lq: number, lk: number, causal: boolean): number {
     const key = ((lq * 1048576 + lk) * 2 + (causal ? 1 : 0)) * 2 + (dir === 'forward' ? 0 : 1);
     let e = this.cache.get(key);
     if (e === undefined) {
       const t = dir === 'forward' ? this.fwd : this.bwd;
       e = t.varlen[causal ? 1 : 0].eval(lq, lk);
+      if (this.policy === 'dense') {
+        // Full part at the dense full efficiency, diagonal part at the dense causal one.
+        const side = Math.min(lq, lk);
+        const eF = t.dense[0].eval(side);
+        let d = eF;
+        if (causal && lk >= lq) {
+          const pf = lq * (lk - lq);
+          const pd = (lq * (lq + 1)) / 2;
+          d = (pf + pd) / (pf / eF + pd / t.dense[1].eval(side));
+        } else if (causal) d = t.dense[1].eval(side);
+        if (d > e) e = d;
+      }
       if (this.cache.size > 1 << 20) this.cache.clear();
       this.cache.set(key, e);
     }
@@ -162,7 +183,7 @@ export class KernelModel {
 
   /** Compute time (ms, no launch) of `n` dense L x L squares, or NaN if the dense path does not apply. */
   denseMs(dir: Direction, l: number, causal: boolean, n: number): number {
-    if (this.policy !== 'auto') return Number.NaN;
+    if (this.policy === 'varlen') return Number.NaN;
     const eff = this.denseEfficiency(dir, l, causal);
     if (!(eff > 0)) return Number.NaN;
     const pairs = causal ? (l * (l + 1)) / 2 : l * l;
@@ -207,7 +228,7 @@ function buildTables(
       if (ms !== undefined) dpts[p.causal ? 1 : 0].push({ l: p.lq, eff: effOf(p, ms, launch) });
     }
     return {
-      varlen: [new VarlenGrid(pts[0]), new VarlenGrid(pts[1])],
+      varlen: [new VarlenGrid(pts[0], false), new VarlenGrid(pts[1], true)],
       dense: [new DenseLine(dpts[0]), new DenseLine(dpts[1])],
       launchMs: launch,
     };

@@ -4,8 +4,9 @@
  * 1. Equal square blocks (lq = lk; a causal diagonal block or a fully visible block) are dense
  *    candidates, bucketed by (side, causal). A bucket runs as one dense batched launch when that is
  *    cheaper than running its blocks on the varlen path (policy `auto`).
- * 2. Everything else goes to one varlen launch: tasks with the same query range and contiguous key
- *    ranges merge into one segment (keys laid out contiguously, causal bottom-right aligned).
+ * 2. Everything else goes to one varlen launch. Tasks of the same query range merge into one segment
+ *    with their keys laid out contiguously (DESIGN.md, component 3): fully visible keys in any
+ *    order, then the diagonal piece, causal bottom-right aligned (see {@link OpCost.mergedPoolMs}).
  *
  * Chunk-row work arrives pre-costed (see chunks.ts) as varlen milliseconds plus dense candidates.
  */
@@ -49,7 +50,7 @@ export class OpCost {
   /** Adds an explicit task (queries [qs, qs+ql) against keys [ks, ks+kl) of sequence `seq`). */
   addTask(seq: number, qs: number, ql: number, ks: number, kl: number): void {
     if (ql <= 0 || kl <= 0) return;
-    if (ql === kl && this.kernel.policy === 'auto') {
+    if (ql === kl && this.kernel.policy !== 'varlen') {
       const diag = this.causal && qs === ks;
       const visible = !this.causal || ks + kl - 1 <= qs;
       if ((diag || visible) && this.kernel.denseEfficiency(this.dir, ql, diag) > 0) {
@@ -105,29 +106,64 @@ export class OpCost {
     return total;
   }
 
-  /** Varlen time of the explicit pool, tasks merged per query range over contiguous keys. */
+  /**
+   * Varlen time of the explicit pool. Per query range: every fully visible key piece (all keys at or
+   * before the first query) joins one segment whatever its position, since full attention does not
+   * depend on key order; other pieces merge while contiguous; a merged piece that ends at the last
+   * query and starts at or before the first (the diagonal) is appended after the visible keys, so
+   * the whole is one bottom-right aligned causal segment.
+   */
   private mergedPoolMs(): number {
     const { seq, qs, ql, ks, kl } = this;
+    const causal = this.causal;
     const order = this.order;
     order.length = this.n;
     for (let i = 0; i < this.n; i++) order[i] = i;
     order.sort((a, b) => seq[a]! - seq[b]! || qs[a]! - qs[b]! || ql[a]! - ql[b]! || ks[a]! - ks[b]!);
     let ms = 0;
-    let i = 0;
     const sh = this.shape;
-    while (i < order.length) {
-      const a = order[i]!;
-      const k0 = ks[a]!;
-      let k1 = k0 + kl[a]!;
-      let j = i + 1;
+    const k = this.kernel;
+    const dir = this.dir;
+    for (let i = 0; i < order.length; ) {
+      const first = order[i]!;
+      const q0 = qs[first]!;
+      const qn = ql[first]!;
+      const qe = q0 + qn;
+      let j = i;
       while (j < order.length) {
         const b = order[j]!;
-        if (seq[b] !== seq[a] || qs[b] !== qs[a] || ql[b] !== ql[a] || ks[b] !== k1) break;
-        k1 += kl[b]!;
+        if (seq[b] !== seq[first] || qs[b] !== q0 || ql[b] !== qn) break;
         j++;
       }
-      segmentShape(this.causal, qs[a]!, ql[a]!, k0, k1 - k0, sh);
-      ms += this.kernel.varlenMs(this.dir, sh.lq, sh.lk, sh.causal, sh.pairs);
+      // Tasks i..j-1 share the query range; sorted by key start.
+      let visible = 0;
+      for (let x = i; x < j; x++) {
+        const t = order[x]!;
+        if (!causal || ks[t]! + kl[t]! - 1 <= q0) visible += kl[t]!;
+      }
+      let joined = visible === 0;
+      for (let x = i; x < j; ) {
+        const t = order[x]!;
+        if (!causal || ks[t]! + kl[t]! - 1 <= q0) {
+          x++;
+          continue;
+        }
+        const k0 = ks[t]!;
+        let k1 = k0 + kl[t]!;
+        let y = x + 1;
+        while (y < j && ks[order[y]!] === k1) {
+          k1 += kl[order[y]!]!;
+          y++;
+        }
+        segmentShape(true, q0, qn, k0, k1 - k0, sh);
+        if (!joined && k0 <= q0 && k1 >= qe && sh.pairs > 0) {
+          // The diagonal run after all visible keys: one bottom-right causal segment.
+          ms += k.varlenMs(dir, qn, visible + sh.lk, true, qn * visible + sh.pairs);
+          joined = true;
+        } else ms += k.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
+        x = y;
+      }
+      if (!joined) ms += k.varlenMs(dir, qn, visible, false, qn * visible);
       i = j;
     }
     return ms;

@@ -48,17 +48,36 @@ export function residentKvPeak(plan: Plan, ph: Phase, chunkTokens: ChunkTokens):
     rArr[k] = g[tr.round[i]!]!;
   }
   const rRel = rArr.slice();
-  let maxLen = 0;
-  for (let k = 0; k < n; k++) maxLen = Math.max(maxLen, rEnd[k]! - rStart[k]!);
+  // groupMax[k]: the longest reception of k's (seq, rank) group, which bounds how far back a
+  // lookup must start (receptions are block-sized, layout-sized ranges would slow every lookup).
+  const groupMax = new Int32Array(n);
+  for (let g0 = 0; g0 < n; ) {
+    let g1 = g0;
+    let m = 0;
+    const seq0 = seqOf[bk.order[g0]!]!;
+    while (g1 < n && rRank[g1] === rRank[g0] && seqOf[bk.order[g1]!] === seq0) {
+      m = Math.max(m, rEnd[g1]! - rStart[g1]!);
+      g1++;
+    }
+    groupMax.fill(m, g0, g1);
+    g0 = g1;
+  }
   /** Extends receptions of (rank, seq) overlapping [a, b) that arrived by `latest` to `time`. */
   const use = (rank: number, seq: number, a: number, b: number, latest: number, time: number): void => {
     let lo = bk.offsets[seq]!;
     let hi = bk.offsets[seq + 1]!;
     const end = hi;
-    const from = a - maxLen;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (rRank[mid]! < rank || (rRank[mid] === rank && rStart[mid]! < from)) lo = mid + 1;
+      if (rRank[mid]! < rank) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo >= end || rRank[lo] !== rank) return;
+    const from = a - groupMax[lo]!;
+    hi = end;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (rRank[mid] === rank && rStart[mid]! < from) lo = mid + 1;
       else hi = mid;
     }
     for (let k = lo; k < end && rRank[k] === rank && rStart[k]! < b; k++)

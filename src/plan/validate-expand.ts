@@ -203,6 +203,29 @@ function partRange(L: number, parts: number, part: number): [number, number] | n
   return start < L ? [start, Math.min(start + c, L)] : null;
 }
 
+/** `base` followed by the rows of `extra` (base itself when there are none). */
+function joined(base: Int32Array, extra: IntColumn): Int32Array {
+  if (extra.length === 0) return base;
+  const out = new Int32Array(base.length + extra.length);
+  out.set(base);
+  out.set(extra.toArray(), base.length);
+  return out;
+}
+
+/** start + length, row by row. */
+function ends(start: Int32Array, length: Int32Array): Int32Array {
+  const out = new Int32Array(start.length);
+  for (let i = 0; i < start.length; i++) out[i] = start[i]! + length[i]!;
+  return out;
+}
+
+/** 0, 1, ..., n-1. */
+function iota(n: number): Int32Array {
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) out[i] = i;
+  return out;
+}
+
 /** Builds the flat plan; the plan must be structurally sound. */
 export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
   const { active, membersOfSet } = representatives(plan);
@@ -215,13 +238,6 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
       end: new IntColumn(),
       origin: new IntColumn(),
     };
-    for (let i = 0; i < base.rank.length; i++) {
-      c.rank.push(base.rank[i]!);
-      c.seq.push(base.seq[i]!);
-      c.start.push(base.start[i]!);
-      c.end.push(base.start[i]! + base.length[i]!);
-      c.origin.push(i);
-    }
     if (chunks)
       for (let j = 0; j < chunks.rank.length; j++)
         for (const s of membersOfSet[chunks.set[j]!]!) {
@@ -233,13 +249,14 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
           c.end.push(r[1]);
           c.origin.push(-j - 1);
         }
+    const n = base.rank.length;
     return {
-      n: c.rank.length,
-      rank: c.rank.toArray(),
-      seq: c.seq.toArray(),
-      start: c.start.toArray(),
-      end: c.end.toArray(),
-      origin: c.origin.toArray(),
+      n: n + c.rank.length,
+      rank: joined(base.rank, c.rank),
+      seq: joined(base.seq, c.seq),
+      start: joined(base.start, c.start),
+      end: joined(ends(base.start, base.length), c.end),
+      origin: joined(iota(n), c.origin),
     };
   };
 
@@ -256,17 +273,6 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
   };
   const fwdOp = new IntColumn();
   const bwdOp = new IntColumn();
-  for (let i = 0; i < t.rank.length; i++) {
-    tc.rank.push(t.rank[i]!);
-    tc.seq.push(t.seq[i]!);
-    tc.qs.push(t.qStart[i]!);
-    tc.qe.push(t.qStart[i]! + t.qLength[i]!);
-    tc.ks.push(t.kvStart[i]!);
-    tc.ke.push(t.kvStart[i]! + t.kvLength[i]!);
-    tc.origin.push(i);
-    fwdOp.push(facts.opOfTask.forward[i]!);
-    bwdOp.push(facts.opOfTask.backward[i]!);
-  }
   const ct = plan.chunkTasks;
   if (ct)
     for (let j = 0; j < ct.rank.length; j++)
@@ -284,16 +290,19 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
         fwdOp.push(facts.opOfChunkTask.forward[j]!);
         bwdOp.push(facts.opOfChunkTask.backward[j]!);
       }
+  const nt = t.rank.length;
   const tasks: FlatTasks = {
-    n: tc.rank.length,
-    rank: tc.rank.toArray(),
-    seq: tc.seq.toArray(),
-    qs: tc.qs.toArray(),
-    qe: tc.qe.toArray(),
-    ks: tc.ks.toArray(),
-    ke: tc.ke.toArray(),
-    origin: tc.origin.toArray(),
+    n: nt + tc.rank.length,
+    rank: joined(t.rank, tc.rank),
+    seq: joined(t.seq, tc.seq),
+    qs: joined(t.qStart, tc.qs),
+    qe: joined(ends(t.qStart, t.qLength), tc.qe),
+    ks: joined(t.kvStart, tc.ks),
+    ke: joined(ends(t.kvStart, t.kvLength), tc.ke),
+    origin: joined(iota(nt), tc.origin),
   };
+  const fwdOps = joined(facts.opOfTask.forward, fwdOp);
+  const bwdOps = joined(facts.opOfTask.backward, bwdOp);
 
   const phase = (name: 'forward' | 'backward', ph: Phase, opOfTask: Int32Array): FlatPhase => {
     const c = {
@@ -310,18 +319,6 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
     };
     const g = ph.groupOfRound;
     const tr = ph.transfers;
-    for (let i = 0; i < tr.round.length; i++) {
-      c.round.push(tr.round[i]!);
-      c.group.push(g[tr.round[i]!]!);
-      c.src.push(tr.src[i]!);
-      c.dst.push(tr.dst[i]!);
-      c.kind.push(tr.kind[i]!);
-      c.seq.push(tr.seq[i]!);
-      c.start.push(tr.start[i]!);
-      c.end.push(tr.start[i]! + tr.length[i]!);
-      c.origin.push(i);
-      c.sendAfter.push(facts.sendAfter[name][i]!);
-    }
     const ctr = ph.chunkTransfers;
     if (ctr)
       for (let j = 0; j < ctr.round.length; j++)
@@ -339,18 +336,24 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
           c.origin.push(-j - 1);
           c.sendAfter.push(facts.chunkSendAfter[name][j]!);
         }
+    const n = tr.round.length;
+    const group = new Int32Array(n);
+    for (let i = 0; i < n; i++) group[i] = g[tr.round[i]!]!;
+    const kind = new Uint8Array(n + c.kind.length);
+    kind.set(tr.kind);
+    for (let i = 0; i < c.kind.length; i++) kind[n + i] = c.kind.get(i);
     const transfers: FlatTransfers = {
-      n: c.round.length,
-      round: c.round.toArray(),
-      group: c.group.toArray(),
-      src: c.src.toArray(),
-      dst: c.dst.toArray(),
-      kind: Uint8Array.from(c.kind.toArray()),
-      seq: c.seq.toArray(),
-      start: c.start.toArray(),
-      end: c.end.toArray(),
-      origin: c.origin.toArray(),
-      sendAfter: c.sendAfter.toArray(),
+      n: n + c.round.length,
+      round: joined(tr.round, c.round),
+      group: joined(group, c.group),
+      src: joined(tr.src, c.src),
+      dst: joined(tr.dst, c.dst),
+      kind,
+      seq: joined(tr.seq, c.seq),
+      start: joined(tr.start, c.start),
+      end: joined(ends(tr.start, tr.length), c.end),
+      origin: joined(iota(n), c.origin),
+      sendAfter: joined(facts.sendAfter[name], c.sendAfter),
     };
     return {
       name,
@@ -369,7 +372,7 @@ export function flattenPlan(plan: Plan, facts: RowFacts): FlatPlan {
     user: layout(plan.userLayout, plan.userChunks),
     home: layout(plan.homeLayout, plan.homeChunks),
     tasks,
-    forward: phase('forward', plan.forward, fwdOp.toArray()),
-    backward: phase('backward', plan.backward, bwdOp.toArray()),
+    forward: phase('forward', plan.forward, fwdOps),
+    backward: phase('backward', plan.backward, bwdOps),
   };
 }

@@ -68,18 +68,48 @@ export interface Holding {
 /**
  * Which rank holds which tokens of which sequence, and since when. `covers(seq, rank, a, b, t)`
  * answers whether tokens [a, b) are all on `rank` counting only intervals available by group `t`.
+ *
+ * Holdings from the start (layout rows: few, long) and timed ones (receptions: many, block-sized)
+ * live in separate sorted tables, each with the longest interval of every (seq, rank) group, so a
+ * lookup scans only intervals that can reach its start; coverage alternates between the two.
  */
 export class RangeIndex {
+  private readonly fixed: IntervalTable;
+  private readonly timed: IntervalTable;
+
+  constructor(nSeq: number, parts: Holding[]) {
+    this.fixed = new IntervalTable(nSeq, parts, true);
+    this.timed = new IntervalTable(nSeq, parts, false);
+  }
+
+  /** True when [a, b) of `seq` is covered on `rank` by intervals with avail <= t. */
+  covers(seq: number, rank: number, a: number, b: number, t: number): boolean {
+    let reach = a;
+    for (;;) {
+      const r1 = this.fixed.extend(seq, rank, reach, b, t);
+      if (r1 >= b) return true;
+      const r2 = this.timed.extend(seq, rank, r1, b, t);
+      if (r2 >= b) return true;
+      if (r2 === reach) return false;
+      reach = r2;
+    }
+  }
+}
+
+/** Intervals sorted by (seq, rank, start), with the longest interval of each (seq, rank) group. */
+class IntervalTable {
   private readonly offsets: Int32Array;
   private readonly rank: Int32Array;
   private readonly start: Int32Array;
   private readonly end: Int32Array;
   private readonly avail: Int32Array;
-  private readonly maxLen: Int32Array;
+  private readonly groupMax: Int32Array;
 
-  constructor(nSeq: number, parts: Holding[]) {
+  constructor(nSeq: number, parts: Holding[], fixed: boolean) {
+    const keep = (p: Holding, i: number): boolean =>
+      (typeof p.avail === 'number' ? p.avail : p.avail[i]!) < 0 === fixed;
     let n = 0;
-    for (const p of parts) n += p.n;
+    for (const p of parts) for (let i = 0; i < p.n; i++) if (keep(p, i)) n++;
     const seq = new Int32Array(n);
     const rank = new Int32Array(n);
     const start = new Int32Array(n);
@@ -87,52 +117,71 @@ export class RangeIndex {
     const avail = new Int32Array(n);
     let k = 0;
     for (const p of parts)
-      for (let i = 0; i < p.n; i++, k++) {
-        seq[k] = p.seq[i]!;
-        rank[k] = p.rank[i]!;
-        start[k] = p.start[i]!;
-        end[k] = p.end[i]!;
-        avail[k] = typeof p.avail === 'number' ? p.avail : p.avail[i]!;
-      }
+      for (let i = 0; i < p.n; i++)
+        if (keep(p, i)) {
+          seq[k] = p.seq[i]!;
+          rank[k] = p.rank[i]!;
+          start[k] = p.start[i]!;
+          end[k] = p.end[i]!;
+          avail[k++] = typeof p.avail === 'number' ? p.avail : p.avail[i]!;
+        }
     const b = bucketBySeq(nSeq, seq, n, rank, start);
     this.offsets = b.offsets;
     this.rank = new Int32Array(n);
     this.start = new Int32Array(n);
     this.end = new Int32Array(n);
     this.avail = new Int32Array(n);
-    this.maxLen = new Int32Array(nSeq);
+    this.groupMax = new Int32Array(n);
     for (let i = 0; i < n; i++) {
       const j = b.order[i]!;
       this.rank[i] = rank[j]!;
       this.start[i] = start[j]!;
       this.end[i] = end[j]!;
       this.avail[i] = avail[j]!;
-      const s = seq[j]!;
-      if (end[j]! - start[j]! > this.maxLen[s]!) this.maxLen[s] = end[j]! - start[j]!;
+    }
+    // groupMax[i]: the longest interval of i's (seq, rank) group (groups are runs of the order).
+    for (let s = 0; s < nSeq; s++) {
+      let g0 = this.offsets[s]!;
+      const hi = this.offsets[s + 1]!;
+      while (g0 < hi) {
+        let g1 = g0;
+        let m = 0;
+        while (g1 < hi && this.rank[g1] === this.rank[g0]) {
+          m = Math.max(m, this.end[g1]! - this.start[g1]!);
+          g1++;
+        }
+        this.groupMax.fill(m, g0, g1);
+        g0 = g1;
+      }
     }
   }
 
-  /** True when [a, b) of `seq` is covered on `rank` by intervals with avail <= t. */
-  covers(seq: number, rank: number, a: number, b: number, t: number): boolean {
+  /** How far from `x` (up to `b`) intervals of (seq, rank) with avail <= t reach contiguously. */
+  extend(seq: number, rank: number, x: number, b: number, t: number): number {
+    const hi = this.offsets[seq + 1]!;
     let lo = this.offsets[seq]!;
-    let hi = this.offsets[seq + 1]!;
-    const from = a - this.maxLen[seq]!;
-    // First interval with (rank, start) >= (rank, from): earlier ones end before a.
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.rank[mid]! < rank || (this.rank[mid] === rank && this.start[mid]! < from)) lo = mid + 1;
-      else hi = mid;
+    let h = hi;
+    while (lo < h) {
+      const mid = (lo + h) >>> 1;
+      if (this.rank[mid]! < rank) lo = mid + 1;
+      else h = mid;
     }
-    let reach = a;
-    const stop = this.offsets[seq + 1]!;
-    for (let i = lo; i < stop && this.rank[i] === rank; i++) {
-      if (this.start[i]! > reach) return false;
+    if (lo >= hi || this.rank[lo] !== rank) return x;
+    // Intervals starting before x - (longest of the group) end before x.
+    const from = x - this.groupMax[lo]!;
+    h = hi;
+    while (lo < h) {
+      const mid = (lo + h) >>> 1;
+      if (this.rank[mid] === rank && this.start[mid]! < from) lo = mid + 1;
+      else h = mid;
+    }
+    let reach = x;
+    for (let i = lo; i < hi && this.rank[i] === rank && this.start[i]! <= reach; i++)
       if (this.avail[i]! <= t && this.end[i]! > reach) {
         reach = this.end[i]!;
-        if (reach >= b) return true;
+        if (reach >= b) return reach;
       }
-    }
-    return reach >= b;
+    return reach;
   }
 }
 

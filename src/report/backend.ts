@@ -4,12 +4,13 @@
  * pipeline talks to them only through this module.
  */
 import { CLUSTER_NAMES, resolveCluster } from '../cost/cluster.ts';
-import type { CpuWorkerPool } from '../executors/cpu/pool.ts';
+import { CpuWorkerPool } from '../executors/cpu/pool.ts';
 import { randomInputs } from '../executors/inputs.ts';
-import { compareOutputs, referenceAttention } from '../executors/reference.ts';
+import { compareOutputs, type ReferenceOutputs, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
 import { simulatePlan } from '../executors/sim/index.ts';
-import type { Plan } from '../plan/types.ts';
+import type { SequenceInputs } from '../executors/types.ts';
+import type { Mask, ModelShape, Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { NumericsRun, StrategyRun } from './results.ts';
 import type { RawEvent } from './timeline.ts';
@@ -120,18 +121,42 @@ export function simulate(plan: Plan, cluster: string, options: { trace: boolean 
 export const NUMERICS_TOLERANCE = 1e-5;
 
 /**
- * Runs a plan on the CPU runtime with seeded inputs and compares O, dQ, dK, dV with the float64
- * reference (relative error ||a - b|| / ||b|| over all sequences), as `fcp verify` does.
+ * The CPU runtime's numerical check of several plans of one batch: seeded random inputs and the
+ * float64 reference attention are computed once and shared, since every strategy's plan of a batch
+ * must produce the same outputs; each plan runs on the `cpu` executor (workers from one pool) and
+ * O, dQ, dK, dV are compared with the reference by relative error ||a - b|| / ||b||, as
+ * `fcp verify` does.
  */
-export async function verifyNumerics(
-  plan: Plan,
-  seed: number,
-  pool?: CpuWorkerPool,
-): Promise<Pick<NumericsRun, 'relError' | 'tolerance' | 'ok'>> {
-  const inputs = randomInputs(plan.sequences, plan.model, seed);
-  const run = await getExecutor('cpu').run(plan, inputs, pool ? { pool } : {});
-  if (!run.outputs) throw new Error('the cpu executor returned no outputs');
-  const e = compareOutputs(run.outputs, referenceAttention(plan.model, plan.mask, inputs));
-  const ok = [e.o, e.dq, e.dk, e.dv].every((x) => x <= NUMERICS_TOLERANCE);
-  return { relError: { o: e.o, dq: e.dq, dk: e.dk, dv: e.dv }, tolerance: NUMERICS_TOLERANCE, ok };
+export class NumericsCheck {
+  private readonly inputs: SequenceInputs;
+  private reference: ReferenceOutputs | undefined;
+  private readonly pool = new CpuWorkerPool();
+
+  constructor(
+    private readonly sequences: Int32Array,
+    private readonly model: ModelShape,
+    private readonly mask: Mask,
+    seed: number,
+  ) {
+    this.inputs = randomInputs(sequences, model, seed);
+  }
+
+  /** Runs one plan of the batch and compares its outputs. */
+  async check(plan: Plan): Promise<Pick<NumericsRun, 'relError' | 'tolerance' | 'ok'>> {
+    const same =
+      plan.sequences.length === this.sequences.length &&
+      plan.sequences.every((l, i) => l === this.sequences[i]);
+    if (!same) throw new Error(`plan ${plan.strategy} holds other sequences than the checked batch`);
+    const run = await getExecutor('cpu').run(plan, this.inputs, { pool: this.pool });
+    if (!run.outputs) throw new Error('the cpu executor returned no outputs');
+    this.reference ??= referenceAttention(this.model, this.mask, this.inputs);
+    const e = compareOutputs(run.outputs, this.reference);
+    const ok = [e.o, e.dq, e.dk, e.dv].every((x) => x <= NUMERICS_TOLERANCE);
+    return { relError: { o: e.o, dq: e.dq, dk: e.dk, dv: e.dv }, tolerance: NUMERICS_TOLERANCE, ok };
+  }
+
+  /** Terminates the workers. */
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
 }

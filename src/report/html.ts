@@ -17,6 +17,11 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+/** Rounds every decimal number in an attribute value to two decimals (trailing zeros dropped). */
+export function roundNumbers(v: string): string {
+  return v.replace(/-?\d+\.\d{3,}(e-?\d+)?/g, (n) => String(Number(Number(n).toFixed(2))));
+}
+
 /**
  * Prepares an SVG document for inlining: drops the XML prolog and the namespace declarations (the
  * HTML parser puts inline `<svg>` in the SVG namespace by itself, and the page then holds no URL at
@@ -27,6 +32,8 @@ export function inlineSvg(svg: string, prefix: string): string {
   let out = svg
     .replace(/^<\?xml[^>]*>\s*/, '')
     .replace(/\s+xmlns(:xlink)?="[^"]*"/g, '')
+    // Geometry to 1/100 of a pixel: vega writes full doubles, which triples dense figures' size.
+    .replace(/\s(d|transform)="([^"]*)"/g, (_all, name: string, v: string) => ` ${name}="${roundNumbers(v)}"`)
     .trim();
   const ids = new Set<string>();
   for (const m of out.matchAll(/\sid="([^"]+)"/g)) ids.add(m[1]!);

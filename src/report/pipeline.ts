@@ -7,13 +7,11 @@
  * demo: its row records the error and the report shows it.
  */
 import { GENERATOR_NAMES } from '../batch/generators.ts';
-import { SMALL_MODEL } from '../cluster/model.ts';
 import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError, fail } from '../core/issues.ts';
-import { CpuWorkerPool } from '../executors/cpu/pool.ts';
-import type { Plan } from '../plan/types.ts';
+import type { ModelShape, Plan } from '../plan/types.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
-import { checkPlan, clusterNames, NUMERICS_TOLERANCE, simulate, verifyNumerics } from './backend.ts';
+import { checkPlan, clusterNames, NUMERICS_TOLERANCE, NumericsCheck, simulate } from './backend.ts';
 import { lengthHistogram, placementOf, roundsOf } from './extract.ts';
 import { type Progress, silentProgress } from './progress.ts';
 import {
@@ -29,6 +27,13 @@ import {
   type Timeline,
 } from './results.ts';
 import { compactTimeline } from './timeline.ts';
+
+/**
+ * Attention shape of the numerical check: tiny (2 query heads on 1 KV head, so GQA is exercised,
+ * head dim 16, float32) because the check is about the plan's data movement, not the model, and
+ * the CPU runtime and the float64 reference must finish in seconds on two cores.
+ */
+export const NUMERICS_MODEL: ModelShape = { qHeads: 2, kvHeads: 1, headDim: 16, bytesPerElement: 4 };
 
 /** Options of {@link runDemo}; see {@link DEMO_DEFAULTS}. */
 export interface DemoOptions {
@@ -274,7 +279,7 @@ export async function runDemo(
   const nOpts = o.numerics;
   const small: ProblemOptions = {
     ...o.problem,
-    model: SMALL_MODEL,
+    model: NUMERICS_MODEL,
     world: nOpts?.world ?? DEMO_DEFAULTS.numericsWorld,
     tokensPerRank: nOpts?.tokensPerRank ?? DEMO_DEFAULTS.numericsTokensPerRank,
   };
@@ -285,8 +290,7 @@ export async function runDemo(
   delete small.memoryTokens;
   if (nOpts) {
     const p = resolveProblem(small);
-    // One pool of worker threads for every strategy's run: booting workers dominates small runs.
-    const pool = new CpuWorkerPool();
+    const check = new NumericsCheck(p.sequences, p.model, p.mask, p.seed);
     try {
       for (const strategy of o.strategies) {
         progress.step(
@@ -301,8 +305,7 @@ export async function runDemo(
         try {
           const plan = getPlanner(strategy).plan(p);
           const valid = checkPlan(plan).valid;
-          const v = await verifyNumerics(plan, p.seed, pool);
-          numericsRuns.push({ ...base, valid, ...v });
+          numericsRuns.push({ ...base, valid, ...(await check.check(plan)) });
         } catch (e) {
           numericsRuns.push({
             ...base,
@@ -315,7 +318,7 @@ export async function runDemo(
         }
       }
     } finally {
-      await pool.close();
+      await check.close();
     }
   }
 
@@ -353,7 +356,7 @@ export async function runDemo(
     numerics: {
       world: small.world!,
       tokensPerRank: small.tokensPerRank!,
-      model: { ...SMALL_MODEL },
+      model: { ...NUMERICS_MODEL },
       runs: numericsRuns,
       ...(nOpts ? {} : { skipped: 'the numerical check was turned off (--no-numerics)' }),
     },

@@ -159,9 +159,29 @@ export type Placement = NonNullable<Results['placement']>;
 export type RoundStructure = Results['rounds'][number];
 export type NumericsRun = Results['numerics']['runs'][number];
 
+/**
+ * JSON text with nested structure indented but every flat value (a primitive, an array of
+ * primitives, an object of primitives) on one line: readable, and a third the size of fully
+ * indented JSON for the long cell lists.
+ */
+export function compactJson(value: unknown, indent = ''): string {
+  const flat = (v: unknown): boolean => v === null || typeof v !== 'object';
+  if (flat(value)) return JSON.stringify(value);
+  const inner = `${indent} `;
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]';
+    if (value.every(flat)) return JSON.stringify(value);
+    return `[\n${value.map((v) => inner + compactJson(v, inner)).join(',\n')}\n${indent}]`;
+  }
+  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+  if (entries.length === 0) return '{}';
+  if (entries.every(([, v]) => flat(v))) return JSON.stringify(value);
+  return `{\n${entries.map(([k, v]) => `${inner}${JSON.stringify(k)}: ${compactJson(v, inner)}`).join(',\n')}\n${indent}}`;
+}
+
 /** Serialises results; deterministic (same results, same bytes), newline-terminated. */
 export function resultsToJson(r: Results): string {
-  return `${JSON.stringify(r, null, 1)}\n`;
+  return `${compactJson(r)}\n`;
 }
 
 /** Checks parsed JSON against the schema; FcpError `results.format` / `results.schema` otherwise. */

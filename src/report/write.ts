@@ -8,6 +8,7 @@
  * vega-lite specs, to restyle a figure elsewhere).
  */
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -23,7 +24,6 @@ import type { TopLevelSpec } from 'vega-lite';
 import { fail } from '../core/issues.ts';
 import { figuresOf } from './figures.ts';
 import { type RenderedFigure, reportHtml } from './html.ts';
-import { renderChart } from './plots.ts';
 import { RESULTS_FORMAT, type Results, resultsToJson } from './results.ts';
 
 /** Files of a written report, relative to its folder. */
@@ -101,8 +101,10 @@ export interface WriteReportOptions {
 /** Renders every figure of the results (SVG inline, PNG copy). */
 export async function renderFigures(
   results: Results,
-  render: ChartRenderer = renderChart,
+  renderer?: ChartRenderer,
 ): Promise<{ figure: RenderedFigure; png: Uint8Array }[]> {
+  // vega is loaded only when a report is drawn: it costs half a second of every CLI start otherwise.
+  const render: ChartRenderer = renderer ?? (await import('./plots.ts')).renderChart;
   const out: { figure: RenderedFigure; png: Uint8Array }[] = [];
   for (const f of figuresOf(results)) {
     const { svg, png } = await render(f.spec);
@@ -141,6 +143,7 @@ export async function writeReport(
   };
   let old: string | undefined;
   try {
+    chmodSync(tmp, 0o755); // mkdtemp makes it private; a report is meant to be served and shared
     mkdirSync(join(tmp, 'plots'));
     for (const { figure, png } of rendered) {
       put(figure.png, png);

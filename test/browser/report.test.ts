@@ -72,7 +72,7 @@ before(async () => {
   const options = resolveDemoOptions({
     problem: { world: 8, tokensPerRank: 8192, seed: 7 },
     scaling: [4, 8],
-    numerics: { world: 4, tokensPerRank: 128 },
+    numerics: { world: 4, tokensPerRank: 512 },
   });
   results = await runDemo(options, provenanceOf(['demo', '--world', '8', '(browser test)']));
   await writeReport(results, reportDir);

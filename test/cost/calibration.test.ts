@@ -104,9 +104,9 @@ test('a custom grid with a launch floor: overhead and efficiency come out as con
     for (const r of [1, 4])
       for (const c of [true, false])
         rows.push(gridRow(lq, lq * r, c, ms(lq, lq * r, c, 1), ms(lq, lq * r, c, 2.5)));
-  // Floor: 64 x 64 causal at 0.25 of peak (half a 128-row tile), one segment.
-  const floorPairs = 64 * 65 * 0.5;
-  const floorMs = (d: number): number => (floorPairs * 4 * 64 * 128 * d) / (peak * 1e9 * 0.25) + launch;
+  // Floor: one 64 x 64 causal segment, which computes a whole 128 x 128 causal tile at 0.5 of peak.
+  const tilePairs = 128 * 129 * 0.5;
+  const floorMs = (d: number): number => (tilePairs * 4 * 64 * 128 * d) / (peak * 1e9 * 0.5) + launch;
   rows.push({
     kernel: 'flash',
     lq: 64,

@@ -51,15 +51,24 @@ test('efficiency between grid points lies between its neighbours', () => {
   const b = k.varlenEfficiency('forward', 2048, 2048, true);
   const mid = k.varlenEfficiency('forward', 1448, 1448, true);
   assert.ok(mid > Math.min(a, b) && mid < Math.max(a, b));
-  // Below the grid: a 64-row query tile is half used.
-  assert.ok(
-    Math.abs(
-      k.varlenEfficiency('forward', 64, 1024, false) - k.varlenEfficiency('forward', 128, 1024, false) / 2,
-    ) < 1e-12,
-  );
+  // Below the grid: a 64-row query tile is half used; a 2 x 2 segment costs a whole 128 x 128 tile.
+  const e128 = k.varlenEfficiency('forward', 128, 1024, false);
+  assert.ok(Math.abs(k.varlenEfficiency('forward', 64, 1024, false) - e128 / 2) < 1e-12);
+  const tile = k.varlenMs('forward', 128, 128, true, (128 * 129) / 2);
+  assert.ok(Math.abs(k.varlenMs('forward', 2, 2, true, 3) / tile - 1) < 1e-12);
+  const wide = k.varlenMs('forward', 128, 300, true, 128 * 172 + (128 * 129) / 2);
+  assert.ok(Math.abs(k.varlenMs('forward', 2, 300, true, 2 * 298 + 3) / wide - 1) < 1e-12);
   // Dense path only from its smallest measured side on.
   assert.ok(Number.isNaN(k.denseEfficiency('forward', 256, true)));
   assert.ok(k.denseEfficiency('forward', 4096, false) > 0.6);
+});
+
+test('the dense what-if lifts segments of 512 and more to the dense efficiency of their shorter side', () => {
+  const v = new KernelModel(LLAMA3_70B, { policy: 'varlen' });
+  const d = new KernelModel(LLAMA3_70B, { policy: 'dense' });
+  assert.equal(d.varlenEfficiency('forward', 4096, 20000, false), d.denseEfficiency('forward', 4096, false));
+  assert.ok(d.varlenEfficiency('backward', 1024, 8192, true) > v.varlenEfficiency('backward', 1024, 8192, true));
+  assert.equal(d.varlenEfficiency('forward', 256, 4096, false), v.varlenEfficiency('forward', 256, 4096, false));
 });
 
 test('compute is slowed by the SMs reserved for communication', () => {
@@ -103,6 +112,25 @@ test('an op merges a query range with contiguous keys into one segment and pays 
   const pairs = attendedPairs(true, 8192, 4096, 0, 12288);
   const want = k.varlenMs('forward', 4096, 12288, true, pairs) + k.launchMs('forward');
   assert.ok(Math.abs(got - want) < 1e-9, `${got} vs ${want}`);
+});
+
+test('visible key pieces join the diagonal in one bottom-right segment, wherever they lie', () => {
+  const k = new KernelModel(LLAMA3_70B, { policy: 'varlen' });
+  const op = new OpCost(k, 'causal');
+  op.reset('backward');
+  op.addTask(3, 8192, 4096, 5000, 1000);
+  op.addTask(3, 8192, 4096, 8192, 4096);
+  op.addTask(3, 8192, 4096, 0, 1000);
+  const pairs = 4096 * 2000 + (4096 * 4097) / 2;
+  const want = k.varlenMs('backward', 4096, 6096, true, pairs) + k.launchMs('backward');
+  assert.ok(Math.abs(op.finish() - want) < 1e-9);
+  // Without the diagonal the visible pieces make one full segment; another query range is apart.
+  op.reset('forward');
+  op.addTask(3, 8192, 4096, 5000, 1000);
+  op.addTask(3, 8192, 4096, 0, 1000);
+  op.addTask(4, 8192, 4096, 0, 1000);
+  const full = k.varlenMs('forward', 4096, 2000, false, 4096 * 2000) + k.varlenMs('forward', 4096, 1000, false, 4096 * 1000);
+  assert.ok(Math.abs(op.finish() - full - k.launchMs('forward')) < 1e-9);
 });
 
 test('auto policy runs equal square blocks densely when that is cheaper', () => {

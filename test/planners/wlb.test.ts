@@ -9,7 +9,7 @@ import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/planners/shared/parts.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
-import { planWlb } from '../../src/planners/wlb/index.ts';
+import { flopByteWlbEstimate, planWlb, simulatorEstimate } from '../../src/planners/wlb/index.ts';
 
 test('partStats: O(1) chunk sums equal the per-sequence sums (causal and full, padded or not)', () => {
   fc.assert(
@@ -99,10 +99,19 @@ test('wlb: picks the plan the estimator says is faster, relabelled, with the cho
   assert.equal((preferByteScale.meta as { wlb: { chosen: string } }).wlb.chosen, 'bytescale');
   assert.deepEqual(preferRing.chunkTasks, planRing(p).chunkTasks);
   assert.deepEqual(preferByteScale.tasks, planByteScale(p).tasks);
-  // The default estimator is the flop-byte one, and its numbers are recorded.
+  // The default estimator is the simulator; its numbers and name are recorded.
   const d = planWlb(p);
-  const est = (d.meta as { wlb: { estimator: string; estimateMs: { ring: number; bytescale: number } } }).wlb;
-  assert.equal(est.estimator, 'flop-byte');
-  assert.equal(est.estimateMs.ring, flopByteEstimate(planRing(p)));
-  assert.equal(est.estimateMs.bytescale, flopByteEstimate(planByteScale(p)));
+  const est = (
+    d.meta as { wlb: { estimator: string; estimateMs: { ring: number; bytescale: number }; chosen: string } }
+  ).wlb;
+  assert.match(est.estimator, /^sim \(/);
+  assert.equal(est.estimateMs.ring, simulatorEstimate(planRing(p)));
+  assert.equal(est.estimateMs.bytescale, simulatorEstimate(planByteScale(p)));
+  assert.equal(est.chosen, est.estimateMs.bytescale < est.estimateMs.ring ? 'bytescale' : 'ring');
+  // The flop-byte stand-in still plugs into the same seam.
+  const fb = (
+    planWlb(p, {}, flopByteWlbEstimate).meta as { wlb: { estimator: string; estimateMs: { ring: number } } }
+  ).wlb;
+  assert.equal(fb.estimator, 'flop-byte');
+  assert.equal(fb.estimateMs.ring, flopByteEstimate(planRing(p)));
 });

@@ -5,7 +5,7 @@ import { bytesSpec } from '../../src/report/charts/bytes.ts';
 import { imbalanceSpec } from '../../src/report/charts/imbalance.ts';
 import { mfuSpec } from '../../src/report/charts/mfu.ts';
 import { placementSpec } from '../../src/report/charts/placement.ts';
-import { roundsSpec } from '../../src/report/charts/rounds.ts';
+import { roundSegments, roundsSpec } from '../../src/report/charts/rounds.ts';
 import { scalingSpec } from '../../src/report/charts/scaling.ts';
 import { strategyScale } from '../../src/report/charts/style.ts';
 import { timelineSpec } from '../../src/report/charts/timeline.ts';
@@ -98,10 +98,41 @@ test('placementSpec and roundsSpec draw the non-zero cells', () => {
   compiles(p);
   const rs = r.rounds[0]!;
   const spec = roundsSpec(rs);
-  const sends = rs.cells.filter((c) => c.sends > 0).length;
-  const recvs = rs.cells.filter((c) => c.receives > 0).length;
-  assert.equal(values(spec).length, sends + recvs);
+  // Segments cover exactly the non-zero cells of each direction.
+  for (const dir of ['sends', 'receives'] as const) {
+    const covered = values(spec)
+      .filter((v) => v.direction === dir)
+      .reduce((s, v) => s + (v.roundEnd as number) - (v.round as number), 0);
+    assert.equal(covered, rs.cells.filter((c) => c[dir] > 0).length, dir);
+  }
   compiles(spec);
+});
+
+test('roundSegments merges consecutive rounds of equal count, per rank and direction', () => {
+  const segs = roundSegments({
+    strategy: 'x',
+    phase: 'forward',
+    world: 2,
+    rounds: 5,
+    cells: [
+      { round: 0, rank: 0, sends: 1, receives: 0 },
+      { round: 1, rank: 0, sends: 1, receives: 2 },
+      { round: 2, rank: 0, sends: 2, receives: 0 },
+      { round: 4, rank: 0, sends: 2, receives: 0 },
+      { round: 0, rank: 1, sends: 0, receives: 1 },
+      { round: 1, rank: 1, sends: 0, receives: 1 },
+    ],
+  });
+  assert.deepEqual(
+    segs.map((s) => [s.direction, s.rank, s.round, s.roundEnd, s.messages]),
+    [
+      ['sends', 0, 0, 2, 1],
+      ['sends', 0, 2, 3, 2],
+      ['sends', 0, 4, 5, 2],
+      ['receives', 0, 1, 2, 2],
+      ['receives', 1, 0, 2, 1],
+    ],
+  );
 });
 
 test('strategyScale: fcp keeps its colour wherever it is listed; unknown strategies get distinct colours', () => {

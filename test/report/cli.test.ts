@@ -21,18 +21,7 @@ function fcp(args: string[]): { code: number; stdout: string; stderr: string } {
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-const SMALL = [
-  '--world',
-  '4',
-  '--tokens-per-rank',
-  '4096',
-  '--scaling',
-  '2,4',
-  '--numerics-world',
-  '2',
-  '--numerics-tokens',
-  '64',
-];
+const SMALL = ['--world', '4', '--tokens-per-rank', '4096', '--scaling', '2,4', '--no-numerics'];
 
 test('fcp demo rejects bad input with one line, exit 2, and no report', () => {
   const parent = mkdtempSync(join(tmpdir(), 'fcp-cli-'));
@@ -41,8 +30,6 @@ test('fcp demo rejects bad input with one line, exit 2, and no report', () => {
     [['--strategies', 'fcp,nope'], 'strategy.unknown'],
     [['--world', '0'], 'option.world'],
     [['--out', join(parent, 'file', 'report')], 'io.write'],
-    [['--scaling', '2,x'], 'option.scaling'],
-    [['--cluster', 'abacus'], 'cluster.unknown'],
   ];
   for (const [args, code] of cases) {
     const out = args.includes('--out') ? [] : ['--out', join(parent, 'r')];
@@ -73,8 +60,9 @@ test('fcp demo writes a report; fcp report redraws it from results.json', () => 
     readFileSync(join(again, 'index.html'), 'utf8'),
     readFileSync(join(dir, 'index.html'), 'utf8'),
   );
-  assert.equal(readFileSync(join(again, 'plots', 'mfu.png')).length > 0, true);
-  const bad = fcp(['report', join(parent, 'missing.json'), '--out', join(parent, 'x')]);
-  assert.equal(bad.code, 2);
-  assert.match(bad.stderr, /^fcp: error: io\.read/);
+  assert.ok(
+    readFileSync(join(again, 'plots', 'timeline.png')).equals(
+      readFileSync(join(dir, 'plots', 'timeline.png')),
+    ),
+  );
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FcpError } from '../../src/core/issues.ts';
-import { readResults, resultsFromJson, resultsToJson } from '../../src/report/results.ts';
+import { compactJson, readResults, resultsFromJson, resultsToJson } from '../../src/report/results.ts';
 import { smallResults } from './fixtures.ts';
 
 const codeOf = (f: () => unknown): string => {
@@ -49,4 +49,14 @@ test('results files that are not ours are user errors with codes', () => {
     codeOf(() => resultsFromJson(broken)),
     'results.schema',
   );
+});
+
+test('compactJson: flat values on one line, equal to JSON.parse of itself', () => {
+  const v = { a: 1, b: [1, 2], c: [{ x: 1, y: 'z' }], d: { e: { f: null } }, g: [], h: undefined };
+  const text = compactJson(v);
+  assert.equal(
+    text,
+    '{\n "a": 1,\n "b": [1,2],\n "c": [\n  {"x":1,"y":"z"}\n ],\n "d": {\n  "e": {"f":null}\n },\n "g": []\n}',
+  );
+  assert.deepEqual(JSON.parse(text), JSON.parse(JSON.stringify(v)));
 });

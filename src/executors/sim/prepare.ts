@@ -318,6 +318,7 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
   const nChunk = ct ? ct.rank.length : 0;
   const dur = new Float64Array(c.rank.length);
   const chunkIds: number[] = [];
+  const kvParts: number[] = [];
   for (let i = 0; i < c.rank.length; i++) {
     op.reset(dir);
     for (let k = c.taskOffsets[i]!; k < c.taskOffsets[i + 1]!; k++) {
@@ -345,31 +346,22 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
           );
         chunkIds.push(id);
       }
-      // Same set, parts and query part with contiguous key parts: one segment per sequence.
+      // Per (set, parts, query part): its key parts, costed together for every sequence of the set.
       chunkIds.sort(
         (a, b) =>
-          ct.set[a]! - ct.set[b]! ||
-          ct.parts[a]! - ct.parts[b]! ||
-          ct.qPart[a]! - ct.qPart[b]! ||
-          ct.kvPart[a]! - ct.kvPart[b]!,
+          ct.set[a]! - ct.set[b]! || ct.parts[a]! - ct.parts[b]! || ct.qPart[a]! - ct.qPart[b]! || ct.kvPart[a]! - ct.kvPart[b]!,
       );
       for (let x = 0; x < chunkIds.length; ) {
         const a = chunkIds[x]!;
-        let hi = ct.kvPart[a]!;
-        let y = x + 1;
+        kvParts.length = 0;
+        let y = x;
         while (y < chunkIds.length) {
           const b = chunkIds[y]!;
-          if (
-            ct.set[b] !== ct.set[a] ||
-            ct.parts[b] !== ct.parts[a] ||
-            ct.qPart[b] !== ct.qPart[a] ||
-            ct.kvPart[b] !== hi + 1
-          )
-            break;
-          hi++;
+          if (ct.set[b] !== ct.set[a] || ct.parts[b] !== ct.parts[a] || ct.qPart[b] !== ct.qPart[a]) break;
+          if (kvParts.length === 0 || kvParts[kvParts.length - 1] !== ct.kvPart[b]) kvParts.push(ct.kvPart[b]!);
           y++;
         }
-        chunks.addSegment(op, dir, ct.set[a]!, ct.parts[a]!, ct.qPart[a]!, ct.kvPart[a]!, hi);
+        chunks.addSegment(op, dir, ct.set[a]!, ct.parts[a]!, ct.qPart[a]!, kvParts);
         x = y;
       }
     }

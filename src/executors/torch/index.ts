@@ -55,6 +55,10 @@ export interface TorchRunOptions extends ExecutorRunOptions {
   peakTflops?: number;
   /** Seconds a worker waits for a peer before failing (torch.distributed timeout). Default 60. */
   peerTimeoutS?: number;
+  /** Extra environment for every worker (e.g. FCP_TORCH_FAULT in fault tests). */
+  env?: Record<string, string>;
+  /** Called with the worker process ids once they are started. */
+  onSpawn?: (pids: number[]) => void;
 }
 
 const median = (xs: number[]): number => {
@@ -88,94 +92,126 @@ function planPairs(plan: Plan): number {
   return p;
 }
 
+/** One plan of a launch, with its inputs (undefined: seeded inputs generated in Python). */
+export interface TorchJob {
+  plan: Plan;
+  inputs?: SequenceInputs | undefined;
+  /** Existing file holding `plan` (skips writing it again). */
+  planPath?: string;
+}
+
 /** Runs a plan in N Python processes; see the module comment. */
 export async function runTorch(plan: Plan, inputs: SequenceInputs | undefined, o: TorchRunOptions = {}): Promise<ExecutionResult> {
-  const nproc = o.nproc ?? plan.world;
-  if (nproc !== plan.world)
-    fail(
-      'run.nproc',
-      `the plan is for ${plan.world} ranks but ${nproc} processes were asked for; use --nproc ${plan.world} (or re-plan with --world ${nproc})`,
-      'nproc',
-    );
+  const job: TorchJob = { plan, inputs };
+  if (o.planPath !== undefined) job.planPath = o.planPath;
+  const [r] = await runTorchMany([job], o);
+  return r!;
+}
+
+/**
+ * Runs several plans of the same world size in one launch (the processes and the process group are
+ * started once, which is most of a small run's time); results in job order.
+ */
+export async function runTorchMany(jobs: readonly TorchJob[], o: TorchRunOptions = {}): Promise<ExecutionResult[]> {
+  if (jobs.length === 0) return [];
+  const world = jobs[0]!.plan.world;
+  const nproc = o.nproc ?? world;
+  for (const j of jobs)
+    if (j.plan.world !== nproc)
+      fail(
+        'run.nproc',
+        `the plan is for ${j.plan.world} ranks but ${nproc} processes were asked for; use --nproc ${j.plan.world} (or re-plan with --world ${nproc})`,
+        'nproc',
+      );
   const device = o.device ?? 'cpu';
+  if (device === 'cpu' && (o.backend === 'nccl' || o.backend === 'gloo-staged'))
+    fail('run.backend', `backend ${o.backend} needs --device cuda`, 'backend');
+  const withInputs = jobs.some((j) => j.inputs !== undefined);
+  if (withInputs && !jobs.every((j) => j.inputs !== undefined))
+    fail('run.inputs', 'give inputs for every plan of a launch or for none', 'inputs');
+  for (const j of jobs) if (j.inputs !== undefined) checkInputs(j.plan, j.inputs);
   const py = requireTorchPython(o.python);
   if (device === 'cuda' && !py.cuda)
     fail('run.noCuda', `CUDA was requested but torch ${py.torch} (${py.python}) sees no CUDA device; use --device cpu`, 'device');
-  if (device === 'cpu' && (o.backend === 'nccl' || o.backend === 'gloo-staged'))
-    fail('run.backend', `backend ${o.backend} needs --device cuda`, 'backend');
-  if (inputs !== undefined) checkInputs(plan, inputs);
   const dir = o.workDir ?? mkdtempSync(join(tmpdir(), 'fcp-torch-'));
   try {
     o.onProgress?.(0);
-    let planPath = o.planPath;
-    if (planPath === undefined) {
-      planPath = join(dir, 'plan.json');
-      writeFileAtomic(planPath, planToJson(plan));
-    }
-    const args = ['--plan', planPath, '--out', dir, '--device', device];
+    const args = ['--out', dir, '--device', device];
+    jobs.forEach((j, i) => {
+      let planPath = j.planPath;
+      if (planPath === undefined) {
+        planPath = join(dir, `plan${i}.json`);
+        writeFileAtomic(planPath, planToJson(j.plan));
+      }
+      args.push('--plan', planPath);
+      if (j.inputs !== undefined) {
+        const inPath = join(dir, `inputs${i}.bin`);
+        writeInputFile(inPath, j.inputs);
+        args.push('--inputs', inPath);
+      }
+    });
     args.push('--backend', o.backend ?? 'auto', '--kernel', o.kernel ?? 'auto');
     args.push('--iters', String(o.iters ?? 1), '--warmup', String(o.warmup ?? 0));
     args.push('--timeout', String(o.peerTimeoutS ?? 60));
     if (o.mode) args.push('--mode', o.mode);
     if (o.dtype) args.push('--dtype', o.dtype);
     if (o.outputs === false) args.push('--no-outputs');
-    if (inputs !== undefined) {
-      const inPath = join(dir, 'inputs.bin');
-      writeInputFile(inPath, inputs);
-      args.push('--inputs', inPath);
-    } else args.push('--seed', String(o.seed ?? 1));
-    const launch: Parameters<typeof launchWorkers>[0] = {
-      python: py.python,
-      nproc,
-      args,
-      timeoutMs: o.timeoutMs ?? 600000,
-    };
+    if (!withInputs) args.push('--seed', String(o.seed ?? 1));
+    const launch: Parameters<typeof launchWorkers>[0] = { python: py.python, nproc, args, timeoutMs: o.timeoutMs ?? 600000 };
     if (o.signal) launch.signal = o.signal;
+    if (o.env) launch.env = o.env;
+    if (o.onSpawn) launch.onSpawn = o.onSpawn;
     await launchWorkers(launch);
-    const infos = readWorkerInfos(dir, nproc);
-    const fwd = phaseTimings(infos, 'forward');
-    const bwd = phaseTimings(infos, 'backward');
-    const w0 = infos[0]!;
-    const pairs = infos.reduce((s, w) => s + w.pairsForward, 0) || planPairs(plan);
-    const peak = (o.peakTflops ?? 989) * 1e12;
-    const mfu = (flops: number, ms: number) => (ms > 0 ? flops / (plan.world * peak * (ms / 1e3)) : 0);
-    const result: ExecutionResult = {
-      executor: 'torch',
-      forwardMs: fwd.makespanMs,
-      backwardMs: bwd.makespanMs,
-      perRank: { forward: fwd.perRank, backward: bwd.perRank },
-      details: {
-        python: py.python,
-        torch: w0.torch,
-        device: w0.device,
-        gpu: w0.gpu,
-        backend: w0.backend,
-        kernel: w0.kernel,
-        mode: w0.mode,
-        dtype: w0.dtype,
-        kernelsAvailable: w0.kernelsAvailable,
-        kernelErrors: w0.kernelErrors,
-        prepareMs: Math.max(...infos.map((w) => w.prepareMs)),
-        attendedPairs: pairs,
-        forwardIterationsMs: fwd.iterationMs,
-        backwardIterationsMs: bwd.iterationMs,
-        mfu: {
-          forward: mfu(forwardFlops(plan.model, pairs), fwd.makespanMs),
-          backward: mfu(backwardFlops(plan.model, pairs), bwd.makespanMs),
-        },
-        launches: infos.map((w) => w.iters.at(-1)?.forward.launch_kinds ?? {}),
-        bytesSent: {
-          forward: infos.reduce((s, w) => s + (w.iters.at(-1)?.forward.bytes_sent ?? 0), 0),
-          backward: infos.reduce((s, w) => s + (w.iters.at(-1)?.backward.bytes_sent ?? 0), 0),
-        },
-      },
-    };
-    if (o.outputs !== false) result.outputs = readOutputs(dir, plan, infos);
+    const results = jobs.map((j, i) => collect(j.plan, jobs.length === 1 ? dir : join(dir, String(i)), nproc, py.python, o));
     o.onProgress?.(1);
-    return result;
+    return results;
   } finally {
     if (o.workDir === undefined) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Reads one plan's rank files into an ExecutionResult. */
+function collect(plan: Plan, dir: string, nproc: number, python: string, o: TorchRunOptions): ExecutionResult {
+  const infos = readWorkerInfos(dir, nproc);
+  const fwd = phaseTimings(infos, 'forward');
+  const bwd = phaseTimings(infos, 'backward');
+  const w0 = infos[0]!;
+  const pairs = infos.reduce((s, w) => s + w.pairsForward, 0) || planPairs(plan);
+  const peak = (o.peakTflops ?? 989) * 1e12;
+  const mfu = (flops: number, ms: number) => (ms > 0 ? flops / (plan.world * peak * (ms / 1e3)) : 0);
+  const result: ExecutionResult = {
+    executor: 'torch',
+    forwardMs: fwd.makespanMs,
+    backwardMs: bwd.makespanMs,
+    perRank: { forward: fwd.perRank, backward: bwd.perRank },
+    details: {
+      python,
+      torch: w0.torch,
+      device: w0.device,
+      gpu: w0.gpu,
+      backend: w0.backend,
+      kernel: w0.kernel,
+      mode: w0.mode,
+      dtype: w0.dtype,
+      kernelsAvailable: w0.kernelsAvailable,
+      kernelErrors: w0.kernelErrors,
+      prepareMs: Math.max(...infos.map((w) => w.prepareMs)),
+      attendedPairs: pairs,
+      forwardIterationsMs: fwd.iterationMs,
+      backwardIterationsMs: bwd.iterationMs,
+      mfu: {
+        forward: mfu(forwardFlops(plan.model, pairs), fwd.makespanMs),
+        backward: mfu(backwardFlops(plan.model, pairs), bwd.makespanMs),
+      },
+      launches: infos.map((w) => w.iters.at(-1)?.forward.launch_kinds ?? {}),
+      bytesSent: {
+        forward: infos.reduce((s, w) => s + (w.iters.at(-1)?.forward.bytes_sent ?? 0), 0),
+        backward: infos.reduce((s, w) => s + (w.iters.at(-1)?.backward.bytes_sent ?? 0), 0),
+      },
+    },
+  };
+  if (o.outputs !== false) result.outputs = readOutputs(dir, plan, infos);
+  return result;
 }
 
 /** The registered `torch` executor. */

@@ -30,6 +30,8 @@ export interface LaunchOptions {
   signal?: AbortSignal;
   /** Extra environment for every worker. */
   env?: Record<string, string>;
+  /** Called with the process ids once every worker is started (tests check that all end). */
+  onSpawn?: (pids: number[]) => void;
 }
 
 /** What each worker printed (stderr kept for error reports). */
@@ -140,6 +142,7 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
         finish(workerError(r, code, sig, stderr[r] ?? ''));
       });
     }
+    o.onSpawn?.(procs.map((p) => p.pid ?? -1));
   });
 }
 

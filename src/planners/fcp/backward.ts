@@ -21,7 +21,7 @@ import { applyAblations, hunger, type PhaseStats, PUSH_SLACK, placeIn, placeKv }
 import { firstEndingAfter, subtractInto } from './layout.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
-import { type Colouring, placeBucketed } from './rounds.ts';
+import { type Colouring, placePushes } from './rounds.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 
 /** Plans the backward phase over the forward's tasks. */
@@ -47,13 +47,13 @@ export function planBackward(
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
 
   // dkv: per RS, the key span minus its own runs, cut at the other ranks' runs.
-  const dSrc = new IntColumn();
-  const dDst = new IntColumn();
-  const dSeq = new IntColumn();
-  const dStart = new IntColumn();
-  const dLen = new IntColumn();
-  const dRun = new IntColumn();
-  const dOp = new IntColumn();
+  const dSrc: number[] = [];
+  const dDst: number[] = [];
+  const dSeq: number[] = [];
+  const dStart: number[] = [];
+  const dLen: number[] = [];
+  const dRun: number[] = [];
+  const dOp: number[] = [];
   const own: number[] = [];
   const rest: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
@@ -85,52 +85,67 @@ export function planBackward(
     }
     // Last op of h using keys of each push (pushes of this RS are sorted by start).
     const last = dSrc.length;
-    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie && last > first; i++) {
+    if (last === first) continue;
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const ka = t.kvStart[i]!;
       const kb = ka + t.kvLength[i]!;
       let j = first;
       let jh = last;
       while (j < jh) {
         const mid = (j + jh) >>> 1;
-        if (dStart.get(mid) + dLen.get(mid) <= ka) j = mid + 1;
+        if (dStart[mid]! + dLen[mid]! <= ka) j = mid + 1;
         else jh = mid;
       }
-      for (; j < last && dStart.get(j) < kb; j++) dOp.set(j, Math.max(dOp.get(j), opOfTask[i]!));
+      const op = opOfTask[i]!;
+      for (; j < last && dStart[j]! < kb; j++) if (dOp[j]! < op) dOp[j] = op;
     }
   }
   const nd = dSrc.length;
   const dReady = new Int32Array(nd);
-  for (let e = 0; e < nd; e++) dReady[e] = compute.after[dOp.get(e)]! + 1 + PUSH_SLACK;
-  const dkv = placeBucketed(placer, dSrc.toArray(), dDst.toArray(), dReady, world, o.rounds);
-  // Latest dkv arrival per run, per position range: kept per push for the `out` check below.
+  for (let e = 0; e < nd; e++) dReady[e] = compute.after[dOp[e]!]! + 1 + PUSH_SLACK;
+  const dkv = placePushes(placer, Int32Array.from(dSrc), Int32Array.from(dDst), dReady, world, o.rounds);
+  // dkv arrivals grouped by the receiving run, for the `out` check below.
   const dkvGroup = new Int32Array(nd);
   const dkvByRun = new Int32Array(runs.rank.length + 1);
   for (let e = 0; e < nd; e++) {
-    const id = list.add(dkv.slot[e]!, dSrc.get(e), dDst.get(e), Kind.dkv, dSeq.get(e), dStart.get(e), dLen.get(e));
+    const id = list.add(dkv.slot[e]!, dSrc[e]!, dDst[e]!, Kind.dkv, dSeq[e]!, dStart[e]!, dLen[e]!);
     sendAfter.transfer.push(id);
-    sendAfter.compute.push(dOp.get(e));
+    sendAfter.compute.push(dOp[e]!);
     dkvGroup[e] = placer.groupOf(dkv.slot[e]!);
-    dkvByRun[dRun.get(e) + 1]!++;
+    dkvByRun[dRun[e]! + 1]!++;
   }
   for (let r = 0; r < runs.rank.length; r++) dkvByRun[r + 1]! += dkvByRun[r]!;
   const fill = dkvByRun.slice(0, runs.rank.length);
   const dkvIds = new Int32Array(nd);
-  for (let e = 0; e < nd; e++) dkvIds[fill[dRun.get(e)]!++] = e;
+  for (let e = 0; e < nd; e++) dkvIds[fill[dRun[e]!]!++] = e;
 
-  // out: after the last op touching the piece (queries or keys) and after the dkv into it.
+  // out: after the last op touching the piece (queries or keys) and after the dkv into it. The
+  // pieces of an RS, in position order, are a contiguous list per run; binary search per task.
   const lastOp = new Int32Array(pieces.seq.length).fill(-1);
+  const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    const np = rsPieces.length;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
-      const qa = t.qStart[i]!;
-      const qb = qa + t.qLength[i]!;
-      const ka = t.kvStart[i]!;
-      const kb = ka + t.kvLength[i]!;
-      for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-        const run = runs.byRank[p]!;
-        for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) {
-          const a = pieces.start[j]!;
-          const b = a + pieces.length[j]!;
-          if ((a < qb && b > qa) || (a < kb && b > ka)) lastOp[j] = Math.max(lastOp[j]!, opOfTask[i]!);
+      const op = opOfTask[i]!;
+      for (let side = 0; side < 2; side++) {
+        const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
+        const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
+        let lo = 0;
+        let hi = np;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          const pm = rsPieces[mid]!;
+          if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
+          else hi = mid;
+        }
+        for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
+          const pk = rsPieces[k]!;
+          if (lastOp[pk]! < op) lastOp[pk] = op;
         }
       }
     }
@@ -147,11 +162,11 @@ export function planBackward(
     const run = pieces.run[p]!;
     for (let k = dkvByRun[run]!, ke = dkvByRun[run + 1]!; k < ke; k++) {
       const e = dkvIds[k]!;
-      if (dStart.get(e) < b && dStart.get(e) + dLen.get(e) > a) g = Math.max(g, dkvGroup[e]! + 1);
+      if (dStart[e]! < b && dStart[e]! + dLen[e]! > a) g = Math.max(g, dkvGroup[e]! + 1);
     }
     outReady[i] = g;
   }
-  const out = placeBucketed(placer, outSrc, outDst, outReady, world, o.rounds);
+  const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
     const id = list.add(out.slot[i]!, outSrc[i]!, outDst[i]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);

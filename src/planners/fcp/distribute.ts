@@ -91,20 +91,37 @@ export function distributeUnits(
   const totalPairs = blocks.totalPairs > 0 ? blocks.totalPairs : 1;
   const totalTokens = blocks.totalTokens > 0 ? blocks.totalTokens : 1;
   const avg = totalPairs / world;
-  const avgMem = totalTokens / world;
   // Memory-dominant units first (by normalised memory), then compute-dominant ones (by normalised
   // compute): see step 1 of the module comment.
   const computeDominant = new Uint8Array(U);
   const size = new Float64Array(U);
+  let mdTokens = 0;
   for (let u = 0; u < U; u++) {
     const nm = unitTokens[u]! / totalTokens;
     const nc = unitPairs[u]! / totalPairs;
     computeDominant[u] = nc > nm ? 1 : 0;
     size[u] = Math.max(nm, nc);
+    if (nc <= nm) mdTokens += unitTokens[u]!;
   }
+  // Memory-dominant units balance memory against their own per-rank mean, so that every rank keeps
+  // the same room for the compute-dominant units that must then close its compute gap.
+  const mdMean = Math.max(mdTokens / world, 1);
   const order = new Int32Array(U);
   for (let u = 0; u < U; u++) order[u] = u;
-  order.sort((a, b) => computeDominant[a]! - computeDominant[b]! || size[b]! - size[a]! || a - b);
+  // Compute-dominant units go sequence by sequence (largest sequence first, its units in order), so
+  // that with affinity each long sequence fills a few ranks in turn instead of plugging the gaps of
+  // many partly filled ranks (each of which would then need its whole K/V).
+  const seqPairs = new Float64Array(blocks.seqUnits.length - 1);
+  for (let u = 0; u < U; u++) if (computeDominant[u] === 1) seqPairs[unitSeq[u]!]! += unitPairs[u]!;
+  order.sort((a, b) => {
+    const da = computeDominant[a]!;
+    const d = da - computeDominant[b]!;
+    if (d !== 0) return d;
+    if (da === 0) return size[b]! - size[a]! || a - b;
+    const sa = unitSeq[a]!;
+    const sb = unitSeq[b]!;
+    return seqPairs[sb]! - seqPairs[sa]! || sa - sb || a - b;
+  });
   // Smallest unit still to come, to retire ranks whose memory cannot take any of them.
   const minTokAfter = new Int32Array(U + 1).fill(0x7fffffff);
   for (let i = U - 1; i >= 0; i--) minTokAfter[i] = Math.min(minTokAfter[i + 1]!, unitTokens[order[i]!]!);
@@ -144,7 +161,7 @@ export function distributeUnits(
   // The unit being placed (read by `room` and `score`, created once: no closures in the loop).
   let tok = 0;
   let pairs = 0;
-  let mNorm = avgMem;
+  let mNorm = mdMean;
   const room = (r: number): boolean => mem[r]! + tok <= memoryTokens;
   const score = (r: number): number => Math.max((load[r]! + pairs) / avg, (mem[r]! + tok) / mNorm);
   for (let i = 0; i < U; i++) {
@@ -154,7 +171,7 @@ export function distributeUnits(
     // on compute, memory only as the capacity limit (mNorm below).
     tok = unitTokens[u]!;
     pairs = unitPairs[u]!;
-    mNorm = dense ? memoryTokens : avgMem;
+    mNorm = dense ? memoryTokens : mdMean;
     const s = unitSeq[u]!;
     cands.length = 0;
     cHeap.smallest(HEAP_CANDIDATES, room, cands);
@@ -179,7 +196,7 @@ export function distributeUnits(
     }
     let pick = -1;
     const prev = lastRank[s]!;
-    if (!o.noAffinity && prev >= 0 && prev !== best && room(prev) && load[prev]! + pairs <= avg && (dense || mem[prev]! + tok <= AFFINITY_MEMORY * avgMem))
+    if (!o.noAffinity && prev >= 0 && prev !== best && room(prev) && load[prev]! + pairs <= avg && (dense || mem[prev]! + tok <= AFFINITY_MEMORY * mdMean))
       pick = prev;
     if (pick < 0 && !o.noLocality) {
       userRank.length = 0;
@@ -209,13 +226,13 @@ export function distributeUnits(
     mHeap.increased(pick);
   }
   const greedyImbalance = computeImbalance(load);
-  const maxSteps = o.refineSteps < 0 ? 4 * world : o.refineSteps;
+  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 4 * world) : o.refineSteps;
   const { blockRank, steps } = refine(blocks, causal, sequences, unitRank, load, mem, world, memoryTokens, maxSteps);
   return { unitRank, blockRank, computeLoad: load, memoryLoad: mem, greedyImbalance, refineSteps: steps };
 }
 
-/** Affinity keeps a memory-dominant sequence on one rank up to this multiple of the mean memory. */
-const AFFINITY_MEMORY = 1.25;
+/** Affinity keeps a memory-dominant sequence on one rank up to this multiple of the phase's mean memory. */
+const AFFINITY_MEMORY = 1.1;
 
 /**
  * Refinement (module comment, step 4) over blocks rather than units: the two halves of a zig-zag

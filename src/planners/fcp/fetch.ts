@@ -56,21 +56,23 @@ export function ownedIntervals(runs: HomeRuns, userRows: SeqRows, rs: number, en
   let ub = row >= 0 ? Math.min(end, ua + userRows.length[row]!) : 0;
   if (ub <= ua) ua = ub = -1;
   let userDone = ua < 0;
-  const push = (a: number, b: number): void => {
-    const n = out.length;
-    if (n > 0 && out[n - 1]! >= a) out[n - 1] = Math.max(out[n - 1]!, b);
-    else out.push(a, b);
-  };
   for (let p = runs.rsOff[rs]!, e = runs.rsOff[rs + 1]!; p < e; p++) {
     const run = runs.byRank[p]!;
     const a = runs.start[run]!;
     if (!userDone && ua <= a) {
-      push(ua, ub);
+      pushMerged(out, ua, ub);
       userDone = true;
     }
-    push(a, a + runs.length[run]!);
+    pushMerged(out, a, a + runs.length[run]!);
   }
-  if (!userDone) push(ua, ub);
+  if (!userDone) pushMerged(out, ua, ub);
+}
+
+/** Appends [a, b) to sorted flat intervals, merging with the last one when they touch. */
+function pushMerged(out: number[], a: number, b: number): void {
+  const n = out.length;
+  if (n > 0 && out[n - 1]! >= a) out[n - 1] = Math.max(out[n - 1]!, b);
+  else out.push(a, b);
 }
 
 /** Every RS's remote key ranges, cut at user-row boundaries (RS order, then position). */
@@ -111,92 +113,105 @@ export function fetchRequests(runs: HomeRuns, userRows: SeqRows, sequences: Int3
 /** Per-message overhead in the sender choice, in tokens (a message's latency at link speed, roughly). */
 const MESSAGE_TOKENS = 512;
 
+/** Sorts ids 0..n-1 by descending `len` (ties: ascending id) without a comparator (numeric keys). */
+function byDescendingLength(len: Int32Array): Int32Array {
+  const n = len.length;
+  let max = 0;
+  for (let i = 0; i < n; i++) max = Math.max(max, len[i]!);
+  const key = new Float64Array(n);
+  for (let i = 0; i < n; i++) key[i] = (max - len[i]!) * n + i; // < 2^31 * 2^31: exact in a double
+  key.sort();
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) out[i] = key[i]! % n;
+  return out;
+}
+
 /**
  * Chooses a sender for every request (module comment). `homesReady`: the homes hold K/V from time
  * zero (backward); otherwise a home that is not the range's user rank depends on its `in` piece.
  */
 export function chooseSenders(req: FetchRequests, runs: HomeRuns, pieces: Pieces, world: number, homesReady: boolean): KvEdges {
   const n = req.rs.length;
-  const order = new Int32Array(n);
-  for (let i = 0; i < n; i++) order[i] = i;
-  order.sort((a, b) => req.length[b]! - req.length[a]! || a - b);
-  const cost = new Float64Array(world);
-  // Per request: the chosen edges, collected then emitted in request order (deterministic, RS-major).
-  const useHomes = new Uint8Array(n);
-  const segX: number[] = [];
+  // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
+  const segOff = new Int32Array(n + 1);
+  const segRun: number[] = [];
   const segLen: number[] = [];
-  const homeSegments = (i: number): void => {
-    segX.length = 0;
-    segLen.length = 0;
+  for (let i = 0; i < n; i++) {
     const s = runs.rsSeq[req.rs[i]!]!;
     const a = req.start[i]!;
     const b = a + req.length[i]!;
-    const lo = runs.off[s]!;
     const hi = runs.off[s + 1]!;
-    for (let r = firstEndingAfter(runs.start, runs.length, lo, hi, a); r < hi; r++) {
+    for (let r = firstEndingAfter(runs.start, runs.length, runs.off[s]!, hi, a); r < hi; r++) {
       const ra = runs.start[r]!;
       if (ra >= b) break;
-      segX.push(r);
+      segRun.push(r);
       segLen.push(Math.min(b, ra + runs.length[r]!) - Math.max(a, ra));
     }
-  };
+    segOff[i + 1] = segRun.length;
+  }
+  const order = byDescendingLength(req.length);
+  const cost = new Float64Array(world);
+  const useHomes = new Uint8Array(n);
+  let edgeCount = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
     const len = req.length[i]!;
-    homeSegments(i);
+    const s0 = segOff[i]!;
+    const s1 = segOff[i + 1]!;
     const viaUser = cost[u]! + len + MESSAGE_TOKENS;
     // Busiest home sender after the split, plus the receiver's extra messages.
     let viaHomes = 0;
-    for (let j = 0; j < segX.length; j++) viaHomes = Math.max(viaHomes, cost[runs.rank[segX[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
-    viaHomes += (segX.length - 1) * MESSAGE_TOKENS;
-    if (segX.length > 0 && viaHomes < viaUser) {
+    for (let j = s0; j < s1; j++) viaHomes = Math.max(viaHomes, cost[runs.rank[segRun[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
+    viaHomes += (s1 - s0 - 1) * MESSAGE_TOKENS;
+    if (s1 > s0 && viaHomes < viaUser) {
       useHomes[i] = 1;
-      for (let j = 0; j < segX.length; j++) cost[runs.rank[segX[j]!]!]! += segLen[j]! + MESSAGE_TOKENS;
-    } else cost[u]! += len + MESSAGE_TOKENS;
+      for (let j = s0; j < s1; j++) cost[runs.rank[segRun[j]!]!]! += segLen[j]! + MESSAGE_TOKENS;
+      edgeCount += s1 - s0;
+    } else {
+      cost[u]! += len + MESSAGE_TOKENS;
+      edgeCount++;
+    }
   }
-  const src: number[] = [];
-  const dst: number[] = [];
-  const seq: number[] = [];
-  const start: number[] = [];
-  const length: number[] = [];
-  const rsCol: number[] = [];
-  const dep: number[] = [];
+  const src = new Int32Array(edgeCount);
+  const dst = new Int32Array(edgeCount);
+  const seq = new Int32Array(edgeCount);
+  const start = new Int32Array(edgeCount);
+  const length = new Int32Array(edgeCount);
+  const rsCol = new Int32Array(edgeCount);
+  const dep = new Int32Array(edgeCount);
+  let e = 0;
   for (let i = 0; i < n; i++) {
     const rs = req.rs[i]!;
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
-    const push = (from: number, x: number, len: number, d: number): void => {
-      src.push(from);
-      dst.push(h);
-      seq.push(s);
-      start.push(x);
-      length.push(len);
-      rsCol.push(rs);
-      dep.push(d);
-    };
+    const u = req.user[i]!;
     if (useHomes[i] === 0) {
-      push(req.user[i]!, a, req.length[i]!, -1);
+      src[e] = u;
+      dst[e] = h;
+      seq[e] = s;
+      start[e] = a;
+      length[e] = req.length[i]!;
+      rsCol[e] = rs;
+      dep[e] = -1;
+      e++;
       continue;
     }
-    homeSegments(i);
-    for (let j = 0; j < segX.length; j++) {
-      const run = segX[j]!;
+    for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
+      const run = segRun[j]!;
       const x = Math.max(a, runs.start[run]!);
       const from = runs.rank[run]!;
+      src[e] = from;
+      dst[e] = h;
+      seq[e] = s;
+      start[e] = x;
+      length[e] = segLen[j]!;
+      rsCol[e] = rs;
       // The segment lies in one user row (the request's), so in one piece of the run.
-      const d = homesReady || from === req.user[i] ? -1 : pieceAt(pieces, run, x);
-      push(from, x, segLen[j]!, d);
+      dep[e] = homesReady || from === u ? -1 : pieceAt(pieces, run, x);
+      e++;
     }
   }
-  return {
-    src: Int32Array.from(src),
-    dst: Int32Array.from(dst),
-    seq: Int32Array.from(seq),
-    start: Int32Array.from(start),
-    length: Int32Array.from(length),
-    rs: Int32Array.from(rsCol),
-    dep: Int32Array.from(dep),
-  };
+  return { src, dst, seq, start, length, rs: rsCol, dep };
 }

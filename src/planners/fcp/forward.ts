@@ -21,7 +21,7 @@ import { IntColumn } from '../../core/int-column.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
-import { type Colouring, colourEdges, orderRounds, placeBucketed, placeColouring } from './rounds.ts';
+import { type Colouring, colourEdges, orderRounds, placePushes, placeColouring } from './rounds.ts';
 import { buildTasks, edgesByRs, type TaskContext, type Tasks } from './tasks.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
@@ -138,27 +138,35 @@ export function planForward(ctx: TaskContext, req: FetchRequests, world: number,
   const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
   const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
 
-  // `out`: O of each moving piece after the last op writing its rows.
+  // `out`: O of each moving piece after the last op writing its rows. A task's queries are one
+  // query segment (consecutive pieces of one run); tasks and pieces of an RS are both in position
+  // order, so one walk pairs them.
   const lastOp = new Int32Array(pieces.seq.length).fill(-1);
   const t = tasks.table;
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    let p = runs.rsOff[rs]!;
+    let j = pieces.runOff[runs.byRank[p]!]!;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
       const qb = qa + t.qLength[i]!;
-      for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      // Advance to the first piece ending after qa (pieces of the RS in position order).
+      for (;;) {
         const run = runs.byRank[p]!;
-        for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) {
-          const a = pieces.start[j]!;
-          if (a < qb && a + pieces.length[j]! > qa) lastOp[j] = Math.max(lastOp[j]!, opOfTask[i]!);
-        }
+        if (j >= pieces.runOff[run + 1]!) {
+          p++;
+          j = pieces.runOff[runs.byRank[p]!]!;
+        } else if (pieces.start[j]! + pieces.length[j]! <= qa) j++;
+        else break;
       }
+      const run = runs.byRank[p]!;
+      for (let k = j; k < pieces.runOff[run + 1]! && pieces.start[k]! < qb; k++) lastOp[k] = Math.max(lastOp[k]!, opOfTask[i]!);
     }
   }
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
   const outReady = Int32Array.from(m, (p) => compute.after[lastOp[p]!]! + 1 + PUSH_SLACK);
-  const out = placeBucketed(placer, outSrc, outDst, outReady, world, o.rounds);
+  const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;

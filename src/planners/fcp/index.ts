@@ -25,7 +25,7 @@ import { planBackward } from './backward.ts';
 import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
-import { movedTokens, reshufflePieces } from './reshuffle.ts';
+import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
 
 /** Milliseconds spent in each stage of one planning run. */
 export type StageTimings = Record<'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total', number>;
@@ -78,6 +78,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
       refineSteps: placement.refineSteps,
       maxHomeTokens: maxMem,
       movedTokens: movedTokens(pieces),
+      reshuffleBytes: reshuffleBytes(pieces, problem.model),
       forward: fwd.stats,
       backward: bwd.stats,
     },

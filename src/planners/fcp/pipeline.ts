@@ -99,8 +99,10 @@ export function buildOps(taskRank: Int32Array, taskAfter: Int32Array, world: num
   let maxAfter = -1;
   for (let t = 0; t < n; t++) maxAfter = Math.max(maxAfter, taskAfter[t]!);
   // Two stable counting sorts: by after, then by rank.
-  const byAfter = countingSort(n, maxAfter + 2, (t) => taskAfter[t]! + 1, null);
-  const order = countingSort(n, world, (t) => taskRank[t]!, byAfter);
+  const afterKey = new Int32Array(n);
+  for (let t = 0; t < n; t++) afterKey[t] = taskAfter[t]! + 1;
+  const byAfter = countingSort(afterKey, maxAfter + 2, null);
+  const order = countingSort(taskRank, world, byAfter);
   const rank = new IntColumn();
   const after = new IntColumn();
   const offsets = new IntColumn();
@@ -119,15 +121,16 @@ export function buildOps(taskRank: Int32Array, taskAfter: Int32Array, world: num
   return { compute: { rank: rank.toArray(), after: after.toArray(), taskOffsets: offsets.toArray(), taskIds: order }, opOfTask };
 }
 
-/** Stable counting sort of ids 0..n-1 (in the order of `input`, or ascending) by a key in [0, keys). */
-function countingSort(n: number, keys: number, key: (id: number) => number, input: Int32Array | null): Int32Array {
+/** Stable counting sort of ids 0..n-1 (taken in the order of `input`, or ascending) by key[id] in [0, keys). */
+function countingSort(key: Int32Array, keys: number, input: Int32Array | null): Int32Array {
+  const n = key.length;
   const first = new Int32Array(keys + 1);
-  for (let i = 0; i < n; i++) first[key(input ? input[i]! : i) + 1]!++;
+  for (let i = 0; i < n; i++) first[key[i]! + 1]!++;
   for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
   const out = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const id = input ? input[i]! : i;
-    out[first[key(id)]!++] = id;
+    out[first[key[id]!]!++] = id;
   }
   return out;
 }
@@ -145,21 +148,38 @@ export function finishPhase(
   const { roundOfSlot, groupOfRound } = placer.finish();
   const n = list.size;
   const rounds = groupOfRound.length;
+  const slots = list.slot.toArray();
   const roundOf = new Int32Array(n);
-  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[list.slot.get(i)]!;
-  const order = countingSort(n, rounds, (i) => roundOf[i]!, null);
+  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[slots[i]!]!;
+  const order = countingSort(roundOf, rounds, null);
   const rowOf = new Int32Array(n);
   for (let r = 0; r < n; r++) rowOf[order[r]!] = r;
-  const pick = (col: IntColumn): Int32Array => Int32Array.from(order, (i) => col.get(i));
+  const pick = (col: IntColumn): Int32Array => {
+    const a = col.toArray();
+    const out = new Int32Array(n);
+    for (let r = 0; r < n; r++) out[r] = a[order[r]!]!;
+    return out;
+  };
+  const kinds = list.kind.toArray();
   const kind = new Uint8Array(n);
-  for (let r = 0; r < n; r++) kind[r] = list.kind.get(order[r]!);
-  const pairs = sendAfter.transfer.length;
-  const saOrder = new Int32Array(pairs);
-  for (let i = 0; i < pairs; i++) saOrder[i] = i;
-  saOrder.sort((a, b) => rowOf[sendAfter.transfer.get(a)]! - rowOf[sendAfter.transfer.get(b)]! || a - b);
+  for (let r = 0; r < n; r++) kind[r] = kinds[order[r]!]!;
+  // sendAfter pairs by transfer row.
+  const saT = sendAfter.transfer.toArray();
+  const saC = sendAfter.compute.toArray();
+  const rowKey = new Int32Array(saT.length);
+  for (let i = 0; i < saT.length; i++) rowKey[i] = rowOf[saT[i]!]!;
+  const saOrder = countingSort(rowKey, n, null);
+  const transfer = new Int32Array(saT.length);
+  const comp = new Int32Array(saT.length);
+  for (let i = 0; i < saT.length; i++) {
+    transfer[i] = rowKey[saOrder[i]!]!;
+    comp[i] = saC[saOrder[i]!]!;
+  }
+  const roundCol = new Int32Array(n);
+  for (let r = 0; r < n; r++) roundCol[r] = roundOf[order[r]!]!;
   return {
     transfers: {
-      round: Int32Array.from(order, (i) => roundOf[i]!),
+      round: roundCol,
       src: pick(list.src),
       dst: pick(list.dst),
       kind,
@@ -169,9 +189,6 @@ export function finishPhase(
     },
     groupOfRound,
     compute,
-    sendAfter: {
-      transfer: Int32Array.from(saOrder, (i) => rowOf[sendAfter.transfer.get(i)]!),
-      compute: Int32Array.from(saOrder, (i) => sendAfter.compute.get(i)),
-    },
+    sendAfter: { transfer, compute: comp },
   };
 }

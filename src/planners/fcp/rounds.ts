@@ -74,12 +74,15 @@ export function placeColouring(placer: GroupPlacer, c: Colouring, order: Int32Ar
 }
 
 /**
- * Places pushes (results that become ready at different times: `out`, `dkv`): the edges are
- * bucketed by ready group, each bucket coloured on its own (so an early push never waits for a
- * late one that shares its round) and placed at its ready group or later. Returns each edge's slot
- * and the total number of rounds.
+ * Places pushes (results that become ready at different times: `out`, `dkv`). One colouring of all
+ * of them would make an early push wait for the latest push of its round, and a colouring per ready
+ * group makes many sparse rounds; instead pushes are taken by ready group and each joins the first
+ * push round, at its ready group or later, where its sender and receiver are both free (first-fit
+ * greedy colouring: at most 2Δ-1 rounds, usually close to Δ), or opens a new round. Still one
+ * message per rank and round. `naive`: one round per ready group. Returns each edge's slot and
+ * the number of rounds.
  */
-export function placeBucketed(
+export function placePushes(
   placer: GroupPlacer,
   src: Int32Array,
   dst: Int32Array,
@@ -89,23 +92,72 @@ export function placeBucketed(
 ): { slot: Int32Array; rounds: number; delta: number } {
   const n = src.length;
   const slot = new Int32Array(n);
-  const byReady = new Int32Array(n);
-  for (let e = 0; e < n; e++) byReady[e] = e;
-  byReady.sort((a, b) => ready[a]! - ready[b]! || a - b);
-  let rounds = 0;
-  for (let i = 0; i < n; ) {
-    let j = i;
-    while (j < n && ready[byReady[j]!] === ready[byReady[i]!]) j++;
-    const ids = byReady.subarray(i, j);
-    const s = Int32Array.from(ids, (e) => src[e]!);
-    const d = Int32Array.from(ids, (e) => dst[e]!);
-    const c = colourEdges(s, d, world, mode);
-    const { order, readyOf } = orderRounds(c, null, new Float64Array(ids.length).fill(1));
-    readyOf.fill(ready[ids[0]!]!);
-    const sl = placeColouring(placer, c, order, readyOf);
-    for (let k = 0; k < ids.length; k++) slot[ids[k]!] = sl[k]!;
-    rounds += c.rounds;
-    i = j;
+  // Edges by ready group (stable counting sort).
+  let maxReady = 0;
+  for (let e = 0; e < n; e++) maxReady = Math.max(maxReady, ready[e]!);
+  const first = new Int32Array(maxReady + 2);
+  for (let e = 0; e < n; e++) first[ready[e]! + 1]!++;
+  for (let g = 0; g <= maxReady; g++) first[g + 1]! += first[g]!;
+  const order = new Int32Array(n);
+  for (let e = 0; e < n; e++) order[first[ready[e]!]!++] = e;
+  // Push rounds (local ids) kept in group order, and per (local round, rank) busy flags.
+  const byGroup: number[] = [];
+  const groupOfLocal: number[] = [];
+  const slotOfLocal: number[] = [];
+  let cap = 16;
+  let sendBusy = new Uint8Array(cap * world);
+  let recvBusy = new Uint8Array(cap * world);
+  const open = (g: number): number => {
+    const local = slotOfLocal.length;
+    if (local === cap) {
+      cap *= 2;
+      const s2 = new Uint8Array(cap * world);
+      s2.set(sendBusy);
+      sendBusy = s2;
+      const r2 = new Uint8Array(cap * world);
+      r2.set(recvBusy);
+      recvBusy = r2;
+    }
+    const sl = placer.place(g);
+    const grp = placer.groupOf(sl);
+    slotOfLocal.push(sl);
+    groupOfLocal.push(grp);
+    let i = byGroup.length;
+    while (i > 0 && groupOfLocal[byGroup[i - 1]!]! > grp) i--;
+    byGroup.splice(i, 0, local);
+    return local;
+  };
+  for (let k = 0; k < n; k++) {
+    const e = order[k]!;
+    const g = ready[e]!;
+    const s = src[e]!;
+    const d = dst[e]!;
+    let lo = 0;
+    let hi = byGroup.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (groupOfLocal[byGroup[mid]!]! < g) lo = mid + 1;
+      else hi = mid;
+    }
+    let chosen = -1;
+    if (mode === 'naive') {
+      if (lo < byGroup.length) chosen = byGroup[lo]!;
+    } else {
+      for (let i = lo, end = Math.min(byGroup.length, lo + PUSH_SCAN); i < end; i++) {
+        const local = byGroup[i]!;
+        if (sendBusy[local * world + s] === 0 && recvBusy[local * world + d] === 0) {
+          chosen = local;
+          break;
+        }
+      }
+    }
+    if (chosen < 0) chosen = open(g);
+    sendBusy[chosen * world + s] = 1;
+    recvBusy[chosen * world + d] = 1;
+    slot[e] = slotOfLocal[chosen]!;
   }
-  return { slot, rounds, delta: degreeOf(src, dst, world) };
+  return { slot, rounds: slotOfLocal.length, delta: degreeOf(src, dst, world) };
 }
+
+/** Push rounds a push tries before opening a new one (bounds the first-fit scan). */
+const PUSH_SCAN = 512;

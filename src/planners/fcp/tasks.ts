@@ -66,12 +66,13 @@ export function keySpanEnd(ctx: TaskContext, rs: number): number {
   return runs.start[last]! + runs.length[last]!;
 }
 
-const scratch = { items: [] as number[], order: [] as number[], cut: [] as number[], rest: [] as number[] };
+const scratch = { cut: [] as number[], rest: [] as number[] };
 
 /**
  * Fills `out` with the key pieces of RS `rs`: its runs' pieces at `pieceGroup[piece]` (null: -1),
  * the rest of its user row at -1, and its `kv` edges at `edgeGroup[edge]`; adjacent pieces with
- * the same group are merged.
+ * the same group are merged. The three sources are each sorted by start and disjoint, so they are
+ * merged, not sorted.
  */
 export function keyPiecesOf(
   ctx: TaskContext,
@@ -84,42 +85,60 @@ export function keyPiecesOf(
 ): void {
   const { runs, pieces, userRows } = ctx;
   const end = keySpanEnd(ctx, rs);
-  const items = scratch.items; // triples (a, b, t)
-  items.length = 0;
   const cut = scratch.cut;
   cut.length = 0;
-  for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+  const p0 = runs.rsOff[rs]!;
+  const p1 = runs.rsOff[rs + 1]!;
+  for (let p = p0; p < p1; p++) {
     const run = runs.byRank[p]!;
     cut.push(runs.start[run]!, runs.start[run]! + runs.length[run]!);
-    for (let i = pieces.runOff[run]!, ie = pieces.runOff[run + 1]!; i < ie; i++)
-      items.push(pieces.start[i]!, pieces.start[i]! + pieces.length[i]!, pieceGroup ? pieceGroup[i]! : -1);
   }
+  const rest = scratch.rest;
+  rest.length = 0;
   const row = rowOnRank(userRows, runs.rsSeq[rs]!, runs.rsRank[rs]!);
   if (row >= 0) {
     const ua = userRows.start[row]!;
     const ub = Math.min(end, ua + userRows.length[row]!);
-    if (ua < ub) {
-      const rest = scratch.rest;
-      rest.length = 0;
-      subtractInto(ua, ub, cut, rest);
-      for (let k = 0; k < rest.length; k += 2) items.push(rest[k]!, rest[k + 1]!, -1);
-    }
+    if (ua < ub) subtractInto(ua, ub, cut, rest);
   }
-  for (let k = byRs.off[rs]!, ke = byRs.off[rs + 1]!; k < ke; k++) {
-    const e = byRs.ids[k]!;
-    items.push(edges.start[e]!, edges.start[e]! + edges.length[e]!, edgeGroup[e]!);
-  }
-  const order = scratch.order;
-  order.length = 0;
-  for (let i = 0; i < items.length; i += 3) order.push(i);
-  order.sort((x, y) => items[x]! - items[y]!);
   out.a.length = 0;
   out.b.length = 0;
   out.t.length = 0;
-  for (const i of order) {
-    const a = items[i]!;
-    const b = items[i + 1]!;
-    const t = items[i + 2]!;
+  // Cursors: run pieces (run p, piece i), user-row rest (k), edges (q).
+  let p = p0;
+  let i = p < p1 ? pieces.runOff[runs.byRank[p]!]! : 0;
+  let k = 0;
+  let q = byRs.off[rs]!;
+  const q1 = byRs.off[rs + 1]!;
+  for (;;) {
+    while (p < p1 && i >= pieces.runOff[runs.byRank[p]! + 1]!) {
+      p++;
+      if (p < p1) i = pieces.runOff[runs.byRank[p]!]!;
+    }
+    const pa = p < p1 ? pieces.start[i]! : Number.POSITIVE_INFINITY;
+    const ra = k < rest.length ? rest[k]! : Number.POSITIVE_INFINITY;
+    const ea = q < q1 ? edges.start[byRs.ids[q]!]! : Number.POSITIVE_INFINITY;
+    let a: number;
+    let b: number;
+    let t: number;
+    if (pa <= ra && pa <= ea) {
+      if (pa === Number.POSITIVE_INFINITY) break;
+      a = pa;
+      b = pa + pieces.length[i]!;
+      t = pieceGroup ? pieceGroup[i]! : -1;
+      i++;
+    } else if (ra <= ea) {
+      a = ra;
+      b = rest[k + 1]!;
+      t = -1;
+      k += 2;
+    } else {
+      const e = byRs.ids[q]!;
+      a = ea;
+      b = ea + edges.length[e]!;
+      t = edgeGroup[e]!;
+      q++;
+    }
     const n = out.a.length;
     if (n > 0 && out.b[n - 1] === a && out.t[n - 1] === t) out.b[n - 1] = b;
     else {

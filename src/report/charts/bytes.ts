@@ -1,7 +1,7 @@
 /** Bytes moved per strategy, stacked by transfer kind, one panel per phase. */
 import type { TopLevelSpec } from 'vega-lite';
 import type { StrategyRun } from '../results.ts';
-import { baseSpec, KIND_COLORS } from './style.ts';
+import { baseSpec, kindScale } from './style.ts';
 
 const KINDS = ['in', 'kv', 'dkv', 'out'];
 
@@ -29,7 +29,7 @@ export function bytesSpec(runs: readonly StrategyRun[]): TopLevelSpec {
         color: {
           field: 'kind',
           type: 'nominal',
-          scale: { domain: kinds, range: kinds.map((k) => KIND_COLORS[k] ?? '#999999') },
+          scale: kindScale(kinds),
           title: 'kind',
         },
         order: { field: 'kind', sort: 'ascending' },

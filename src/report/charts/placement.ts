@@ -21,7 +21,7 @@ export function placementSpec(p: Placement): TopLevelSpec {
     data: { values },
     width: { step },
     height: { step: 14 },
-    mark: { type: 'rect' },
+    mark: { type: 'rect', aria: false },
     encoding: {
       x: {
         field: 'rank',

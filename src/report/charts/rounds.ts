@@ -7,22 +7,51 @@ import type { TopLevelSpec } from 'vega-lite';
 import type { RoundStructure } from '../results.ts';
 import { baseSpec } from './style.ts';
 
+/** A run of consecutive rounds in which one rank sends (or receives) the same number of messages. */
+export interface RoundSegment {
+  round: number;
+  roundEnd: number;
+  rank: number;
+  rankEnd: number;
+  direction: 'sends' | 'receives';
+  messages: number;
+}
+
+/**
+ * Cells merged along the round axis: consecutive rounds of one rank and direction with the same
+ * count become one segment [round, roundEnd). Same picture, a fraction of the SVG elements (a busy
+ * rank of a congestion-free schedule is one segment instead of one cell per round).
+ */
+export function roundSegments(r: RoundStructure): RoundSegment[] {
+  const out: RoundSegment[] = [];
+  for (const direction of ['sends', 'receives'] as const) {
+    const cells = r.cells
+      .filter((c) => c[direction] > 0)
+      .sort((a, b) => a.rank - b.rank || a.round - b.round);
+    let cur: RoundSegment | undefined;
+    for (const c of cells) {
+      const n = c[direction];
+      if (cur && cur.rank === c.rank && cur.roundEnd === c.round && cur.messages === n) {
+        cur.roundEnd++;
+        continue;
+      }
+      cur = {
+        round: c.round,
+        roundEnd: c.round + 1,
+        rank: c.rank,
+        rankEnd: c.rank + 1,
+        direction,
+        messages: n,
+      };
+      out.push(cur);
+    }
+  }
+  return out;
+}
+
 /** Rounds on x, ranks on y; left panel sends, right panel receives; colour = messages. */
 export function roundsSpec(r: RoundStructure): TopLevelSpec {
-  const values = r.cells.flatMap((c) => {
-    const out: {
-      round: number;
-      roundEnd: number;
-      rank: number;
-      rankEnd: number;
-      direction: string;
-      messages: number;
-    }[] = [];
-    const cell = { round: c.round, roundEnd: c.round + 1, rank: c.rank, rankEnd: c.rank + 1 };
-    if (c.sends > 0) out.push({ ...cell, direction: 'sends', messages: c.sends });
-    if (c.receives > 0) out.push({ ...cell, direction: 'receives', messages: c.receives });
-    return out;
-  });
+  const values = roundSegments(r);
   const maxMessages = Math.max(1, ...values.map((v) => v.messages));
   const width = Math.min(380, Math.max(120, r.rounds * 6));
   const height = Math.min(320, Math.max(100, r.world * 5));
@@ -35,7 +64,7 @@ export function roundsSpec(r: RoundStructure): TopLevelSpec {
     spec: {
       width,
       height,
-      mark: { type: 'rect' },
+      mark: { type: 'rect', aria: false },
       encoding: {
         x: {
           field: 'round',

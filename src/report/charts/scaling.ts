@@ -3,6 +3,15 @@ import type { TopLevelSpec } from 'vega-lite';
 import type { ScalingPoint } from '../results.ts';
 import { baseSpec, strategyScale } from './style.ts';
 
+const DASHES = [
+  [1, 0],
+  [6, 3],
+  [2, 2],
+  [8, 3, 2, 3],
+  [4, 4],
+  [1, 3],
+];
+
 /** One line per strategy, one panel per phase; worlds on a log2 axis. */
 export function scalingSpec(points: readonly ScalingPoint[], tokensPerRank: number): TopLevelSpec {
   const strategies = [...new Set(points.map((p) => p.strategy))];
@@ -31,6 +40,13 @@ export function scalingSpec(points: readonly ScalingPoint[], tokensPerRank: numb
         },
         y: { field: 'mfu', type: 'quantitative', title: 'MFU', axis: { format: '.0%' } },
         color: { field: 'strategy', type: 'nominal', scale: strategyScale(strategies), title: 'strategy' },
+        // Dash patterns too: strategies with equal numbers (wlb picks ring or bytescale) would hide each other.
+        strokeDash: {
+          field: 'strategy',
+          type: 'nominal',
+          scale: { domain: strategies, range: strategies.map((_, i) => DASHES[i % DASHES.length]!) },
+          title: 'strategy',
+        },
       },
     },
   };

@@ -23,13 +23,23 @@ export function strategyScale(strategies: readonly string[]): { domain: string[]
 
 /** Colours of transfer kinds and compute, for bytes and timelines. */
 export const KIND_COLORS: Record<string, string> = {
-  compute: '#6b8e23',
+  compute: '#525252',
   in: '#1f77b4',
   kv: '#ff7f0e',
   out: '#2ca02c',
   dkv: '#d62728',
   comm: '#ff7f0e',
 };
+const KIND_FALLBACK = ['#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf', '#7f7f7f'];
+
+/** Colours for activity kinds in order: known kinds keep theirs, combinations (`in+kv`) take the next free one. */
+export function kindScale(kinds: readonly string[]): { domain: string[]; range: string[] } {
+  let next = 0;
+  return {
+    domain: [...kinds],
+    range: kinds.map((k) => KIND_COLORS[k] ?? KIND_FALLBACK[next++ % KIND_FALLBACK.length]!),
+  };
+}
 
 /** Base config shared by every chart (fonts available offline; no external resources). */
 export const BASE_CONFIG = {

@@ -4,7 +4,7 @@
  */
 import type { TopLevelSpec } from 'vega-lite';
 import type { Timeline } from '../results.ts';
-import { baseSpec, KIND_COLORS } from './style.ts';
+import { baseSpec, kindScale } from './style.ts';
 
 /** Lane height in rank units: lane 0 (compute) at [rank, rank+0.42], lane 1 (comm) below it. */
 const LANE = 0.45;
@@ -46,7 +46,7 @@ export function timelineSpec(timelines: readonly Timeline[]): TopLevelSpec {
     spec: {
       width: 720,
       height: Math.min(420, Math.max(120, ranks * 6)),
-      mark: { type: 'rect' },
+      mark: { type: 'rect', aria: false },
       encoding: {
         x: { field: 'start', type: 'quantitative', title: 'time (ms)' },
         x2: { field: 'end' },
@@ -61,7 +61,7 @@ export function timelineSpec(timelines: readonly Timeline[]): TopLevelSpec {
         color: {
           field: 'kind',
           type: 'nominal',
-          scale: { domain: kinds, range: kinds.map((k) => KIND_COLORS[k] ?? '#999999') },
+          scale: kindScale(kinds),
           title: 'activity',
         },
         tooltip: [

@@ -1,0 +1,190 @@
+/**
+ * Benchmark of the FCP planner: planning time by stage and plan size at 16..4096 ranks, and plan
+ * quality (balance, reshuffle bytes, communication) on the paper's workload.
+ *
+ * Run: npx tsx bench/planner.ts [--worlds 16,64,256,1024,4096] [--reps 3] [--seed 1]
+ *                              [--tokens-per-rank 32768] [--batch longtail] [--quality] [--validate]
+ *
+ * Speed table: per world, `first` is the first planning run in this process (includes JIT warm-up
+ * of that size), the stage columns are the best of `reps` further runs. Quality table (--quality):
+ * compute imbalance with the per-sequence block refinement and with fixed 4K blocks (after the
+ * greedy and after refinement; and plain LPT: fixed 4K blocks, no affinity, no refinement), reshuffle
+ * bytes with and without the locality tie-break, and the validator's communication imbalance.
+ * --validate also runs the validator on every plan of the speed table (slow at 4096 ranks).
+ */
+import { resolveProblem } from '../src/cluster/problem.ts';
+import { validatePlan } from '../src/plan/validate.ts';
+import { planFcp, type StageTimings } from '../src/planners/fcp/index.ts';
+import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
+
+interface Args {
+  worlds: number[];
+  reps: number;
+  seed: number;
+  tokensPerRank: number;
+  batch: string;
+  quality: boolean;
+  validate: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { worlds: [16, 64, 256, 1024, 4096], reps: 3, seed: 1, tokensPerRank: 32768, batch: 'longtail', quality: false, validate: false };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = argv[i + 1];
+    if (k === '--worlds' && v) a.worlds = v.split(',').map(Number);
+    else if (k === '--reps' && v) a.reps = Number(v);
+    else if (k === '--seed' && v) a.seed = Number(v);
+    else if (k === '--tokens-per-rank' && v) a.tokensPerRank = Number(v);
+    else if (k === '--batch' && v) a.batch = v;
+    else if (k === '--quality') a.quality = true;
+    else if (k === '--validate') a.validate = true;
+    else continue;
+    if (k !== '--quality' && k !== '--validate') i++;
+  }
+  return a;
+}
+
+const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
+const ms = (x: number): string => x.toFixed(1);
+
+function table(head: string[], rows: string[][]): string {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]): string => r.map((c, i) => c.padStart(w[i]!)).join('  ');
+  return [line(head), line(w.map((n) => '-'.repeat(n))), ...rows.map(line)].join('\n');
+}
+
+interface Stats {
+  units: number;
+  tasks: number;
+  forward: { rounds: Record<string, number>; delta: Record<string, number>; transfers: Record<string, number>; groups: number };
+  backward: { rounds: Record<string, number>; delta: Record<string, number>; transfers: Record<string, number>; groups: number };
+  computeImbalance: number;
+  greedyImbalance: number;
+  movedTokens: number;
+  reshuffleBytes: number;
+}
+
+const sum = (r: Record<string, number>): number => Object.values(r).reduce((x, y) => x + y, 0);
+
+function speed(a: Args): void {
+  const rows: string[][] = [];
+  for (const world of a.worlds) {
+    const problem = resolveProblem({ batch: a.batch, world, tokensPerRank: a.tokensPerRank, seed: a.seed });
+    const first = planFcp(problem);
+    let best: StageTimings = first.timings;
+    for (let i = 0; i < a.reps; i++) {
+      const { timings } = planFcp(problem);
+      if (timings.total < best.total) best = timings;
+    }
+    const st = first.plan.meta?.stats as Stats;
+    let valid = '';
+    if (a.validate) valid = validatePlan(first.plan).issues.length === 0 ? 'ok' : 'INVALID';
+    rows.push([
+      String(world),
+      ms(first.timings.total),
+      ms(best.total),
+      ms(best.blocks),
+      ms(best.distribute),
+      ms(best.layout),
+      ms(best.forward),
+      ms(best.backward),
+      String(st.units),
+      String(st.tasks),
+      String(sum(st.forward.transfers) + sum(st.backward.transfers)),
+      `${sum(st.forward.rounds)}/${sum(st.backward.rounds)}`,
+      `${st.forward.delta.kv}/${st.backward.delta.kv}`,
+      `${st.forward.groups}/${st.backward.groups}`,
+      pct(st.computeImbalance),
+      ...(a.validate ? [valid] : []),
+    ]);
+  }
+  console.log(`FCP planner speed: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}; ms (first run, then best of ${a.reps} by stage)`);
+  console.log(
+    table(
+      [
+        'world',
+        'first',
+        'best',
+        'blocks',
+        'distrib',
+        'layout',
+        'forward',
+        'backward',
+        'units',
+        'tasks',
+        'transfers',
+        'rounds f/b',
+        'Δkv f/b',
+        'groups f/b',
+        'imbal',
+        ...(a.validate ? ['valid'] : []),
+      ],
+      rows,
+    ),
+  );
+}
+
+function quality(a: Args): void {
+  const rows: string[][] = [];
+  for (const world of a.worlds) {
+    const problem = resolveProblem({ batch: a.batch, world, tokensPerRank: a.tokensPerRank, seed: a.seed });
+    const run = (o: FcpPlannerOptions) => {
+      const { plan } = planFcp(problem, o);
+      return { plan, stats: plan.meta?.stats as Stats };
+    };
+    const def = run({});
+    const fixed = run({ fixedBlocks: true });
+    // What DESIGN.md calls plain LPT: fixed 4K blocks, no affinity, no refinement.
+    const plainLpt = run({ fixedBlocks: true, noAffinity: true, refineSteps: 0 });
+    const noLoc = run({ noLocality: true });
+    const report = validatePlan(def.plan).report;
+    const gb = (x: number): string => (x / 1e9).toFixed(1);
+    rows.push([
+      String(world),
+      pct(def.stats.greedyImbalance),
+      pct(def.stats.computeImbalance),
+      pct(fixed.stats.greedyImbalance),
+      pct(fixed.stats.computeImbalance),
+      pct(plainLpt.stats.computeImbalance),
+      pct(report.computeImbalance),
+      gb(def.stats.reshuffleBytes),
+      gb(noLoc.stats.reshuffleBytes),
+      `${(100 * (1 - def.stats.reshuffleBytes / noLoc.stats.reshuffleBytes)).toFixed(0)}%`,
+      gb(report.forward.bytes.kv),
+      gb(report.backward.bytes.kv + report.backward.bytes.dkv),
+      pct(report.forward.commImbalance),
+      pct(report.backward.commImbalance),
+      `${report.forward.kvDelta}/${report.backward.kvDelta}`,
+      `${report.forward.congestion}/${report.backward.congestion}`,
+    ]);
+  }
+  console.log(`\nFCP plan quality: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}, default options`);
+  console.log(
+    table(
+      [
+        'world',
+        'greedy',
+        'imbal',
+        '4K greedy',
+        '4K imbal',
+        '4K plain LPT',
+        'imbal (validator)',
+        'reshuffle GB',
+        'no-locality GB',
+        'saved',
+        'kv GB fw',
+        'kv+dkv GB bw',
+        'comm imb fw',
+        'comm imb bw',
+        'Δkv f/b',
+        'congestion f/b',
+      ],
+      rows,
+    ),
+  );
+}
+
+const args = parseArgs(process.argv.slice(2));
+speed(args);
+if (args.quality) quality(args);

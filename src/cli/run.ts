@@ -1,0 +1,184 @@
+/**
+ * `fcp run plan.json`: execute a plan on a runtime. `--backend torch` (default) starts `--nproc`
+ * Python processes here (gloo on CPUs, NCCL on GPUs; see docs/gpu.md) and prints timings, MFU and,
+ * with `--check`, the relative error of O, dQ, dK, dV against the float64 reference (exit 1 above
+ * `--max-error`). `--backend cpu` / `sim` run the in-process executors on the same plan.
+ * `--print-torchrun` prints the command that runs the plan on a multi-node cluster and exits.
+ */
+import { isAbsolute, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { FcpError, fail, issue } from '../core/issues.ts';
+import { randomInputsForPlan } from '../executors/inputs.ts';
+import { compareOutputs, referenceAttention } from '../executors/reference.ts';
+import { getExecutor } from '../executors/registry.ts';
+import { NO_MULTICAST_ENV } from '../executors/torch/launch.ts';
+import { pythonPackageRoot } from '../executors/torch/python.ts';
+import { runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
+import type { ExecutionResult } from '../executors/types.ts';
+import { readPlan, writeFileAtomic } from '../plan/io.ts';
+import type { Plan } from '../plan/types.ts';
+import { intOption, numberOption } from './common.ts';
+
+const choice = <T extends string>(value: unknown, name: string, allowed: readonly T[]): T => {
+  const v = String(value);
+  if (!(allowed as readonly string[]).includes(v))
+    fail(`option.${name}`, `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be one of ${allowed.join(', ')} (got ${v})`, name);
+  return v as T;
+};
+
+/** Torch executor options from the parsed command line. */
+export function torchOptionsFrom(o: Record<string, unknown>): TorchRunOptions {
+  const out: TorchRunOptions = {
+    device: choice(o.device ?? 'cpu', 'device', ['cpu', 'cuda'] as const),
+    backend: choice(o.distBackend ?? 'auto', 'distBackend', ['auto', 'gloo', 'nccl', 'gloo-staged'] as const),
+    kernel: choice(o.kernel ?? 'auto', 'kernel', ['auto', 'math', 'flash', 'cudnn'] as const),
+    iters: intOption(o.iters ?? 1, 'iters'),
+    warmup: intOption(o.warmup ?? 0, 'warmup'),
+    seed: intOption(o.seed ?? 1, 'seed'),
+    timeoutMs: numberOption(o.timeout ?? 600, 'timeout') * 1000,
+  };
+  if (out.iters! < 1) fail('option.iters', '--iters must be at least 1', 'iters');
+  if (out.warmup! < 0) fail('option.warmup', '--warmup must be at least 0', 'warmup');
+  if (o.nproc !== undefined) out.nproc = intOption(o.nproc, 'nproc');
+  if (o.mode !== undefined) out.mode = choice(o.mode, 'mode', ['br', 'square'] as const);
+  if (o.dtype !== undefined) out.dtype = choice(o.dtype, 'dtype', ['float32', 'bfloat16', 'float16'] as const);
+  if (o.python !== undefined) out.python = String(o.python);
+  if (o.peakTflops !== undefined) out.peakTflops = numberOption(o.peakTflops, 'peakTflops');
+  return out;
+}
+
+/**
+ * The shell command that runs `planPath` with torchrun on `nnodes` nodes of `perNode` GPUs each
+ * (run it on every node with NODE_RANK set). Throws `run.nproc` when the sizes do not match the plan.
+ */
+export function torchrunCommand(
+  plan: Plan,
+  planPath: string,
+  o: { nnodes: number; perNode: number; masterAddr: string; masterPort: number; out: string; extra: string[] },
+): string {
+  if (o.nnodes * o.perNode !== plan.world)
+    fail(
+      'run.nproc',
+      `the plan is for ${plan.world} ranks but ${o.nnodes} nodes x ${o.perNode} GPUs give ${o.nnodes * o.perNode}; use --nnodes and --nproc-per-node with a product of ${plan.world}`,
+      'nproc',
+    );
+  const abs = isAbsolute(planPath) ? planPath : resolve(planPath);
+  const env = Object.entries(NO_MULTICAST_ENV).map(([k, v]) => `${k}=${v}`);
+  return [
+    `# on every node, NODE_RANK=0..${o.nnodes - 1}; the plan file and this package must be at the same paths`,
+    `${env.join(' ')} PYTHONPATH=${pythonPackageRoot()} \\`,
+    `torchrun --nnodes=${o.nnodes} --nproc-per-node=${o.perNode} --node-rank=$NODE_RANK \\`,
+    `  --master-addr=${o.masterAddr} --master-port=${o.masterPort} \\`,
+    `  -m fcp_torch.worker --plan ${abs} --out ${o.out} --device cuda --backend nccl ${o.extra.join(' ')}`.trimEnd(),
+  ].join('\n');
+}
+
+const ms = (x: number): string => x.toFixed(2);
+
+/** Human-readable summary of a run. */
+export function formatRun(plan: Plan, r: ExecutionResult, errors?: Record<string, number>, maxError?: number): string {
+  const d = (r.details ?? {}) as Record<string, unknown>;
+  const lines = [
+    `plan: ${plan.strategy}, ${plan.world} ranks, ${plan.sequences.length} sequences, ${plan.mask}`,
+    `runtime: ${r.executor}${d.device ? ` on ${String(d.device)}${d.gpu ? ` (${String(d.gpu)})` : ''}` : ''}` +
+      `${d.torch ? `, torch ${String(d.torch)}` : ''}${d.backend ? `, ${String(d.backend)}` : ''}` +
+      `${d.kernel ? `, kernel ${String(d.kernel)}` : ''}${d.dtype ? `, ${String(d.dtype)}` : ''}`,
+    `forward ${ms(r.forwardMs)} ms, backward ${ms(r.backwardMs)} ms (slowest rank, median iteration)`,
+  ];
+  const mfu = d.mfu as { forward: number; backward: number } | undefined;
+  if (mfu && String(d.device ?? '').startsWith('cuda'))
+    lines.push(`attention MFU: forward ${mfu.forward.toFixed(3)}, backward ${mfu.backward.toFixed(3)}`);
+  lines.push('rank  fwd compute  fwd comm  fwd idle  bwd compute  bwd comm  bwd idle   (ms)');
+  r.perRank.forward.forEach((f, i) => {
+    const b = r.perRank.backward[i];
+    if (!b) return;
+    lines.push(
+      `${String(f.rank).padStart(4)}  ${ms(f.computeMs).padStart(11)}  ${ms(f.commMs).padStart(8)}  ${ms(f.idleMs).padStart(8)}  ` +
+        `${ms(b.computeMs).padStart(11)}  ${ms(b.commMs).padStart(8)}  ${ms(b.idleMs).padStart(8)}`,
+    );
+  });
+  if (errors && maxError !== undefined) {
+    const worst = Math.max(...Object.values(errors));
+    const e = (x: number) => x.toExponential(2);
+    lines.push(`relative error vs float64 reference: o ${e(errors.o!)}, dq ${e(errors.dq!)}, dk ${e(errors.dk!)}, dv ${e(errors.dv!)}`);
+    lines.push(worst <= maxError ? `check: OK (<= ${e(maxError)})` : `check: MISMATCH (${e(worst)} > ${e(maxError)})`);
+  }
+  return lines.join('\n');
+}
+
+/** Registers `fcp run`. */
+export function register(program: Command): void {
+  program
+    .command('run')
+    .description('execute a plan on a runtime: torch (N Python processes, gloo or NCCL), cpu or sim')
+    .argument('<plan>', 'plan file (.json or .json.gz)')
+    .option('--backend <name>', 'runtime: torch, cpu or sim', 'torch')
+    .option('--nproc <n>', 'torch: processes to start (must equal the plan world; default: the plan world)')
+    .option('--device <device>', 'torch: cpu or cuda', 'cpu')
+    .option('--dist-backend <name>', 'torch: auto, gloo, nccl or gloo-staged (CUDA tensors over gloo)', 'auto')
+    .option('--kernel <name>', 'torch: auto, math, flash (varlen) or cudnn (dense batches)', 'auto')
+    .option('--mode <mode>', 'torch: piece decomposition br or square (default: by kernel)')
+    .option('--dtype <dtype>', 'torch: float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)')
+    .option('--iters <n>', 'timed iterations (forward + backward)', '1')
+    .option('--warmup <n>', 'untimed iterations first', '0')
+    .option('--seed <n>', 'seed of the random inputs', '1')
+    .option('--check', 'compare O, dQ, dK, dV with the float64 reference (small plans; exit 1 on mismatch)')
+    .option('--max-error <x>', 'largest accepted relative error with --check', '1e-5')
+    .option('--timeout <s>', 'end every process and fail after this many seconds', '600')
+    .option('--python <path>', 'torch: Python interpreter (default: $FCP_PYTHON, /usr/bin/python3, python3)')
+    .option('--peak-tflops <x>', 'GPU peak TFLOP/s for the MFU (default 989)')
+    .option('--json', 'print the result as JSON')
+    .option('-o, --output <file>', 'also write the result as JSON to this file')
+    .option('--print-torchrun', 'print the torchrun command for a multi-node cluster and exit')
+    .option('--nnodes <n>', 'with --print-torchrun: nodes', '1')
+    .option('--nproc-per-node <n>', 'with --print-torchrun: GPUs per node (default: plan world / nodes)')
+    .option('--master-addr <host>', 'with --print-torchrun: rendezvous host', '$MASTER_ADDR')
+    .option('--master-port <port>', 'with --print-torchrun: rendezvous port', '29500')
+    .option('--out-dir <dir>', 'with --print-torchrun: folder the ranks write to', 'fcp-run-out')
+    .action(async (planPath: string, opts: Record<string, unknown>) => {
+      const plan = readPlan(planPath);
+      if (opts.printTorchrun) {
+        const nnodes = intOption(opts.nnodes, 'nnodes');
+        const perNode =
+          opts.nprocPerNode !== undefined ? intOption(opts.nprocPerNode, 'nprocPerNode') : Math.ceil(plan.world / nnodes);
+        const extra = ['--kernel', String(opts.kernel ?? 'auto'), '--iters', String(opts.iters ?? 1), '--warmup', String(opts.warmup ?? 0)];
+        process.stdout.write(
+          `${torchrunCommand(plan, planPath, {
+            nnodes,
+            perNode,
+            masterAddr: String(opts.masterAddr),
+            masterPort: intOption(opts.masterPort, 'masterPort'),
+            out: String(opts.outDir),
+            extra,
+          })}\n`,
+        );
+        return;
+      }
+      const backend = choice(opts.backend, 'backend', ['torch', 'cpu', 'sim'] as const);
+      const check = opts.check === true;
+      const maxError = numberOption(opts.maxError, 'maxError');
+      const seed = intOption(opts.seed, 'seed');
+      const needInputs = check || backend === 'cpu';
+      const inputs = needInputs ? randomInputsForPlan(plan, seed) : undefined;
+      let result: ExecutionResult;
+      if (backend === 'torch') {
+        const to = torchOptionsFrom(opts);
+        to.planPath = planPath;
+        process.stderr.write(`fcp run: starting ${to.nproc ?? plan.world} torch processes (${to.device})\n`);
+        result = await runTorch(plan, inputs, to);
+      } else {
+        if (opts.nproc !== undefined && intOption(opts.nproc, 'nproc') !== plan.world)
+          throw new FcpError(issue('run.nproc', `the plan is for ${plan.world} ranks, not --nproc ${opts.nproc}`, 'nproc'));
+        result = await getExecutor(backend).run(plan, inputs, {});
+      }
+      let errors: Record<string, number> | undefined;
+      if (check) {
+        if (!result.outputs) fail('run.check', `the ${backend} runtime computes no outputs to check`, 'check');
+        errors = { ...compareOutputs(result.outputs, referenceAttention(plan.model, plan.mask, inputs!)) };
+      }
+      const json = JSON.stringify({ ...result, outputs: undefined, errors }, null, 1);
+      if (opts.output !== undefined) writeFileAtomic(String(opts.output), json);
+      process.stdout.write(opts.json ? `${json}\n` : `${formatRun(plan, result, errors, check ? maxError : undefined)}\n`);
+      if (errors && Math.max(...Object.values(errors)) > maxError) process.exitCode = 1;
+    });
+}

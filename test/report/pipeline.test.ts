@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { demoOptionsFrom } from '../../src/cli/demo.ts';
+import { FcpError } from '../../src/core/issues.ts';
+import { plannerNames } from '../../src/planners/registry.ts';
+import { demoSteps, resolveDemoOptions, runDemo } from '../../src/report/pipeline.ts';
+import { resultsToJson } from '../../src/report/results.ts';
+
+const codeOf = (f: () => unknown): string => {
+  try {
+    f();
+  } catch (e) {
+    assert.ok(e instanceof FcpError, String(e));
+    return e.code;
+  }
+  assert.fail('expected an FcpError');
+};
+
+const PROV = { command: 'fcp demo', fcpVersion: '0', node: 'v20', gitCommit: null, platform: 'x' };
+
+test('resolveDemoOptions: defaults are 64 ranks x 32K of longtail, every strategy, sweep world/4..world', () => {
+  const o = resolveDemoOptions();
+  assert.equal(o.problem.world, 64);
+  assert.equal(o.problem.tokensPerRank, 32768);
+  assert.equal(o.problem.batch, 'longtail');
+  assert.deepEqual(o.strategies, plannerNames());
+  assert.deepEqual(o.scaling, [16, 32, 64]);
+  assert.equal(o.cluster, 'hopper-ib');
+  assert.deepEqual(o.numerics, { world: 8, tokensPerRank: 512 });
+  assert.equal(demoSteps(o), o.strategies.length * 4);
+});
+
+test('resolveDemoOptions rejects bad input before any work, with codes', () => {
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ problem: { world: 0 } })),
+    'option.world',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ strategies: ['fcp', 'nope'] })),
+    'strategy.unknown',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ strategies: ['fcp', 'fcp'] })),
+    'option.strategies',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ strategies: [] })),
+    'option.strategies',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ cluster: 'abacus' })),
+    'cluster.unknown',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ scaling: [8, 0] })),
+    'option.scaling',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ numerics: { world: -1 } })),
+    'option.numericsWorld',
+  );
+  assert.equal(
+    codeOf(() => resolveDemoOptions({ problem: { batch: 'nope' } })),
+    'batch.unknown',
+  );
+  assert.equal(
+    codeOf(() => demoOptionsFrom({ scaling: '2,x' })),
+    'option.scaling',
+  );
+  assert.equal(
+    codeOf(() => demoOptionsFrom({ strategies: ' , ' })),
+    'option.strategies',
+  );
+  assert.deepEqual(demoOptionsFrom({ scaling: 'none', numerics: false }).scaling, []);
+  assert.equal(demoOptionsFrom({ numerics: false }).numerics, null);
+});
+
+test('runDemo: every strategy planned, validated and simulated; same options, same bytes', async () => {
+  const o = resolveDemoOptions({
+    problem: { world: 4, tokensPerRank: 4096, seed: 3 },
+    scaling: [2, 4],
+    numerics: null,
+  });
+  const r = await runDemo(o, PROV);
+  assert.deepEqual(
+    r.runs.map((x) => x.strategy),
+    o.strategies,
+  );
+  for (const x of r.runs) {
+    assert.equal(x.error, undefined, `${x.strategy}: ${x.error}`);
+    assert.ok(x.valid, `${x.strategy}: ${x.issueCodes.join(', ')}`);
+    assert.ok(x.mfuForward > 0 && x.mfuForward <= 1 && x.mfuBackward > 0 && x.mfuBackward <= 1, x.strategy);
+  }
+  assert.equal(r.scaling.length, 2 * o.strategies.length);
+  assert.deepEqual(
+    r.timelines.map((t) => t.strategy),
+    ['fcp', 'ring'].filter((s) => o.strategies.includes(s)),
+  );
+  for (const t of r.timelines) assert.ok(t.events.length >= 4, t.strategy);
+  assert.equal(r.placement?.strategy, 'fcp');
+  assert.equal(
+    r.placement!.cells.reduce((s, c) => s + c.tokens, 0),
+    r.problem.totalTokens,
+  );
+  assert.equal(r.rounds[0]?.strategy, 'fcp');
+  assert.equal(r.numerics.skipped !== undefined, true);
+  assert.equal(r.problem.totalTokens, 4 * 4096);
+  const again = await runDemo(o, PROV);
+  assert.equal(resultsToJson(again), resultsToJson(r));
+});
