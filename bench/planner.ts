@@ -28,7 +28,15 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { worlds: [16, 64, 256, 1024, 4096], reps: 3, seed: 1, tokensPerRank: 32768, batch: 'longtail', quality: false, validate: false };
+  const a: Args = {
+    worlds: [16, 64, 256, 1024, 4096],
+    reps: 3,
+    seed: 1,
+    tokensPerRank: 32768,
+    batch: 'longtail',
+    quality: false,
+    validate: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
@@ -57,8 +65,18 @@ function table(head: string[], rows: string[][]): string {
 interface Stats {
   units: number;
   tasks: number;
-  forward: { rounds: Record<string, number>; delta: Record<string, number>; transfers: Record<string, number>; groups: number };
-  backward: { rounds: Record<string, number>; delta: Record<string, number>; transfers: Record<string, number>; groups: number };
+  forward: {
+    rounds: Record<string, number>;
+    delta: Record<string, number>;
+    transfers: Record<string, number>;
+    groups: number;
+  };
+  backward: {
+    rounds: Record<string, number>;
+    delta: Record<string, number>;
+    transfers: Record<string, number>;
+    groups: number;
+  };
   computeImbalance: number;
   greedyImbalance: number;
   movedTokens: number;
@@ -99,7 +117,9 @@ function speed(a: Args): void {
       ...(a.validate ? [valid] : []),
     ]);
   }
-  console.log(`FCP planner speed: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}; ms (first run, then best of ${a.reps} by stage)`);
+  console.log(
+    `FCP planner speed: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}; ms (first run, then best of ${a.reps} by stage)`,
+  );
   console.log(
     table(
       [
@@ -159,7 +179,9 @@ function quality(a: Args): void {
       `${report.forward.congestion}/${report.backward.congestion}`,
     ]);
   }
-  console.log(`\nFCP plan quality: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}, default options`);
+  console.log(
+    `\nFCP plan quality: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}, default options`,
+  );
   console.log(
     table(
       [

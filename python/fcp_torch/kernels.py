@@ -521,7 +521,14 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / (b.norm() + 1e-300))
 
 
-def merge_into(o_acc: torch.Tensor, lse_acc: torch.Tensor, idx: torch.Tensor, o: torch.Tensor, lse: torch.Tensor) -> None:
+def merge_into(
+    o_acc: torch.Tensor,
+    lse_acc: torch.Tensor,
+    idx: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    unique: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> None:
     """Merges partial attention results (o, lse) of rows `idx` into the accumulators, in place.
 
     Rows may repeat in `idx` (several pieces for one query row). Online-softmax merge:
@@ -529,7 +536,8 @@ def merge_into(o_acc: torch.Tensor, lse_acc: torch.Tensor, idx: torch.Tensor, o:
     """
     if idx.numel() == 0:
         return
-    u, inv = torch.unique(idx, return_inverse=True)
+    # torch.unique on a GPU waits for the device; callers with a fixed idx pass it precomputed.
+    u, inv = unique if unique is not None else torch.unique(idx, return_inverse=True)
     old_l = lse_acc.index_select(0, u)
     old_o = o_acc.index_select(0, u)
     lse = lse.float()

@@ -120,6 +120,7 @@ class RankRuntime:
         bsq, bst, ben = self.base_space.seq, self.base_space.start, self.base_space.end
         self.base_kv = {ph: self._t(self.kvspace[ph].index(bsq, bst, ben - bst)) for ph in self.kvspace}
         self._launch_cache: Dict[Tuple[str, int], list] = {}
+        self._merge_cache: Dict[int, tuple] = {}
         self._group_cache: Dict[Tuple[str, int], GroupSpec] = {}
         self.saved = None  # forward state kept for backward
         self.stats: Dict[str, PhaseStats] = {}
@@ -163,7 +164,9 @@ class RankRuntime:
         for ph in ("forward", "backward"):
             pp = getattr(self.prog, ph)
             for i in range(len(pp.ops)):
-                self._launches(ph, i)
+                launches = self._launches(ph, i)
+                if ph == "forward" and launches:
+                    self._merge_index(launches)
             if not self.local:
                 for g in range(len(pp.groups)):
                     self._group(ph, g)
@@ -305,6 +308,16 @@ class RankRuntime:
             st.pairs += L.pairs
             st.launch_kinds[L.kernel] = st.launch_kinds.get(L.kernel, 0) + 1
 
+    def _merge_index(self, launches):
+        """Concatenated query slots of an op's launches and their unique/inverse (cached per op)."""
+        key = id(launches)
+        hit = self._merge_cache.get(key)
+        if hit is None or hit[0] is not launches:
+            idx = torch.cat([L.qidx for L in launches])
+            hit = (launches, idx, torch.unique(idx, return_inverse=True))
+            self._merge_cache[key] = hit
+        return hit[1], hit[2]
+
     def _forward_op(self, launches) -> None:
         b = self._bufs
         idxs, os_, ls = [], [], []
@@ -317,7 +330,8 @@ class RankRuntime:
             os_.append(o)
             ls.append(lse)
         if idxs:
-            merge_into(b["O"], b["LSE"], torch.cat(idxs), torch.cat([o.float() for o in os_]), torch.cat(ls))
+            idx, uniq = self._merge_index(launches)
+            merge_into(b["O"], b["LSE"], idx, torch.cat([o.float() for o in os_]), torch.cat(ls), uniq)
 
     def _backward_op(self, launches) -> None:
         b = self._bufs

@@ -12,8 +12,9 @@ import { register as registerDemo } from './demo.ts';
 import { register as registerReport } from './report.ts';
 import { register as registerRun } from './run.ts';
 import { register as registerServe } from './serve.ts';
+import { register as registerPlan } from './plan.ts';
 
 /** Registers one command on the program. */
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerComparePlans, registerVerify, registerValidate, registerSimulate, registerCompare, registerDemo, registerReport, registerRun, registerServe];
+export const COMMANDS: RegisterCommand[] = [registerPlan, registerComparePlans, registerVerify, registerValidate, registerSimulate, registerCompare, registerDemo, registerReport, registerRun, registerServe];

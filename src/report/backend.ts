@@ -104,9 +104,21 @@ export function eventsOfTrace(
   return out;
 }
 
-/** Simulates a plan on a cluster preset; `trace` also returns per-rank events. */
-export function simulate(plan: Plan, cluster: string, options: { trace: boolean }): SimNumbers {
-  const r = simulatePlan(plan, { cluster: resolveCluster(cluster), trace: options.trace });
+/**
+ * Simulates a plan on a cluster preset; `trace` also returns per-rank events. `gpusPerNode` (the
+ * problem's `--gpus-per-node`) overrides the preset's NVLink domain on switched clusters.
+ */
+export function simulate(
+  plan: Plan,
+  cluster: string,
+  options: { trace: boolean; gpusPerNode?: number },
+): SimNumbers {
+  const preset = resolveCluster(cluster);
+  const spec =
+    options.gpusPerNode !== undefined && preset.topology === 'switch'
+      ? resolveCluster(cluster, { gpusPerNode: options.gpusPerNode })
+      : preset;
+  const r = simulatePlan(plan, { cluster: spec, trace: options.trace });
   const out: SimNumbers = {
     mfuForward: r.forward.mfu,
     mfuBackward: r.backward.mfu,

@@ -12,6 +12,8 @@ export interface RenderedFigure extends Figure {
   png: string;
 }
 
+const plural = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`;
+
 /** Escapes text for HTML element content and attribute values. */
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -60,6 +62,7 @@ th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
 th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 tr.fcp td{font-weight:bold;background:#fff8f0}
 td.bad{color:#b00020;font-weight:bold}
+td.l{text-align:left;font-family:"DejaVu Sans Mono",monospace}
 figure{background:#fff;border:1px solid #e3e3e3;border-radius:6px;margin:22px 0;padding:14px 16px}
 figcaption p{margin:2px 0 10px;color:#444}
 figure svg{max-width:100%;height:auto;display:block}
@@ -92,6 +95,12 @@ function table(
   return `<table>\n<thead><tr>${th}</tr></thead>\n<tbody>\n${trs}\n</tbody>\n</table>`;
 }
 
+/** A two-column table of names and values, no header, values left-aligned. */
+function kvTable(rows: readonly (readonly [string, string])[]): string {
+  const trs = rows.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td class="l">${escapeHtml(v)}</td></tr>`);
+  return `<table>\n<tbody>\n${trs.join('\n')}\n</tbody>\n</table>`;
+}
+
 /** The headline: FCP against the best baseline, from the numbers (nothing when FCP is absent). */
 export function headline(r: Results): string | undefined {
   const ok = r.runs.filter((x) => x.error === undefined && x.valid);
@@ -116,7 +125,7 @@ function numericsSection(r: Results): string {
   const m = n.model;
   const intro =
     `<p>Every strategy's plan for a scaled-down batch (${n.world} ranks x ${n.tokensPerRank} tokens, ` +
-    `${m.qHeads} query heads, ${m.kvHeads} KV heads, head dim ${m.headDim}) executed by the CPU runtime ` +
+    `${plural(m.qHeads, 'query head')}, ${plural(m.kvHeads, 'KV head')}, head dim ${m.headDim}) executed by the CPU runtime ` +
     `and compared with a float64 single-device reference attention: relative error ||a - b|| / ||b|| per output.</p>`;
   const e = (x: number): string => x.toExponential(2);
   const rows = n.runs.map((x) => [
@@ -169,16 +178,13 @@ function provenanceSection(r: Results): string {
   const v = r.provenance;
   return `<h2 id="provenance">How this report was made</h2>
 <pre>${escapeHtml(v.command)}</pre>
-${table(
-  ['', ''],
-  [
-    ['fcp', v.fcpVersion],
-    ['node', v.node],
-    ['git commit', v.gitCommit ?? 'not a git checkout'],
-    ['platform', v.platform],
-    ['results format', r.format],
-  ],
-)}
+${kvTable([
+  ['fcp', v.fcpVersion],
+  ['node', v.node],
+  ['git commit', v.gitCommit ?? 'not a git checkout'],
+  ['platform', v.platform],
+  ['results format', r.format],
+])}
 <p>The raw numbers are in <a href="results.json">results.json</a>; <code>fcp report results.json --out DIR</code>
 draws this page again from them. Every MFU and time is simulated by fcp's cost model, not measured on GPUs.</p>`;
 }

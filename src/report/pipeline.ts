@@ -7,11 +7,18 @@
  * demo: its row records the error and the report shows it.
  */
 import { GENERATOR_NAMES } from '../batch/generators.ts';
-import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
+import { type Problem, type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError, fail } from '../core/issues.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
-import { checkPlan, clusterNames, NUMERICS_TOLERANCE, NumericsCheck, simulate } from './backend.ts';
+import {
+  checkPlan,
+  clusterNames,
+  NUMERICS_TOLERANCE,
+  NumericsCheck,
+  type SimNumbers,
+  simulate,
+} from './backend.ts';
 import { lengthHistogram, placementOf, roundsOf } from './extract.ts';
 import { type Progress, silentProgress } from './progress.ts';
 import {
@@ -111,15 +118,9 @@ export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
       'weak scaling needs a generated batch (--batch GENERATOR), not a batch file',
       'scaling',
     );
-  const scaling =
-    o.scaling ??
-    (!generated
-      ? []
-      : Number.isInteger(world) && world >= 4
-        ? [...new Set([Math.max(1, Math.floor(world / 4)), Math.max(1, Math.floor(world / 2)), world])]
-        : Number.isInteger(world) && world >= 1
-          ? [world]
-          : []);
+  // world is a valid positive integer here (resolveProblem above).
+  const defaultSweep = world >= 4 ? [Math.floor(world / 4), Math.floor(world / 2), world] : [world];
+  const scaling = [...new Set(o.scaling ?? (generated ? defaultSweep : []))].sort((a, b) => a - b);
   for (const w of scaling)
     if (!positive(w))
       fail('option.scaling', `--scaling worlds must be positive integers (got ${w})`, 'scaling');
@@ -192,6 +193,172 @@ function failedRun(strategy: string, world: number, valid: boolean, error: strin
   };
 }
 
+/** What the main run (every strategy at the demo's world size) produced. */
+interface MainRun {
+  runs: StrategyRun[];
+  timelines: Timeline[];
+  placement: Placement | null;
+  rounds: RoundStructure[];
+  scaling: ScalingPoint[];
+}
+
+/** Plans, validates and simulates every strategy on the main problem. */
+function mainRun(o: ResolvedDemoOptions, problem: Problem, progress: Progress, notes: string[]): MainRun {
+  const out: MainRun = { runs: [], timelines: [], placement: null, rounds: [], scaling: [] };
+  for (const strategy of o.strategies) {
+    progress.step(`${strategy}: plan, validate, simulate (${problem.world} ranks)`);
+    let plan: Plan;
+    try {
+      plan = getPlanner(strategy).plan(problem);
+    } catch (e) {
+      out.runs.push(failedRun(strategy, problem.world, false, `planning failed: ${message(e)}`));
+      notes.push(`${strategy} could not plan the batch: ${message(e)}`);
+      continue;
+    }
+    const check = checkPlan(plan);
+    if (strategy === o.focus) {
+      out.placement = placementOf(plan);
+      out.rounds.push(roundsOf(plan, 'forward'));
+    }
+    const traced = o.timeline.includes(strategy);
+    let sim: SimNumbers;
+    try {
+      sim = simulate(plan, o.cluster, { trace: traced, gpusPerNode: problem.gpusPerNode });
+    } catch (e) {
+      out.runs.push(failedRun(strategy, problem.world, check.valid, `simulation failed: ${message(e)}`));
+      notes.push(`${strategy}: the simulator failed: ${message(e)}`);
+      continue;
+    }
+    const { trace, ...numbers } = sim;
+    out.runs.push({ strategy, world: problem.world, ...check, ...numbers });
+    if (traced) {
+      if (trace)
+        out.timelines.push(
+          compactTimeline(strategy, 'forward', problem.world, trace.forward, o.timelineRanks),
+        );
+      else notes.push(`the simulator returned no per-rank events for ${strategy}; its timeline is not drawn`);
+    }
+    if (o.scaling.includes(problem.world))
+      out.scaling.push({
+        strategy,
+        world: problem.world,
+        mfuForward: sim.mfuForward,
+        mfuBackward: sim.mfuBackward,
+        valid: check.valid,
+      });
+  }
+  return out;
+}
+
+/** The weak-scaling sweep: every strategy at every other world size of `o.scaling`. */
+function sweep(
+  o: ResolvedDemoOptions,
+  mainWorld: number,
+  progress: Progress,
+  notes: string[],
+): ScalingPoint[] {
+  const out: ScalingPoint[] = [];
+  for (const world of o.scaling) {
+    if (world === mainWorld) continue;
+    for (const strategy of o.strategies) {
+      progress.step(`weak scaling: ${strategy} at ${world} ranks`);
+      try {
+        const p = resolveProblem({ ...o.problem, world });
+        const plan = getPlanner(strategy).plan(p);
+        const valid = checkPlan(plan).valid;
+        const sim = simulate(plan, o.cluster, { trace: false, gpusPerNode: p.gpusPerNode });
+        out.push({ strategy, world, mfuForward: sim.mfuForward, mfuBackward: sim.mfuBackward, valid });
+      } catch (e) {
+        notes.push(`weak scaling: ${strategy} at ${world} ranks failed: ${message(e)}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** The problem of the numerical check: the demo's batch scaled down, with {@link NUMERICS_MODEL}. */
+function numericsProblem(
+  o: ResolvedDemoOptions,
+  n: { world: number; tokensPerRank: number },
+): ProblemOptions {
+  const { qHeads, kvHeads, headDim, bytesPerElement, memoryTokens, ...rest } = o.problem;
+  const generated = typeof o.problem.batch === 'string' && GENERATOR_NAMES.includes(o.problem.batch);
+  return {
+    ...rest,
+    // A batch file is sized for the cluster, not for the CPU runtime: check a small generated batch.
+    batch: generated ? o.problem.batch! : DEMO_DEFAULTS.batch,
+    model: NUMERICS_MODEL,
+    world: n.world,
+    tokensPerRank: n.tokensPerRank,
+  };
+}
+
+/** Runs every strategy's plan of the small problem on the CPU runtime against the reference. */
+async function numericsRuns(
+  o: ResolvedDemoOptions,
+  small: ProblemOptions,
+  progress: Progress,
+): Promise<NumericsRun[]> {
+  const out: NumericsRun[] = [];
+  const p = resolveProblem(small);
+  const check = new NumericsCheck(p.sequences, p.model, p.mask, p.seed);
+  try {
+    for (const strategy of o.strategies) {
+      progress.step(
+        `numerics: ${strategy} on the CPU runtime (${p.world} ranks x ${p.tokensPerRank} tokens)`,
+      );
+      const base = {
+        strategy,
+        world: p.world,
+        tokensPerRank: p.tokensPerRank,
+        sequences: p.sequences.length,
+      };
+      try {
+        const plan = getPlanner(strategy).plan(p);
+        const valid = checkPlan(plan).valid;
+        out.push({ ...base, valid, ...(await check.check(plan)) });
+      } catch (e) {
+        out.push({
+          ...base,
+          valid: false,
+          relError: { o: 0, dq: 0, dk: 0, dv: 0 },
+          tolerance: NUMERICS_TOLERANCE,
+          ok: false,
+          error: message(e),
+        });
+      }
+    }
+  } finally {
+    await check.close();
+  }
+  return out;
+}
+
+/** Sizes and length histogram of the main batch. */
+function problemSummary(problem: Problem, cluster: string): ProblemSummary {
+  const lens = problem.sequences;
+  let longest = 0;
+  let total = 0;
+  for (let i = 0; i < lens.length; i++) {
+    longest = Math.max(longest, lens[i]!);
+    total += lens[i]!;
+  }
+  return {
+    batch: problem.batchName,
+    world: problem.world,
+    tokensPerRank: problem.tokensPerRank,
+    seed: problem.seed,
+    mask: problem.mask,
+    model: { ...problem.model },
+    cluster,
+    sequences: lens.length,
+    totalTokens: total,
+    longest,
+    medianLength: median(lens),
+    lengthHistogram: lengthHistogram(lens),
+  };
+}
+
 /**
  * Runs the demo and returns its results. `provenance` is recorded as given (the CLI passes the
  * command line); `progress` is told before each step.
@@ -204,161 +371,42 @@ export async function runDemo(
   const o = options;
   const notes: string[] = [];
   const problem = resolveProblem(o.problem);
-  const runs: StrategyRun[] = [];
-  const timelines: Timeline[] = [];
-  let placement: Placement | null = null;
-  const rounds: RoundStructure[] = [];
-  const scaling: ScalingPoint[] = [];
-
-  for (const strategy of o.strategies) {
-    progress.step(`${strategy}: plan, validate, simulate (${problem.world} ranks)`);
-    let plan: Plan;
-    try {
-      plan = getPlanner(strategy).plan(problem);
-    } catch (e) {
-      runs.push(failedRun(strategy, problem.world, false, `planning failed: ${message(e)}`));
-      notes.push(`${strategy} could not plan the batch: ${message(e)}`);
-      continue;
-    }
-    const check = checkPlan(plan);
-    if (strategy === o.focus) {
-      placement = placementOf(plan);
-      rounds.push(roundsOf(plan, 'forward'));
-    }
-    let sim: ReturnType<typeof simulate>;
-    try {
-      sim = simulate(plan, o.cluster, { trace: o.timeline.includes(strategy) });
-    } catch (e) {
-      runs.push({ ...failedRun(strategy, problem.world, check.valid, `simulation failed: ${message(e)}`) });
-      notes.push(`${strategy}: the simulator failed: ${message(e)}`);
-      continue;
-    }
-    const { trace, ...numbers } = sim;
-    runs.push({ strategy, world: problem.world, ...check, ...numbers });
-    if (o.timeline.includes(strategy)) {
-      if (trace)
-        timelines.push(compactTimeline(strategy, 'forward', problem.world, trace.forward, o.timelineRanks));
-      else notes.push(`the simulator returned no per-rank events for ${strategy}; its timeline is not drawn`);
-    }
-    if (o.scaling.includes(problem.world))
-      scaling.push({
-        strategy,
-        world: problem.world,
-        mfuForward: sim.mfuForward,
-        mfuBackward: sim.mfuBackward,
-        valid: check.valid,
-      });
-  }
-
-  for (const world of o.scaling) {
-    if (world === problem.world) continue;
-    for (const strategy of o.strategies) {
-      progress.step(`weak scaling: ${strategy} at ${world} ranks`);
-      try {
-        const p = resolveProblem({ ...o.problem, world });
-        const plan = getPlanner(strategy).plan(p);
-        const check = checkPlan(plan);
-        const sim = simulate(plan, o.cluster, { trace: false });
-        scaling.push({
-          strategy,
-          world,
-          mfuForward: sim.mfuForward,
-          mfuBackward: sim.mfuBackward,
-          valid: check.valid,
-        });
-      } catch (e) {
-        notes.push(`weak scaling: ${strategy} at ${world} ranks failed: ${message(e)}`);
-      }
-    }
-  }
-  scaling.sort(
+  const main = mainRun(o, problem, progress, notes);
+  const scaling = [...main.scaling, ...sweep(o, problem.world, progress, notes)].sort(
     (a, b) => a.world - b.world || o.strategies.indexOf(a.strategy) - o.strategies.indexOf(b.strategy),
   );
-
-  const numericsRuns: NumericsRun[] = [];
-  const nOpts = o.numerics;
-  const small: ProblemOptions = {
-    ...o.problem,
-    model: NUMERICS_MODEL,
-    world: nOpts?.world ?? DEMO_DEFAULTS.numericsWorld,
-    tokensPerRank: nOpts?.tokensPerRank ?? DEMO_DEFAULTS.numericsTokensPerRank,
-  };
-  delete small.qHeads;
-  delete small.kvHeads;
-  delete small.headDim;
-  delete small.bytesPerElement;
-  delete small.memoryTokens;
-  if (nOpts) {
-    const p = resolveProblem(small);
-    const check = new NumericsCheck(p.sequences, p.model, p.mask, p.seed);
-    try {
-      for (const strategy of o.strategies) {
-        progress.step(
-          `numerics: ${strategy} on the CPU runtime (${p.world} ranks x ${p.tokensPerRank} tokens)`,
-        );
-        const base = {
-          strategy,
-          world: p.world,
-          tokensPerRank: p.tokensPerRank,
-          sequences: p.sequences.length,
-        };
-        try {
-          const plan = getPlanner(strategy).plan(p);
-          const valid = checkPlan(plan).valid;
-          numericsRuns.push({ ...base, valid, ...(await check.check(plan)) });
-        } catch (e) {
-          numericsRuns.push({
-            ...base,
-            valid: false,
-            relError: { o: 0, dq: 0, dk: 0, dv: 0 },
-            tolerance: NUMERICS_TOLERANCE,
-            ok: false,
-            error: message(e),
-          });
-        }
-      }
-    } finally {
-      await check.close();
-    }
+  const generated = typeof o.problem.batch === 'string' && GENERATOR_NAMES.includes(o.problem.batch);
+  if (!generated) {
+    notes.push(
+      'weak scaling needs a generated batch (--batch GENERATOR); it was not run for this batch file',
+    );
+    if (o.numerics)
+      notes.push(
+        `the numerical check draws a small ${DEMO_DEFAULTS.batch} batch, since the batch file is too large for the CPU runtime`,
+      );
   }
-
-  const lens = problem.sequences;
-  let longest = 0;
-  let total = 0;
-  for (let i = 0; i < lens.length; i++) {
-    longest = Math.max(longest, lens[i]!);
-    total += lens[i]!;
-  }
-  const summary: ProblemSummary = {
-    batch: problem.batchName,
-    world: problem.world,
-    tokensPerRank: problem.tokensPerRank,
-    seed: problem.seed,
-    mask: problem.mask,
-    model: { ...problem.model },
-    cluster: o.cluster,
-    sequences: lens.length,
-    totalTokens: total,
-    longest,
-    medianLength: median(lens),
-    lengthHistogram: lengthHistogram(lens),
+  const n = o.numerics ?? {
+    world: DEMO_DEFAULTS.numericsWorld,
+    tokensPerRank: DEMO_DEFAULTS.numericsTokensPerRank,
   };
+  const small = numericsProblem(o, n);
+  const checked = o.numerics ? await numericsRuns(o, small, progress) : [];
   return {
     format: RESULTS_FORMAT,
     provenance,
-    problem: summary,
+    problem: problemSummary(problem, o.cluster),
     strategies: [...o.strategies],
-    runs,
+    runs: main.runs,
     scaling,
-    timelines,
-    placement,
-    rounds,
+    timelines: main.timelines,
+    placement: main.placement,
+    rounds: main.rounds,
     numerics: {
-      world: small.world!,
-      tokensPerRank: small.tokensPerRank!,
+      world: n.world,
+      tokensPerRank: n.tokensPerRank,
       model: { ...NUMERICS_MODEL },
-      runs: numericsRuns,
-      ...(nOpts ? {} : { skipped: 'the numerical check was turned off (--no-numerics)' }),
+      runs: checked,
+      ...(o.numerics ? {} : { skipped: 'the numerical check was turned off (--no-numerics)' }),
     },
     notes,
   };

@@ -70,11 +70,11 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), 'fcp-browser-'));
   reportDir = join(work, 'report');
   const options = resolveDemoOptions({
-    problem: { world: 8, tokensPerRank: 8192, seed: 7 },
-    scaling: [4, 8],
+    problem: { world: 16, tokensPerRank: 8192, seed: 7 },
+    scaling: [4, 8, 16],
     numerics: { world: 4, tokensPerRank: 512 },
   });
-  results = await runDemo(options, provenanceOf(['demo', '--world', '8', '(browser test)']));
+  results = await runDemo(options, provenanceOf(['demo', '--world', '16', '--tokens-per-rank', '8192', '--seed', '7', '--scaling', '4,8,16', '--numerics-world', '4']));
   await writeReport(results, reportDir);
 });
 

@@ -106,7 +106,7 @@ const worst = { o: 0, dq: 0, dk: 0, dv: 0 };
 let runs = 0;
 const pool = new CpuWorkerPool();
 after(async () => {
-  await pool.close(); console.log('exec', (globalThis as any).tExec, 'ref', (globalThis as any).tRef);
+  await pool.close();
   const f = (x: number) => x.toExponential(2);
   console.log(
     `conformance: ${runs} runs, max relative error o ${f(worst.o)}, dq ${f(worst.dq)}, dk ${f(worst.dk)}, dv ${f(worst.dv)} (limit ${MAX_ERROR})`,
@@ -143,12 +143,9 @@ for (const executor of numericExecutors())
               .join('; ')}`,
           );
           const inputs = randomInputsForPlan(plan, c.id);
-          const T0 = performance.now();
           const res = await executor.run(plan, inputs, executor.name === 'cpu' ? { pool } : {});
           assert.ok(res.outputs, 'a numeric executor returns outputs');
-          const T1 = performance.now();
           const e = compareOutputs(res.outputs, referenceAttention(plan.model, plan.mask, inputs));
-          (globalThis as any).tExec = ((globalThis as any).tExec ?? 0) + T1 - T0; (globalThis as any).tRef = ((globalThis as any).tRef ?? 0) + performance.now() - T1;
           runs++;
           for (const k of ['o', 'dq', 'dk', 'dv'] as const) {
             worst[k] = Math.max(worst[k], e[k]);

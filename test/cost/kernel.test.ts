@@ -67,8 +67,13 @@ test('the dense what-if lifts segments of 512 and more to the dense efficiency o
   const v = new KernelModel(LLAMA3_70B, { policy: 'varlen' });
   const d = new KernelModel(LLAMA3_70B, { policy: 'dense' });
   assert.equal(d.varlenEfficiency('forward', 4096, 20000, false), d.denseEfficiency('forward', 4096, false));
-  assert.ok(d.varlenEfficiency('backward', 1024, 8192, true) > v.varlenEfficiency('backward', 1024, 8192, true));
-  assert.equal(d.varlenEfficiency('forward', 256, 4096, false), v.varlenEfficiency('forward', 256, 4096, false));
+  assert.ok(
+    d.varlenEfficiency('backward', 1024, 8192, true) > v.varlenEfficiency('backward', 1024, 8192, true),
+  );
+  assert.equal(
+    d.varlenEfficiency('forward', 256, 4096, false),
+    v.varlenEfficiency('forward', 256, 4096, false),
+  );
 });
 
 test('compute is slowed by the SMs reserved for communication', () => {
@@ -129,7 +134,9 @@ test('visible key pieces join the diagonal in one bottom-right segment, wherever
   op.addTask(3, 8192, 4096, 5000, 1000);
   op.addTask(3, 8192, 4096, 0, 1000);
   op.addTask(4, 8192, 4096, 0, 1000);
-  const full = k.varlenMs('forward', 4096, 2000, false, 4096 * 2000) + k.varlenMs('forward', 4096, 1000, false, 4096 * 1000);
+  const full =
+    k.varlenMs('forward', 4096, 2000, false, 4096 * 2000) +
+    k.varlenMs('forward', 4096, 1000, false, 4096 * 1000);
   assert.ok(Math.abs(op.finish() - full - k.launchMs('forward')) < 1e-9);
 });
 

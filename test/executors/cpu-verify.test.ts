@@ -4,26 +4,17 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type DumpIndex, readDumpInputs, writeDump } from '../../src/cli/verify.ts';
+import { type DumpIndex, formatVerify, readDumpInputs, verifyPlan, writeDump } from '../../src/cli/verify.ts';
 import { SMALL_MODEL } from '../../src/cluster/model.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
-import { simplePlan } from '../fixtures/simple-plan.ts';
 import { shuffledPlan } from './cpu-plans.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -49,75 +40,114 @@ const problem = resolveProblem({
 const planFile = join(dir, 'plan.json');
 writePlan(planFile, shuffledPlan(problem, 1));
 
-describe('fcp verify', () => {
-  const d = join(dir, 'dump');
-  let table1: string[] = [];
-  const table = (s: string) => s.split('\n').filter((l) => /^(o|dq|dk|dv) /.test(l));
+/** The error table's lines (output, error) of a verify report. */
+const table = (s: string) =>
+  s
+    .split('\n')
+    .filter((l) => /^(o|dq|dk|dv) /.test(l))
+    .map((l) => l.split(/ +/).slice(0, 2).join(' '));
 
-  it('verifies a plan file, prints the four errors and per-rank timings, dumps plan, inputs and outputs', () => {
-    const r = fcp(['verify', '--plan', planFile, '--seed', '5', '--dump', d]);
+describe('fcp verify (CLI)', () => {
+  const d = join(dir, 'dump');
+  let first = '';
+
+  it('plans with a registered strategy and the small model, prints errors and per-rank timings, dumps', () => {
+    const r = fcp([
+      'verify',
+      '--strategy',
+      'fcp',
+      '--world',
+      '3',
+      '--tokens-per-rank',
+      '96',
+      '--batch',
+      'uniform',
+      '--block-size',
+      '64',
+      '--seed',
+      '5',
+      '--dump',
+      d,
+    ]);
     assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /strategy fcp, 3 ranks, .* 4 query heads \/ 2 KV heads x 32/);
     for (const k of ['o', 'dq', 'dk', 'dv'])
       assert.match(r.stdout, new RegExp(`^${k} +\\d\\.\\d\\de-\\d+  1\\.00e-5 +yes$`, 'm'));
     assert.match(r.stdout, /^ +2 +[\d.]+ +[\d.]+/m); // rank 2's timing row
     assert.match(r.stdout, /verify: OK/);
-    table1 = table(r.stdout);
+    first = r.stdout;
     const index = JSON.parse(readFileSync(join(d, 'index.json'), 'utf8')) as DumpIndex;
     assert.equal(index.world, 3);
-    assert.deepEqual(index.sequences, [100, 37, 60, 3]);
-    assert.equal(index.arrays.length, 4 * 8);
-    assert.ok(existsSync(join(d, 'plan.json')));
+    assert.equal(index.arrays.length, index.sequences.length * 8);
     for (const a of index.arrays) {
       assert.equal(a.dtype, 'float32');
       assert.equal(a.byteOrder, 'little');
       assert.equal(statSync(join(d, a.file)).size, a.shape[0] * a.shape[1] * a.shape[2] * 4);
     }
-    const q1 = index.arrays.find((a) => a.name === 'q' && a.sequence === 1)!;
+    const plan = readPlan(join(d, 'plan.json'));
+    const q1 = index.arrays.find((a) => a.name === 'q' && a.sequence === 0)!;
     const bytes = readFileSync(join(d, q1.file));
-    const expected = randomInputsForPlan(shuffledPlan(problem, 1), 5).q[1]!;
-    assert.deepEqual(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4), expected);
-    const o0 = index.arrays.find((a) => a.name === 'o' && a.sequence === 0)!;
-    assert.deepEqual(o0.shape, [100, 4, 32]);
-  });
-
-  it('reads inputs back from a dump (same errors) and exits 1 on a mismatch', () => {
-    const r = fcp(['verify', '--plan', planFile, '--inputs', d, '--max-error', '1e-12']);
-    assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stdout, /verify: MISMATCH/);
     assert.deepEqual(
-      table(r.stdout).map((l) => l.split(/ +/).slice(0, 2)),
-      table1.map((l) => l.split(/ +/).slice(0, 2)),
+      new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4),
+      randomInputsForPlan(plan, 5).q[0],
     );
   });
 
-  it('bad inputs: exit 2 with one error line', () => {
-    const other = resolveProblem({
-      batch: [100, 37, 60, 3],
-      world: 2,
-      mask: 'causal',
-      model: SMALL_MODEL,
-      seed: 1,
-    });
-    const otherPlan = join(dir, 'plan-w2.json');
-    writePlan(otherPlan, simplePlan(other));
-    const badHeads = join(dir, 'plan-heads.json');
-    const p = simplePlan(other);
-    writePlan(badHeads, { ...p, model: { ...p.model, qHeads: 3, kvHeads: 2 } });
-    const cases: [string[], string][] = [
-      [['--plan', planFile, '--world', '4'], 'input.world'],
-      [['--plan', otherPlan, '--inputs', d], 'input.world'],
-      [['--plan', badHeads], 'exec.input.heads'],
-    ];
-    for (const [args, code] of cases) {
-      const r = fcp(['verify', ...args]);
-      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
-      assert.match(
-        r.stderr,
-        new RegExp(`^fcp: error: ${code.replaceAll('.', '\\.')}`, 'm'),
-        `${args.join(' ')}: ${r.stderr}`,
-      );
-      assert.equal(r.stdout, '');
-    }
+  it('reads a plan file and inputs back from a dump (same errors); exits 1 on a mismatch', () => {
+    const r = fcp(['verify', '--plan', join(d, 'plan.json'), '--inputs', d, '--max-error', '1e-12']);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stdout, /verify: MISMATCH/);
+    assert.deepEqual(table(r.stdout), table(first));
+  });
+
+  it('bad input: exit 2 with one error line and nothing on stdout', () => {
+    const r = fcp(['verify', '--plan', join(d, 'plan.json'), '--world', '4']);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /^fcp: error: input\.world/m);
+    assert.equal(r.stdout, '');
+  });
+});
+
+describe('fcp verify (library)', () => {
+  it('verifyPlan compares every output and flags a too small limit', async () => {
+    const plan = readPlan(planFile);
+    const ok = await verifyPlan(plan, { seed: 2 });
+    assert.ok(ok.ok);
+    for (const k of ['o', 'dq', 'dk', 'dv'] as const) assert.ok(ok.errors[k] > 0 && ok.errors[k] < 1e-6);
+    const strict = await verifyPlan(plan, { seed: 2, maxError: 1e-12 });
+    assert.equal(strict.ok, false);
+    assert.match(formatVerify(plan, strict, undefined), /verify: MISMATCH/);
+  });
+
+  it('bad inputs are FcpErrors: world or sequences of a dump, head counts of a plan', async () => {
+    const plan = readPlan(planFile);
+    const d = join(dir, 'lib-dump');
+    writeDump(d, plan, randomInputsForPlan(plan, 1), undefined, { seed: 1, errors: null });
+    const code = async (f: () => unknown) => {
+      try {
+        await f();
+      } catch (e) {
+        assert.ok(e instanceof FcpError, String(e));
+        return e.code;
+      }
+      return 'none';
+    };
+    assert.equal(await code(() => readDumpInputs(d, { ...plan, world: 2 })), 'input.world');
+    assert.equal(
+      await code(() => readDumpInputs(d, { ...plan, sequences: Int32Array.of(100, 37, 61, 3) })),
+      'input.sequences',
+    );
+    assert.equal(
+      await code(() => readDumpInputs(d, { ...plan, model: { ...plan.model, headDim: 16 } })),
+      'input.shape',
+    );
+    assert.equal(
+      await code(() => verifyPlan({ ...plan, model: { ...plan.model, qHeads: 3, kvHeads: 2 } })),
+      'exec.input.heads',
+    );
+    assert.deepEqual(readDumpInputs(d, plan).k[2], randomInputsForPlan(plan, 1).k[2]);
+    writeFileSync(join(d, 'seq0_v.bin'), Buffer.alloc(12));
+    assert.equal(await code(() => readDumpInputs(d, plan)), 'input.length');
   });
 
   it('dumps are atomic: an existing dump is replaced, anything else refused, a failed write leaves nothing', () => {
@@ -146,43 +176,5 @@ describe('fcp verify', () => {
       (e: unknown) => e instanceof FcpError && e.code === 'io.write',
     );
     assert.equal(readFileSync(file, 'utf8'), 'x');
-  });
-
-  it('inputs read from a dump must fit the plan', () => {
-    const plan = readPlan(planFile);
-    assert.deepEqual(readDumpInputs(d, plan).k[2], randomInputsForPlan(plan, 5).k[2]);
-    const code = (p: typeof plan) => {
-      try {
-        readDumpInputs(d, p);
-      } catch (e) {
-        return (e as FcpError).code;
-      }
-      return 'none';
-    };
-    assert.equal(code({ ...plan, sequences: Int32Array.of(100, 37, 61, 3) }), 'input.sequences');
-    assert.equal(code({ ...plan, model: { ...plan.model, headDim: 16 } }), 'input.shape');
-    const trunc = join(dir, 'trunc');
-    writeDump(trunc, plan, randomInputsForPlan(plan, 1), undefined, { seed: 1, errors: null });
-    writeFileSync(join(trunc, 'seq0_v.bin'), Buffer.alloc(12));
-    assert.throws(
-      () => readDumpInputs(trunc, plan),
-      (e: unknown) => e instanceof FcpError && e.code === 'input.length',
-    );
-  });
-
-  it('plans with a registered strategy and the small model by default', () => {
-    const r = fcp([
-      'verify',
-      '--strategy',
-      'ring',
-      '--world',
-      '2',
-      '--tokens-per-rank',
-      '96',
-      '--batch',
-      'uniform',
-    ]);
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /strategy ring, 2 ranks, .* 4 query heads \/ 2 KV heads x 32/);
   });
 });

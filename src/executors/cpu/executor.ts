@@ -7,6 +7,10 @@
  * and what it was doing (read from a shared status block, so it is known even after the worker
  * died); a watchdog fails a run that makes no progress for `stallTimeoutMs`; every worker is
  * terminated on every failure path (or, after a successful run with a pool, returned to it).
+ *
+ * Timings: `forwardMs`/`backwardMs` are wall clock on the main thread (the phases are separated by
+ * a barrier); per rank, `computeMs` is time in the attention kernels, `commMs` time packing and
+ * applying messages, `idleMs` the rest of the phase (mostly waiting for receives).
  */
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { FcpError, issue } from '../../core/issues.ts';

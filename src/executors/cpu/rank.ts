@@ -20,6 +20,7 @@ import type { RankTiming } from '../types.ts';
 import { attentionBackward } from './kernels/backward.ts';
 import { attentionForward, mergeByLse } from './kernels/forward.ts';
 import { type AttentionShape, ensureScratch, type KernelScratch } from './kernels/shape.ts';
+import { applyPayload, clearPartial, kindAllowed, packPayload, payloadSize, senderNeeds } from './payload.ts';
 import {
   type FaultInjection,
   type PeerMessage,
@@ -30,24 +31,12 @@ import {
   STATUS_FIELDS,
   Status,
 } from './protocol.ts';
+import { rankSchedule, type Schedule } from './schedule.ts';
 import { describeBits, Has, SeqStore } from './store.ts';
 
 /** An error inside a rank; `where` names the op or transfer. */
 export class RankError extends Error {
   override name = 'RankError';
-}
-
-/** Per-phase schedule of this rank. */
-interface Schedule {
-  groups: number;
-  /** Transfer ids this rank sends / receives, per group, ascending. */
-  sends: number[][];
-  recvs: number[][];
-  /** Compute op ids of this rank, in table order. */
-  ops: number[];
-  /** For each group: index into `ops` of the last op its sends must follow (-1: none). */
-  sendAfterUpTo: Int32Array;
-  groupOfTransfer: Int32Array;
 }
 
 /** Interprets one rank's part of a plan; see the module comment. */
@@ -132,7 +121,7 @@ export class RankRuntime {
     this.where = `${name} setup`;
     this.setStatus(Status.phase, phase);
     if (phase === 1) for (const st of this.stores) st?.resetForBackward();
-    const sch = this.schedule(phase);
+    const sch = rankSchedule(this.plan, phase, this.rank);
     const after = (phase === 0 ? this.plan.forward : this.plan.backward).compute.after;
     let next = 0; // index into sch.ops
     let completed = -1; // last group completed here
@@ -187,90 +176,10 @@ export class RankRuntime {
   outputs(): RowOutputs[] {
     const ul = this.plan.userLayout;
     const out: RowOutputs[] = [];
-    const { qW, kW } = this;
-    for (let r = 0; r < ul.rank.length; r++) {
-      if (ul.rank[r] !== this.rank) continue;
-      const seq = ul.seq[r]!;
-      const start = ul.start[r]!;
-      const len = ul.length[r]!;
-      const st = this.store(seq);
-      const o = new Float32Array(len * qW);
-      const dq = new Float32Array(len * qW);
-      const dk = new Float32Array(len * kW);
-      const dv = new Float32Array(len * kW);
-      for (let i = 0; i < len; i++) {
-        const t = start + i;
-        const f = st.flags[t]!;
-        const qs = t * qW;
-        const ks = t * kW;
-        if (f & Has.outO) o.set(st.outO.subarray(qs, qs + qW), i * qW);
-        else if (f & Has.home) o.set(st.o.subarray(qs, qs + qW), i * qW);
-        else o.fill(Number.NaN, i * qW, (i + 1) * qW);
-        if (f & Has.outGrad) {
-          dq.set(st.outDq.subarray(qs, qs + qW), i * qW);
-          dk.set(st.outDk.subarray(ks, ks + kW), i * kW);
-          dv.set(st.outDv.subarray(ks, ks + kW), i * kW);
-        } else if (f & Has.home) {
-          dq.set(st.dq.subarray(qs, qs + qW), i * qW);
-          dk.set(st.dk.subarray(ks, ks + kW), i * kW);
-          dv.set(st.dv.subarray(ks, ks + kW), i * kW);
-        } else {
-          dq.fill(Number.NaN, i * qW, (i + 1) * qW);
-          dk.fill(Number.NaN, i * kW, (i + 1) * kW);
-          dv.fill(Number.NaN, i * kW, (i + 1) * kW);
-        }
-      }
-      out.push({ row: r, o, dq, dk, dv });
-    }
+    for (let r = 0; r < ul.rank.length; r++)
+      if (ul.rank[r] === this.rank)
+        out.push({ row: r, ...this.store(ul.seq[r]!).userOutputs(ul.start[r]!, ul.length[r]!) });
     return out;
-  }
-
-  // ---- schedule -------------------------------------------------------------------------------
-
-  private schedule(phase: 0 | 1): Schedule {
-    const ph = phase === 0 ? this.plan.forward : this.plan.backward;
-    const name = PHASES[phase];
-    const T = ph.transfers;
-    const gor = ph.groupOfRound;
-    let groups = 0;
-    for (let r = 0; r < gor.length; r++) groups = Math.max(groups, gor[r]! + 1);
-    const n = T.round.length;
-    const groupOfTransfer = new Int32Array(n);
-    const sends: number[][] = Array.from({ length: groups }, () => []);
-    const recvs: number[][] = Array.from({ length: groups }, () => []);
-    for (let t = 0; t < n; t++) {
-      const g = gor[T.round[t]!];
-      if (g === undefined || g < 0)
-        throw new RankError(
-          `${name} transfer ${t} is in round ${T.round[t]}, which has no group (groupOfRound has ${gor.length} rounds)`,
-        );
-      groupOfTransfer[t] = g;
-      if (T.src[t] === this.rank) sends[g]!.push(t);
-      if (T.dst[t] === this.rank) recvs[g]!.push(t);
-    }
-    const C = ph.compute;
-    const ops: number[] = [];
-    const pos = new Int32Array(C.rank.length).fill(-1);
-    for (let op = 0; op < C.rank.length; op++)
-      if (C.rank[op] === this.rank) {
-        pos[op] = ops.length;
-        ops.push(op);
-      }
-    const sendAfterUpTo = new Int32Array(groups).fill(-1);
-    const sa = ph.sendAfter;
-    for (let i = 0; i < sa.transfer.length; i++) {
-      const t = sa.transfer[i]!;
-      if (T.src[t] !== this.rank) continue;
-      const op = sa.compute[i]!;
-      const p = op >= 0 && op < pos.length ? pos[op]! : -1;
-      if (p < 0)
-        throw new RankError(
-          `${name} sendAfter pair ${i}: transfer ${t} is sent by rank ${this.rank} but must follow compute op ${op}, which is not an op of rank ${this.rank}`,
-        );
-      const g = groupOfTransfer[t]!;
-      if (p > sendAfterUpTo[g]!) sendAfterUpTo[g] = p;
-    }
-    return { groups, sends, recvs, ops, sendAfterUpTo, groupOfTransfer };
   }
 
   // ---- compute --------------------------------------------------------------------------------
@@ -356,14 +265,6 @@ export class RankRuntime {
 
   // ---- transfers ------------------------------------------------------------------------------
 
-  /** Floats of a payload of `kind` in `phase` for `len` tokens. */
-  private payloadSize(phase: 0 | 1, kind: number, len: number): number {
-    const { qW, kW } = this;
-    if (kind === Kind.kv || kind === Kind.dkv) return len * 2 * kW;
-    if (kind === Kind.in) return len * (phase === 0 ? qW + 2 * kW : qW);
-    return len * (phase === 0 ? qW : qW + 2 * kW); // out
-  }
-
   private describeTransfer(phase: 0 | 1, t: number, g: number): string {
     const T = (phase === 0 ? this.plan.forward : this.plan.backward).transfers;
     const s = T.start[t]!;
@@ -371,8 +272,7 @@ export class RankRuntime {
   }
 
   private checkKind(phase: 0 | 1, kind: number): void {
-    const ok = phase === 0 ? kind === Kind.in || kind === Kind.kv || kind === Kind.out : kind <= Kind.dkv;
-    if (!ok)
+    if (!kindAllowed(phase, kind))
       throw new RankError(
         `transfer kind ${KIND_NAMES[kind] ?? kind} is not allowed in the ${PHASES[phase]} phase`,
       );
@@ -399,45 +299,14 @@ export class RankRuntime {
           `transfer ${t} goes to rank ${dst}, which does not exist (world ${this.plan.world})`,
         );
       const st = this.store(seq);
-      const data = new Float32Array(this.payloadSize(phase, kind, len));
-      const { qW, kW } = this;
-      const qa = start * qW;
-      const qb = (start + len) * qW;
-      const ka = start * kW;
-      const kb = (start + len) * kW;
-      if (kind === Kind.kv) {
-        this.need(st, seq, start, len, Has.kv, 'the K/V it sends');
-        data.set(st.k.subarray(ka, kb), 0);
-        data.set(st.v.subarray(ka, kb), len * kW);
-      } else if (kind === Kind.dkv) {
-        data.set(st.dk.subarray(ka, kb), 0);
-        data.set(st.dv.subarray(ka, kb), len * kW);
-      } else if (kind === Kind.in && phase === 0) {
-        this.need(st, seq, start, len, Has.q | Has.kv, 'the Q/K/V it sends');
-        data.set(st.q.subarray(qa, qb), 0);
-        data.set(st.k.subarray(ka, kb), len * qW);
-        data.set(st.v.subarray(ka, kb), len * (qW + kW));
-      } else if (kind === Kind.in) {
-        this.need(st, seq, start, len, Has.dO, 'the dO it sends');
-        data.set(st.dO.subarray(qa, qb), 0);
-      } else if (phase === 0) {
-        this.need(st, seq, start, len, Has.home, 'the O it sends');
-        data.set(st.o.subarray(qa, qb), 0);
-      } else {
-        this.need(st, seq, start, len, Has.home, 'the dQ/dK/dV it sends');
-        data.set(st.dq.subarray(qa, qb), 0);
-        data.set(st.dk.subarray(ka, kb), len * qW);
-        data.set(st.dv.subarray(ka, kb), len * (qW + kW));
-      }
+      const needs = senderNeeds(phase, kind);
+      if (needs.bits !== 0) this.need(st, seq, start, len, needs.bits, needs.what);
+      const data = packPayload(phase, kind, st, start, len);
       payloads.push(data);
     }
     // The sender's partial dK/dV moves with a dkv: zero it once every payload is taken.
     for (const t of ids)
-      if (T.kind[t] === Kind.dkv) {
-        const st = this.store(T.seq[t]!);
-        st.dk.fill(0, T.start[t]! * this.kW, (T.start[t]! + T.length[t]!) * this.kW);
-        st.dv.fill(0, T.start[t]! * this.kW, (T.start[t]! + T.length[t]!) * this.kW);
-      }
+      if (T.kind[t] === Kind.dkv) clearPartial(this.store(T.seq[t]!), T.start[t]!, T.length[t]!);
     for (let i = 0; i < ids.length; i++) {
       const t = ids[i]!;
       const data = payloads[i]!;
@@ -470,7 +339,6 @@ export class RankRuntime {
     this.setStatus(Status.index, g);
     this.setStatus(Status.waitingFor, -1);
     this.setStatus(Status.missing, 0);
-    const { qW, kW } = this;
     for (const t of ids) {
       this.where = this.describeTransfer(phase, t, g);
       const data = box.get(t)!;
@@ -481,42 +349,10 @@ export class RankRuntime {
       const start = T.start[t]!;
       const len = T.length[t]!;
       this.checkRange(seq, start, len, `transfer ${t}`);
-      if (data.length !== this.payloadSize(phase, kind, len))
-        throw new RankError(
-          `transfer ${t} carried ${data.length} floats, expected ${this.payloadSize(phase, kind, len)}`,
-        );
-      const st = this.store(seq);
-      const qa = start * qW;
-      const ka = start * kW;
-      if (kind === Kind.kv) {
-        st.k.set(data.subarray(0, len * kW), ka);
-        st.v.set(data.subarray(len * kW), ka);
-        st.mark(start, len, Has.kv);
-      } else if (kind === Kind.dkv) {
-        const dk = st.dk;
-        const dv = st.dv;
-        const m = len * kW;
-        for (let i = 0; i < m; i++) {
-          dk[ka + i]! += data[i]!;
-          dv[ka + i]! += data[m + i]!;
-        }
-      } else if (kind === Kind.in && phase === 0) {
-        st.q.set(data.subarray(0, len * qW), qa);
-        st.k.set(data.subarray(len * qW, len * (qW + kW)), ka);
-        st.v.set(data.subarray(len * (qW + kW)), ka);
-        st.mark(start, len, Has.q | Has.kv);
-      } else if (kind === Kind.in) {
-        st.dO.set(data, qa);
-        st.mark(start, len, Has.dO);
-      } else if (phase === 0) {
-        st.outO.set(data, qa);
-        st.mark(start, len, Has.outO);
-      } else {
-        st.outDq.set(data.subarray(0, len * qW), qa);
-        st.outDk.set(data.subarray(len * qW, len * (qW + kW)), ka);
-        st.outDv.set(data.subarray(len * (qW + kW)), ka);
-        st.mark(start, len, Has.outGrad);
-      }
+      const want = payloadSize(phase, kind, len, this.qW, this.kW);
+      if (data.length !== want)
+        throw new RankError(`transfer ${t} carried ${data.length} floats, expected ${want}`);
+      applyPayload(phase, kind, this.store(seq), start, len, data);
     }
   }
 

@@ -165,4 +165,43 @@ export class SeqStore {
     this._dk?.fill(0);
     this._dv?.fill(0);
   }
+
+  /**
+   * Final outputs of user tokens [start, start+len): what arrived by `out`, else (user = home) the
+   * local results, else NaN (nothing delivered them, so a comparison fails loudly).
+   */
+  userOutputs(
+    start: number,
+    len: number,
+  ): { o: Float32Array; dq: Float32Array; dk: Float32Array; dv: Float32Array } {
+    const qW = this.qw;
+    const kW = this.kw;
+    const o = new Float32Array(len * qW);
+    const dq = new Float32Array(len * qW);
+    const dk = new Float32Array(len * kW);
+    const dv = new Float32Array(len * kW);
+    for (let i = 0; i < len; i++) {
+      const t = start + i;
+      const f = this.flags[t]!;
+      const qs = t * qW;
+      const ks = t * kW;
+      if (f & Has.outO) o.set(this.outO.subarray(qs, qs + qW), i * qW);
+      else if (f & Has.home) o.set(this.o.subarray(qs, qs + qW), i * qW);
+      else o.fill(Number.NaN, i * qW, (i + 1) * qW);
+      if (f & Has.outGrad) {
+        dq.set(this.outDq.subarray(qs, qs + qW), i * qW);
+        dk.set(this.outDk.subarray(ks, ks + kW), i * kW);
+        dv.set(this.outDv.subarray(ks, ks + kW), i * kW);
+      } else if (f & Has.home) {
+        dq.set(this.dq.subarray(qs, qs + qW), i * qW);
+        dk.set(this.dk.subarray(ks, ks + kW), i * kW);
+        dv.set(this.dv.subarray(ks, ks + kW), i * kW);
+      } else {
+        dq.fill(Number.NaN, i * qW, (i + 1) * qW);
+        dk.fill(Number.NaN, i * kW, (i + 1) * kW);
+        dv.fill(Number.NaN, i * kW, (i + 1) * kW);
+      }
+    }
+    return { o, dq, dk, dv };
+  }
 }

@@ -4,16 +4,16 @@
  * on a rank when g-1 completed there; a group completes on a rank when all its flows with that rank
  * as sender or receiver are done). A flow becomes ready when both its ranks have entered its group
  * and its sendAfter ops have finished; after its latency it moves bytes at its max-min fair rate.
- * Events: op end, flow activation, flow end (versioned: a rate change reschedules it). All events at
- * one instant are applied before the rates are recomputed once. No wall clock is read.
+ * Events: op end and flow activation (a heap ordered by time, then type and id), flow end (an indexed
+ * heap: a rate change moves the flow's pending end). All events at one instant are applied before
+ * the rates are recomputed once. No wall clock is read.
  */
 import { fail } from '../../core/issues.ts';
 import { Kind } from '../../plan/types.ts';
-import { EventHeap } from './heap.ts';
+import { EventHeap, IndexedHeap } from './heap.ts';
 import type { PreparedPhase } from './prepare.ts';
 import { type RateOptions, RateSolver } from './rates.ts';
 
-const EV_FLOW_END = 0;
 const EV_FLOW_ACTIVATE = 1;
 const EV_OP_END = 2;
 
@@ -48,10 +48,11 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
   const W = p.world;
   const F = p.flowCount;
   const heap = new EventHeap(Math.max(1024, 2 * W));
+  /** Pending flow ends, one per moving flow (a rate change moves it). */
+  const ends = new IndexedHeap(F);
   const rate = new Float64Array(F);
   const remaining = new Float64Array(F);
   const last = new Float64Array(F);
-  const version = new Int32Array(F);
   const need = new Int32Array(F);
   const flowReady = new Float64Array(F).fill(Number.NaN);
   const flowEnd = new Float64Array(F).fill(Number.NaN);
@@ -149,20 +150,27 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
     tryStartOp(r, 0);
   }
   const popped = heap.popped;
-  while (heap.size > 0) {
-    const t = heap.peekTime();
+  for (;;) {
+    const t = Math.min(heap.peekTime(), ends.peekTime());
+    if (t === Number.POSITIVE_INFINITY) break;
     dirty.length = 0;
-    while (heap.size > 0 && heap.peekTime() === t) {
+    // All events at t: flow ends first (by flow id), then activations and op ends (by key).
+    for (;;) {
+      if (ends.peekTime() === t) {
+        const id = ends.peekItem();
+        ends.remove(id);
+        events++;
+        solver.remove(id, dirty);
+        finishFlow(id, t);
+        continue;
+      }
+      if (heap.peekTime() !== t) break;
       heap.pop();
       events++;
       const key = popped.key;
       const type = key % 4;
       const id = (key - type) / 4;
-      if (type === EV_FLOW_END) {
-        if (popped.version !== version[id] || !Number.isNaN(flowEnd[id]!)) continue;
-        solver.remove(id, dirty);
-        finishFlow(id, t);
-      } else if (type === EV_FLOW_ACTIVATE) {
+      if (type === EV_FLOW_ACTIVATE) {
         remaining[id] = p.flowBytes[id]!;
         last[id] = t;
         if (remaining[id]! <= 0) finishFlow(id, t);
@@ -188,10 +196,9 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
       remaining[f] = Math.max(0, remaining[f]! - rate[f]! * (t - last[f]!));
       last[f] = t;
       solver.setRate(f, nr);
-      const v = version[f]! + 1;
-      version[f] = v;
-      if (nr > 0) heap.push(t + remaining[f]! / nr, f * 4 + EV_FLOW_END, v);
-      else if (remaining[f]! <= 0) heap.push(t, f * 4 + EV_FLOW_END, v);
+      if (nr > 0) ends.set(f, t + remaining[f]! / nr);
+      else if (remaining[f]! <= 0) ends.set(f, t);
+      else ends.remove(f);
     }
   }
   if (finishedFlows < F || finishedOps < p.opCount) {

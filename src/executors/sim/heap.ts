@@ -90,3 +90,104 @@ export class EventHeap {
     this.ver = v;
   }
 }
+
+/**
+ * Indexed min-heap of at most one pending time per item (flow ends): setting an item's time again
+ * moves it, so a rate change never leaves a stale entry behind. Ties by item id.
+ */
+export class IndexedHeap {
+  private readonly items: Int32Array;
+  private readonly pos: Int32Array;
+  private readonly time: Float64Array;
+  private n = 0;
+
+  constructor(capacity: number) {
+    this.items = new Int32Array(capacity);
+    this.pos = new Int32Array(capacity).fill(-1);
+    this.time = new Float64Array(capacity);
+  }
+
+  get size(): number {
+    return this.n;
+  }
+
+  /** Earliest time (Infinity when empty). */
+  peekTime(): number {
+    return this.n > 0 ? this.time[this.items[0]!]! : Number.POSITIVE_INFINITY;
+  }
+
+  /** Item with the earliest time (-1 when empty). */
+  peekItem(): number {
+    return this.n > 0 ? this.items[0]! : -1;
+  }
+
+  /** Sets (inserts or moves) the pending time of `item`. */
+  set(item: number, t: number): void {
+    let i = this.pos[item]!;
+    if (i < 0) {
+      i = this.n++;
+      this.items[i] = item;
+      this.pos[item] = i;
+      this.time[item] = t;
+      this.up(i);
+      return;
+    }
+    const old = this.time[item]!;
+    this.time[item] = t;
+    if (t < old) this.up(i);
+    else if (t > old) this.down(i);
+  }
+
+  /** Removes `item` if pending. */
+  remove(item: number): void {
+    const i = this.pos[item]!;
+    if (i < 0) return;
+    this.pos[item] = -1;
+    const last = this.items[--this.n]!;
+    if (i === this.n) return;
+    this.items[i] = last;
+    this.pos[last] = i;
+    this.up(i);
+    this.down(this.pos[last]!);
+  }
+
+  private less(a: number, b: number): boolean {
+    const ta = this.time[a]!;
+    const tb = this.time[b]!;
+    return ta < tb || (ta === tb && a < b);
+  }
+
+  private up(i: number): void {
+    const items = this.items;
+    const item = items[i]!;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      const pi = items[p]!;
+      if (!this.less(item, pi)) break;
+      items[i] = pi;
+      this.pos[pi] = i;
+      i = p;
+    }
+    items[i] = item;
+    this.pos[item] = i;
+  }
+
+  private down(i: number): void {
+    const items = this.items;
+    const n = this.n;
+    const item = items[i]!;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      let c = l;
+      if (l + 1 < n && this.less(items[l + 1]!, items[l]!)) c = l + 1;
+      const ci = items[c]!;
+      if (!this.less(ci, item)) break;
+      items[i] = ci;
+      this.pos[ci] = i;
+      i = c;
+    }
+    items[i] = item;
+    this.pos[item] = i;
+  }
+}

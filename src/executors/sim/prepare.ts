@@ -349,7 +349,10 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
       // Per (set, parts, query part): its key parts, costed together for every sequence of the set.
       chunkIds.sort(
         (a, b) =>
-          ct.set[a]! - ct.set[b]! || ct.parts[a]! - ct.parts[b]! || ct.qPart[a]! - ct.qPart[b]! || ct.kvPart[a]! - ct.kvPart[b]!,
+          ct.set[a]! - ct.set[b]! ||
+          ct.parts[a]! - ct.parts[b]! ||
+          ct.qPart[a]! - ct.qPart[b]! ||
+          ct.kvPart[a]! - ct.kvPart[b]!,
       );
       for (let x = 0; x < chunkIds.length; ) {
         const a = chunkIds[x]!;
@@ -358,7 +361,8 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
         while (y < chunkIds.length) {
           const b = chunkIds[y]!;
           if (ct.set[b] !== ct.set[a] || ct.parts[b] !== ct.parts[a] || ct.qPart[b] !== ct.qPart[a]) break;
-          if (kvParts.length === 0 || kvParts[kvParts.length - 1] !== ct.kvPart[b]) kvParts.push(ct.kvPart[b]!);
+          if (kvParts.length === 0 || kvParts[kvParts.length - 1] !== ct.kvPart[b])
+            kvParts.push(ct.kvPart[b]!);
           y++;
         }
         chunks.addSegment(op, dir, ct.set[a]!, ct.parts[a]!, ct.qPart[a]!, kvParts);

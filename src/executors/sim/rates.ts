@@ -160,6 +160,7 @@ export class RateSolver {
       level++
     ) {
       next.length = 0;
+      const expand = level + 1 < this.hops; // collect the next frontier only if it will be used
       outer: for (const r of frontier) {
         for (const f of onRes[r]!) {
           if (flowStamp[f] === stamp) continue;
@@ -170,7 +171,7 @@ export class RateSolver {
             if (resStamp[r2] !== stamp) {
               resStamp[r2] = stamp;
               resList.push(r2);
-              next.push(r2);
+              if (expand) next.push(r2);
             }
           }
           // The first level is always complete: a new flow must get a rate.

@@ -3,20 +3,20 @@
  * tokens; homes hold Q,K,V,O,LSE of theirs (K/V fetched in the forward are not kept).
  *
  * 1. `in` rounds: dO user -> home (the same moving pieces as the forward, same colouring).
- * 2. `kv` rounds, exactly Δ: the same requests as the forward, senders chosen again (homes hold
- *    K/V from the start now, so no round waits for the reshuffle).
+ * 2. `kv` rounds, exactly Δ: the forward's transfers and colouring (the sender choice does not
+ *    depend on readiness), but no round waits for the reshuffle: homes hold K/V from the start.
  * 3. Compute: the forward's tasks, grouped into ops by when their dO and K/V are present.
  * 4. `dkv` pushes: a rank that computed with keys it is not home for pushes its accumulated dK,dV
  *    partial of each such range to the range's home (one push per home run it crosses), after the
  *    last op using those keys (`sendAfter`), one group after that op or later so that the push
- *    overlaps the next op. Pushes are coloured per ready group, in congestion-free rounds.
+ *    overlaps the next op. Pushes go in congestion-free rounds (first-fit by ready group).
  * 5. `out` pushes: dQ,dK,dV of each moving piece home -> user, after the last op touching the
  *    piece (as queries or keys) and after every `dkv` into it has arrived.
  */
 import { IntColumn } from '../../core/int-column.ts';
-import { Kind } from '../../plan/types.ts';
 import type { Phase } from '../../plan/types.ts';
-import { chooseSenders, type FetchRequests } from './fetch.ts';
+import { Kind } from '../../plan/types.ts';
+import type { KvEdges } from './fetch.ts';
 import { applyAblations, hunger, type PhaseStats, PUSH_SLACK, placeIn, placeKv } from './forward.ts';
 import { firstEndingAfter, subtractInto } from './layout.ts';
 import type { FcpOptions } from './options.ts';
@@ -24,49 +24,42 @@ import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts'
 import { type Colouring, placePushes } from './rounds.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 
-/** Plans the backward phase over the forward's tasks. */
-export function planBackward(
-  ctx: TaskContext,
-  req: FetchRequests,
-  tasks: Tasks,
-  inColouring: Colouring,
-  world: number,
-  o: FcpOptions,
-): { phase: Phase; stats: PhaseStats } {
-  const { runs, pieces } = ctx;
-  const placer = new GroupPlacer(o.coalesce);
-  const list = new TransferList();
-  const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(req, runs, pieces, world, true);
-  const kv = placeKv(placer, list, edges, new Int32Array(edges.src.length), hunger(ctx, world), world, o);
-  const byRs = edgesByRs(edges, runs.rsRank.length);
-  const ready = taskReady(ctx, tasks, pieceGroup, null, edges, byRs, kv.group);
-  const after = applyAblations(ready, pieceGroup, placer.groups - 1, o);
-  const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
-  const t = tasks.table;
-  const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
+/** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
+interface DkvPushes {
+  readonly src: Int32Array;
+  readonly dst: Int32Array;
+  readonly seq: Int32Array;
+  readonly start: Int32Array;
+  readonly length: Int32Array;
+  /** Home run receiving the push. */
+  readonly run: Int32Array;
+  /** Last op of the sender using keys of the push. */
+  readonly op: Int32Array;
+}
 
-  // dkv: per RS, the key span minus its own runs, cut at the other ranks' runs.
-  const dSrc: number[] = [];
-  const dDst: number[] = [];
-  const dSeq: number[] = [];
-  const dStart: number[] = [];
-  const dLen: number[] = [];
-  const dRun: number[] = [];
-  const dOp: number[] = [];
+/** Key ranges each RS computes with but is not home for, cut at the homes' runs. */
+function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvPushes {
+  const { runs } = ctx;
+  const RS = runs.rsRank.length;
   const own: number[] = [];
   const rest: number[] = [];
-  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+  const src = new IntColumn();
+  const dst = new IntColumn();
+  const seq = new IntColumn();
+  const start = new IntColumn();
+  const length = new IntColumn();
+  const run = new IntColumn();
+  const rsOff = new Int32Array(RS + 1);
+  for (let rs = 0; rs < RS; rs++) {
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
     own.length = 0;
     for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      own.push(runs.start[run]!, runs.start[run]! + runs.length[run]!);
+      const r = runs.byRank[p]!;
+      own.push(runs.start[r]!, runs.start[r]! + runs.length[r]!);
     }
     rest.length = 0;
     subtractInto(0, keySpanEnd(ctx, rs), own, rest);
-    const first = dSrc.length;
     const lo = runs.off[s]!;
     const hi = runs.off[s + 1]!;
     for (let k = 0; k < rest.length; k += 2) {
@@ -74,17 +67,30 @@ export function planBackward(
       const b = rest[k + 1]!;
       for (let r = firstEndingAfter(runs.start, runs.length, lo, hi, a); r < hi && runs.start[r]! < b; r++) {
         const x = Math.max(a, runs.start[r]!);
-        dSrc.push(h);
-        dDst.push(runs.rank[r]!);
-        dSeq.push(s);
-        dStart.push(x);
-        dLen.push(Math.min(b, runs.start[r]! + runs.length[r]!) - x);
-        dRun.push(r);
-        dOp.push(-1);
+        src.push(h);
+        dst.push(runs.rank[r]!);
+        seq.push(s);
+        start.push(x);
+        length.push(Math.min(b, runs.start[r]! + runs.length[r]!) - x);
+        run.push(r);
       }
     }
-    // Last op of h using keys of each push (pushes of this RS are sorted by start).
-    const last = dSrc.length;
+    rsOff[rs + 1] = src.length;
+  }
+  const out = {
+    src: src.toArray(),
+    dst: dst.toArray(),
+    seq: seq.toArray(),
+    start: start.toArray(),
+    length: length.toArray(),
+    run: run.toArray(),
+    op: new Int32Array(src.length).fill(-1),
+  };
+  // Last op of the sender using keys of each push (binary search among its RS's pushes).
+  const t = tasks.table;
+  for (let rs = 0; rs < RS; rs++) {
+    const first = rsOff[rs]!;
+    const last = rsOff[rs + 1]!;
     if (last === first) continue;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const ka = t.kvStart[i]!;
@@ -93,34 +99,20 @@ export function planBackward(
       let jh = last;
       while (j < jh) {
         const mid = (j + jh) >>> 1;
-        if (dStart[mid]! + dLen[mid]! <= ka) j = mid + 1;
+        if (out.start[mid]! + out.length[mid]! <= ka) j = mid + 1;
         else jh = mid;
       }
       const op = opOfTask[i]!;
-      for (; j < last && dStart[j]! < kb; j++) if (dOp[j]! < op) dOp[j] = op;
+      for (; j < last && out.start[j]! < kb; j++) if (out.op[j]! < op) out.op[j] = op;
     }
   }
-  const nd = dSrc.length;
-  const dReady = new Int32Array(nd);
-  for (let e = 0; e < nd; e++) dReady[e] = compute.after[dOp[e]!]! + 1 + PUSH_SLACK;
-  const dkv = placePushes(placer, Int32Array.from(dSrc), Int32Array.from(dDst), dReady, world, o.rounds);
-  // dkv arrivals grouped by the receiving run, for the `out` check below.
-  const dkvGroup = new Int32Array(nd);
-  const dkvByRun = new Int32Array(runs.rank.length + 1);
-  for (let e = 0; e < nd; e++) {
-    const id = list.add(dkv.slot[e]!, dSrc[e]!, dDst[e]!, Kind.dkv, dSeq[e]!, dStart[e]!, dLen[e]!);
-    sendAfter.transfer.push(id);
-    sendAfter.compute.push(dOp[e]!);
-    dkvGroup[e] = placer.groupOf(dkv.slot[e]!);
-    dkvByRun[dRun[e]! + 1]!++;
-  }
-  for (let r = 0; r < runs.rank.length; r++) dkvByRun[r + 1]! += dkvByRun[r]!;
-  const fill = dkvByRun.slice(0, runs.rank.length);
-  const dkvIds = new Int32Array(nd);
-  for (let e = 0; e < nd; e++) dkvIds[fill[dRun[e]!]!++] = e;
+  return out;
+}
 
-  // out: after the last op touching the piece (queries or keys) and after the dkv into it. The
-  // pieces of an RS, in position order, are a contiguous list per run; binary search per task.
+/** Last op of each piece's home touching the piece, as queries or as keys. */
+function lastTouch(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): Int32Array {
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
   const lastOp = new Int32Array(pieces.seq.length).fill(-1);
   const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
@@ -150,26 +142,78 @@ export function planBackward(
       }
     }
   }
+  return lastOp;
+}
+
+/** Plans the backward phase over the forward's tasks and `kv` transfers. */
+export function planBackward(
+  ctx: TaskContext,
+  edges: KvEdges,
+  kvColouring: Colouring,
+  tasks: Tasks,
+  inColouring: Colouring,
+  world: number,
+  o: FcpOptions,
+): { phase: Phase; stats: PhaseStats } {
+  const { runs, pieces } = ctx;
+  const placer = new GroupPlacer(o.coalesce);
+  const list = new TransferList();
+  const pieceGroup = placeIn(placer, list, ctx, inColouring);
+  const kv = placeKv(
+    placer,
+    list,
+    edges,
+    new Int32Array(edges.src.length),
+    hunger(ctx, world),
+    world,
+    o,
+    kvColouring,
+  );
+  const byRs = edgesByRs(edges, runs.rsRank.length);
+  const ready = taskReady(ctx, tasks, pieceGroup, null, edges, byRs, kv.group);
+  const after = applyAblations(ready, pieceGroup, placer.groups - 1, o);
+  const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
+  const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
+
+  const d = dkvPushes(ctx, tasks, opOfTask);
+  const nd = d.src.length;
+  const dReady = new Int32Array(nd);
+  for (let e = 0; e < nd; e++) dReady[e] = compute.after[d.op[e]!]! + 1 + PUSH_SLACK;
+  const dkv = placePushes(placer, d.src, d.dst, dReady, world, o.rounds);
+  // Latest dkv arrival into each piece, for `out` (pushes land inside one home run).
+  const dkvInto = new Int32Array(pieces.seq.length).fill(-1);
+  for (let e = 0; e < nd; e++) {
+    const id = list.add(dkv.slot[e]!, d.src[e]!, d.dst[e]!, Kind.dkv, d.seq[e]!, d.start[e]!, d.length[e]!);
+    sendAfter.transfer.push(id);
+    sendAfter.compute.push(d.op[e]!);
+    const g = placer.groupOf(dkv.slot[e]!);
+    const a = d.start[e]!;
+    const b = a + d.length[e]!;
+    for (let j = pieces.runOff[d.run[e]!]!, je = pieces.runOff[d.run[e]! + 1]!; j < je; j++)
+      if (pieces.start[j]! < b && pieces.start[j]! + pieces.length[j]! > a && dkvInto[j]! < g) dkvInto[j] = g;
+  }
+
+  const lastOp = lastTouch(ctx, tasks, opOfTask);
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
   const outReady = new Int32Array(m.length);
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
-    let g = compute.after[lastOp[p]!]! + 1 + PUSH_SLACK;
-    const a = pieces.start[p]!;
-    const b = a + pieces.length[p]!;
-    const run = pieces.run[p]!;
-    for (let k = dkvByRun[run]!, ke = dkvByRun[run + 1]!; k < ke; k++) {
-      const e = dkvIds[k]!;
-      if (dStart[e]! < b && dStart[e]! + dLen[e]! > a) g = Math.max(g, dkvGroup[e]! + 1);
-    }
-    outReady[i] = g;
+    outReady[i] = Math.max(compute.after[lastOp[p]!]! + 1 + PUSH_SLACK, dkvInto[p]! + 1);
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
-    const id = list.add(out.slot[i]!, outSrc[i]!, outDst[i]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    const id = list.add(
+      out.slot[i]!,
+      outSrc[i]!,
+      outDst[i]!,
+      Kind.out,
+      pieces.seq[p]!,
+      pieces.start[p]!,
+      pieces.length[p]!,
+    );
     sendAfter.transfer.push(id);
     sendAfter.compute.push(lastOp[p]!);
   }

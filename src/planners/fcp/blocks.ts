@@ -14,7 +14,7 @@
  * b·L pairs, so with b = 4K one unit of a 512K sequence can outweigh a whole rank's share. Unless
  * `fixedBlocks`, each sequence gets its own block size, the largest multiple of the minimum block
  * size (floor 256) not above `blockSize` that keeps its units under `maxUnitShare` of the per-rank
- * average compute.
+ * average compute. Blocks never exceed a quarter of a rank's memory (see {@link memoryBlockCap}).
  */
 import { attendedPairs, sequencePairs } from '../../cluster/model.ts';
 import type { Mask } from '../../plan/types.ts';
@@ -51,17 +51,39 @@ export interface Blocks {
  * [minBlockSize, blockSize] whose units carry at most `target` pairs (a causal pair carries
  * b·(len+1), a full-mask block b·len); `blockSize` itself when it already fits.
  */
-export function refinedBlockSize(len: number, causal: boolean, target: number, o: FcpOptions): number {
-  if (o.fixedBlocks) return o.blockSize;
+export function refinedBlockSize(
+  len: number,
+  causal: boolean,
+  target: number,
+  o: FcpOptions,
+  maxBlock = o.blockSize,
+): number {
+  const top = Math.min(o.blockSize, maxBlock);
+  if (o.fixedBlocks) return top;
   const perToken = causal ? len + 1 : len;
   const fit = Math.floor(target / perToken);
-  if (fit >= o.blockSize) return o.blockSize;
-  const m = o.minBlockSize;
+  if (fit >= top) return top;
+  const m = Math.min(o.minBlockSize, top);
   return Math.max(m, Math.floor(fit / m) * m);
 }
 
+/**
+ * Largest block a rank's memory allows: a quarter of it, so that a unit (two blocks, or a middle
+ * block shorter than two) takes at most half a rank's memory and units pack
+ * (`--tokens-per-rank 1024` with the default 4096-token blocks would otherwise leave units that
+ * fit nowhere).
+ */
+export const memoryBlockCap = (memoryTokens: number): number => Math.max(1, Math.floor(memoryTokens / 4));
+
 /** Splits every sequence into blocks and units (see the module comment). */
-export function splitBlocks(sequences: Int32Array, mask: Mask, world: number, o: FcpOptions): Blocks {
+export function splitBlocks(
+  sequences: Int32Array,
+  mask: Mask,
+  world: number,
+  o: FcpOptions,
+  memoryTokens = Number.POSITIVE_INFINITY,
+): Blocks {
+  const maxBlock = memoryBlockCap(memoryTokens);
   const causal = mask === 'causal';
   const S = sequences.length;
   let totalPairs = 0;
@@ -77,7 +99,7 @@ export function splitBlocks(sequences: Int32Array, mask: Mask, world: number, o:
   // First pass: sizes and counts, so that every table is allocated once.
   for (let s = 0; s < S; s++) {
     const len = sequences[s]!;
-    const b = refinedBlockSize(len, causal, target, o);
+    const b = refinedBlockSize(len, causal, target, o, maxBlock);
     blockSizeOfSeq[s] = b;
     let blocks: number;
     let units: number;
@@ -131,7 +153,22 @@ export function splitBlocks(sequences: Int32Array, mask: Mask, world: number, o:
       for (let i = 0, st = 0; st < len; i++, st += b) put(st, Math.min(b, len - st), u0 + i);
     }
   }
-  return { seq, start, length, unit, seqBlocks, blockSizeOfSeq, unitSeq, unitTokens, unitPairs, seqUnits, unitBlockA, unitBlockB, totalPairs, totalTokens };
+  return {
+    seq,
+    start,
+    length,
+    unit,
+    seqBlocks,
+    blockSizeOfSeq,
+    unitSeq,
+    unitTokens,
+    unitPairs,
+    seqUnits,
+    unitBlockA,
+    unitBlockB,
+    totalPairs,
+    totalTokens,
+  };
 }
 
 /** Number of blocks. */

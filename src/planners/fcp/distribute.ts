@@ -189,14 +189,24 @@ export function distributeUnits(
     for (let k = 1; k < cands.length; k++) {
       const r = cands[k]!;
       const sc = score(r);
-      if (sc < bestScore || (sc === bestScore && (load[r]! < load[best]! || (load[r] === load[best] && r < best)))) {
+      if (
+        sc < bestScore ||
+        (sc === bestScore && (load[r]! < load[best]! || (load[r] === load[best] && r < best)))
+      ) {
         best = r;
         bestScore = sc;
       }
     }
     let pick = -1;
     const prev = lastRank[s]!;
-    if (!o.noAffinity && prev >= 0 && prev !== best && room(prev) && load[prev]! + pairs <= avg && (dense || mem[prev]! + tok <= AFFINITY_MEMORY * mdMean))
+    if (
+      !o.noAffinity &&
+      prev >= 0 &&
+      prev !== best &&
+      room(prev) &&
+      load[prev]! + pairs <= avg &&
+      (dense || mem[prev]! + tok <= AFFINITY_MEMORY * mdMean)
+    )
       pick = prev;
     if (pick < 0 && !o.noLocality) {
       userRank.length = 0;
@@ -227,7 +237,17 @@ export function distributeUnits(
   }
   const greedyImbalance = computeImbalance(load);
   const maxSteps = o.refineSteps < 0 ? Math.max(2048, 4 * world) : o.refineSteps;
-  const { blockRank, steps } = refine(blocks, causal, sequences, unitRank, load, mem, world, memoryTokens, maxSteps);
+  const { blockRank, steps } = refine(
+    blocks,
+    causal,
+    sequences,
+    unitRank,
+    load,
+    mem,
+    world,
+    memoryTokens,
+    maxSteps,
+  );
   return { unitRank, blockRank, computeLoad: load, memoryLoad: mem, greedyImbalance, refineSteps: steps };
 }
 

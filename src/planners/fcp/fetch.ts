@@ -47,7 +47,13 @@ export function spanEnd(runs: HomeRuns, sequences: Int32Array, mask: Mask, rs: n
 }
 
 /** Sorted, merged intervals (flat pairs) that RS `rs` holds: its runs and its user row, clipped to [0, end). */
-export function ownedIntervals(runs: HomeRuns, userRows: SeqRows, rs: number, end: number, out: number[]): void {
+export function ownedIntervals(
+  runs: HomeRuns,
+  userRows: SeqRows,
+  rs: number,
+  end: number,
+  out: number[],
+): void {
   out.length = 0;
   const s = runs.rsSeq[rs]!;
   const h = runs.rsRank[rs]!;
@@ -76,7 +82,12 @@ function pushMerged(out: number[], a: number, b: number): void {
 }
 
 /** Every RS's remote key ranges, cut at user-row boundaries (RS order, then position). */
-export function fetchRequests(runs: HomeRuns, userRows: SeqRows, sequences: Int32Array, mask: Mask): FetchRequests {
+export function fetchRequests(
+  runs: HomeRuns,
+  userRows: SeqRows,
+  sequences: Int32Array,
+  mask: Mask,
+): FetchRequests {
   const rsOut: number[] = [];
   const startOut: number[] = [];
   const lengthOut: number[] = [];
@@ -107,7 +118,12 @@ export function fetchRequests(runs: HomeRuns, userRows: SeqRows, sequences: Int3
       }
     }
   }
-  return { rs: Int32Array.from(rsOut), start: Int32Array.from(startOut), length: Int32Array.from(lengthOut), user: Int32Array.from(userOut) };
+  return {
+    rs: Int32Array.from(rsOut),
+    start: Int32Array.from(startOut),
+    length: Int32Array.from(lengthOut),
+    user: Int32Array.from(userOut),
+  };
 }
 
 /** Per-message overhead in the sender choice, in tokens (a message's latency at link speed, roughly). */
@@ -130,7 +146,13 @@ function byDescendingLength(len: Int32Array): Int32Array {
  * Chooses a sender for every request (module comment). `homesReady`: the homes hold K/V from time
  * zero (backward); otherwise a home that is not the range's user rank depends on its `in` piece.
  */
-export function chooseSenders(req: FetchRequests, runs: HomeRuns, pieces: Pieces, world: number, homesReady: boolean): KvEdges {
+export function chooseSenders(
+  req: FetchRequests,
+  runs: HomeRuns,
+  pieces: Pieces,
+  world: number,
+  homesReady: boolean,
+): KvEdges {
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
   const segOff = new Int32Array(n + 1);
@@ -162,7 +184,8 @@ export function chooseSenders(req: FetchRequests, runs: HomeRuns, pieces: Pieces
     const viaUser = cost[u]! + len + MESSAGE_TOKENS;
     // Busiest home sender after the split, plus the receiver's extra messages.
     let viaHomes = 0;
-    for (let j = s0; j < s1; j++) viaHomes = Math.max(viaHomes, cost[runs.rank[segRun[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
+    for (let j = s0; j < s1; j++)
+      viaHomes = Math.max(viaHomes, cost[runs.rank[segRun[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
     viaHomes += (s1 - s0 - 1) * MESSAGE_TOKENS;
     if (s1 > s0 && viaHomes < viaUser) {
       useHomes[i] = 1;

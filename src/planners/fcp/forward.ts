@@ -15,13 +15,14 @@
  * 4. `out` pushes (O home -> user), each after the last op writing its rows (`sendAfter`), placed
  *    one group after that op's group or later.
  */
-import { Kind } from '../../plan/types.ts';
-import type { Phase } from '../../plan/types.ts';
+
 import { IntColumn } from '../../core/int-column.ts';
+import type { Phase } from '../../plan/types.ts';
+import { Kind } from '../../plan/types.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
-import { type Colouring, colourEdges, orderRounds, placePushes, placeColouring } from './rounds.ts';
+import { type Colouring, colourEdges, orderRounds, placeColouring, placePushes } from './rounds.ts';
 import { buildTasks, edgesByRs, type TaskContext, type Tasks } from './tasks.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
@@ -38,6 +39,8 @@ export interface ForwardResult {
   readonly phase: Phase;
   readonly tasks: Tasks;
   readonly inColouring: Colouring;
+  readonly kvEdges: KvEdges;
+  readonly kvColouring: Colouring;
   readonly stats: PhaseStats;
 }
 
@@ -71,33 +74,45 @@ export function placeKv(
   weightOfRank: Float64Array,
   world: number,
   o: FcpOptions,
+  colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
-  const c = colourEdges(edges.src, edges.dst, world, o.rounds);
+  const c = colouring ?? colourEdges(edges.src, edges.dst, world, o.rounds);
   const weight = Float64Array.from(edges.dst, (d) => weightOfRank[d]!);
   const { order, readyOf } = orderRounds(c, ready, weight);
   const slot = placeColouring(placer, c, order, readyOf);
   const group = new Int32Array(edges.src.length);
   for (let e = 0; e < slot.length; e++) {
-    list.add(slot[e]!, edges.src[e]!, edges.dst[e]!, Kind.kv, edges.seq[e]!, edges.start[e]!, edges.length[e]!);
+    list.add(
+      slot[e]!,
+      edges.src[e]!,
+      edges.dst[e]!,
+      Kind.kv,
+      edges.seq[e]!,
+      edges.start[e]!,
+      edges.length[e]!,
+    );
     group[e] = placer.groupOf(slot[e]!);
   }
   return { group, colouring: c };
 }
 
 /** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */
-export function placeIn(
-  placer: GroupPlacer,
-  list: TransferList,
-  ctx: TaskContext,
-  c: Colouring,
-): Int32Array {
+export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContext, c: Colouring): Int32Array {
   const { pieces } = ctx;
   const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
   const slot = placeColouring(placer, c, order, readyOf);
   const group = new Int32Array(pieces.seq.length).fill(-1);
   for (let i = 0; i < pieces.moving.length; i++) {
     const p = pieces.moving[i]!;
-    list.add(slot[i]!, pieces.user[p]!, pieces.home[p]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    list.add(
+      slot[i]!,
+      pieces.user[p]!,
+      pieces.home[p]!,
+      Kind.in,
+      pieces.seq[p]!,
+      pieces.start[p]!,
+      pieces.length[p]!,
+    );
     group[p] = placer.groupOf(slot[i]!);
   }
   return group;
@@ -112,7 +127,12 @@ export function colourIn(ctx: TaskContext, world: number, o: FcpOptions): Colour
 }
 
 /** Applies the pipeline ablations to tasks' ready groups. */
-export function applyAblations(ready: Int32Array, pieceGroup: Int32Array, lastFetchGroup: number, o: FcpOptions): Int32Array {
+export function applyAblations(
+  ready: Int32Array,
+  pieceGroup: Int32Array,
+  lastFetchGroup: number,
+  o: FcpOptions,
+): Int32Array {
   let lastIn = -1;
   for (let p = 0; p < pieceGroup.length; p++) lastIn = Math.max(lastIn, pieceGroup[p]!);
   const out = ready.slice();
@@ -124,7 +144,12 @@ export function applyAblations(ready: Int32Array, pieceGroup: Int32Array, lastFe
 }
 
 /** Plans the forward phase. */
-export function planForward(ctx: TaskContext, req: FetchRequests, world: number, o: FcpOptions): ForwardResult {
+export function planForward(
+  ctx: TaskContext,
+  req: FetchRequests,
+  world: number,
+  o: FcpOptions,
+): ForwardResult {
   const { runs, pieces } = ctx;
   const placer = new GroupPlacer(o.coalesce);
   const list = new TransferList();
@@ -159,7 +184,8 @@ export function planForward(ctx: TaskContext, req: FetchRequests, world: number,
         else break;
       }
       const run = runs.byRank[p]!;
-      for (let k = j; k < pieces.runOff[run + 1]! && pieces.start[k]! < qb; k++) lastOp[k] = Math.max(lastOp[k]!, opOfTask[i]!);
+      for (let k = j; k < pieces.runOff[run + 1]! && pieces.start[k]! < qb; k++)
+        lastOp[k] = Math.max(lastOp[k]!, opOfTask[i]!);
     }
   }
   const m = pieces.moving;
@@ -170,7 +196,15 @@ export function planForward(ctx: TaskContext, req: FetchRequests, world: number,
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
-    const id = list.add(out.slot[i]!, outSrc[i]!, outDst[i]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    const id = list.add(
+      out.slot[i]!,
+      outSrc[i]!,
+      outDst[i]!,
+      Kind.out,
+      pieces.seq[p]!,
+      pieces.start[p]!,
+      pieces.length[p]!,
+    );
     sendAfter.transfer.push(id);
     sendAfter.compute.push(lastOp[p]!);
   }
@@ -179,6 +213,8 @@ export function planForward(ctx: TaskContext, req: FetchRequests, world: number,
     phase,
     tasks,
     inColouring,
+    kvEdges: edges,
+    kvColouring: kv.colouring,
     stats: {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, out: out.delta },

@@ -16,19 +16,22 @@
  * non-enumerable property so that they never reach the plan file.
  */
 import type { Problem } from '../../cluster/problem.ts';
-import { type Plan, PLAN_FORMAT } from '../../plan/types.ts';
+import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
+import { planBackward } from './backward.ts';
 import { splitBlocks } from './blocks.ts';
 import { computeImbalance, distributeUnits } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
-import { planBackward } from './backward.ts';
 import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
 
 /** Milliseconds spent in each stage of one planning run. */
-export type StageTimings = Record<'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total', number>;
+export type StageTimings = Record<
+  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total',
+  number
+>;
 
 /** A plan and how long each stage took. */
 export interface FcpResult {
@@ -41,7 +44,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const o = resolveFcpOptions(options);
   const { sequences, world, mask } = problem;
   const t0 = performance.now();
-  const blocks = splitBlocks(sequences, mask, world, o);
+  const blocks = splitBlocks(sequences, mask, world, o, problem.memoryTokens);
   const t1 = performance.now();
   const userRows = rowsBySeq(problem.userLayout, sequences.length);
   const placement = distributeUnits(blocks, sequences, mask, userRows, world, problem.memoryTokens, o);
@@ -53,7 +56,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const t3 = performance.now();
   const fwd = planForward(ctx, req, world, o);
   const t4 = performance.now();
-  const bwd = planBackward(ctx, req, fwd.tasks, fwd.inColouring, world, o);
+  const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o);
   const t5 = performance.now();
 
   let minBlock = Number.POSITIVE_INFINITY;
@@ -113,7 +116,8 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
 /** The FCP planner, registered as `fcp`. */
 export const fcpPlanner: Planner = {
   name: 'fcp',
-  description: 'Flexible Context Parallelism: balanced blocks anywhere, congestion-free rounds, pipelined and coalesced',
+  description:
+    'Flexible Context Parallelism: balanced blocks anywhere, congestion-free rounds, pipelined and coalesced',
   plan(problem: Problem, options: PlannerOptions = {}): Plan {
     return planFcp(problem, options).plan;
   },

@@ -29,7 +29,8 @@ export function rowsBySeq(layout: Layout, sequences: number): SeqRows {
     const a = off[s]!;
     const b = off[s + 1]!;
     let sorted = true;
-    for (let i = a + 1; i < b && sorted; i++) sorted = layout.start[order[i]!]! >= layout.start[order[i - 1]!]!;
+    for (let i = a + 1; i < b && sorted; i++)
+      sorted = layout.start[order[i]!]! >= layout.start[order[i - 1]!]!;
     if (!sorted) order.subarray(a, b).sort((x, y) => layout.start[x]! - layout.start[y]!);
   }
   const pick = (col: Int32Array): Int32Array => Int32Array.from(order, (i) => col[i]!);
@@ -142,7 +143,13 @@ export function rsEnd(runs: HomeRuns, rs: number): number {
 }
 
 /** First row i in [lo, hi) of `start`/`length` (sorted, disjoint) whose range ends after `pos`. */
-export function firstEndingAfter(start: Int32Array, length: Int32Array, lo: number, hi: number, pos: number): number {
+export function firstEndingAfter(
+  start: Int32Array,
+  length: Int32Array,
+  lo: number,
+  hi: number,
+  pos: number,
+): number {
   let a = lo;
   let b = hi;
   while (a < b) {

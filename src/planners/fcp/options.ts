@@ -67,27 +67,57 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const d = FCP_DEFAULTS;
   const blockSize = o.blockSize ?? d.blockSize;
   if (!isPosInt(blockSize) || blockSize > 1 << 30)
-    issues.push(issue('option.blockSize', `block size must be a positive integer of tokens (got ${blockSize}); try --block-size 4096`, 'blockSize'));
+    issues.push(
+      issue(
+        'option.blockSize',
+        `block size must be a positive integer of tokens (got ${blockSize}); try --block-size 4096`,
+        'blockSize',
+      ),
+    );
   const minRaw = o.minBlockSize ?? d.minBlockSize;
   if (!isPosInt(minRaw))
-    issues.push(issue('option.minBlockSize', `minimum block size must be a positive integer (got ${minRaw})`, 'minBlockSize'));
+    issues.push(
+      issue(
+        'option.minBlockSize',
+        `minimum block size must be a positive integer (got ${minRaw})`,
+        'minBlockSize',
+      ),
+    );
   const maxUnitShare = o.maxUnitShare ?? d.maxUnitShare;
   if (typeof maxUnitShare !== 'number' || !(maxUnitShare > 0 && maxUnitShare <= 1))
-    issues.push(issue('option.maxUnitShare', `maxUnitShare must be in (0, 1] (got ${maxUnitShare})`, 'maxUnitShare'));
+    issues.push(
+      issue('option.maxUnitShare', `maxUnitShare must be in (0, 1] (got ${maxUnitShare})`, 'maxUnitShare'),
+    );
   const tolerance = o.tolerance ?? d.tolerance;
   if (typeof tolerance !== 'number' || !(tolerance >= 0 && tolerance < 1))
-    issues.push(issue('option.tolerance', `tolerance must be a fraction in [0, 1) (got ${tolerance}); try --tolerance 0.01`, 'tolerance'));
+    issues.push(
+      issue(
+        'option.tolerance',
+        `tolerance must be a fraction in [0, 1) (got ${tolerance}); try --tolerance 0.01`,
+        'tolerance',
+      ),
+    );
   const coalesce = o.coalesce ?? d.coalesce;
-  if (!isPosInt(coalesce)) issues.push(issue('option.coalesce', `coalesce must be an integer >= 1 (got ${coalesce}); try --coalesce 16`, 'coalesce'));
+  if (!isPosInt(coalesce))
+    issues.push(
+      issue(
+        'option.coalesce',
+        `coalesce must be an integer >= 1 (got ${coalesce}); try --coalesce 16`,
+        'coalesce',
+      ),
+    );
   const rounds = o.rounds ?? d.rounds;
   if (rounds !== 'matching' && rounds !== 'naive')
     issues.push(issue('option.rounds', `rounds must be matching or naive (got ${String(rounds)})`, 'rounds'));
   const refineSteps = o.refineSteps ?? d.refineSteps;
   if (!(Number.isInteger(refineSteps) && refineSteps >= -1))
-    issues.push(issue('option.refineSteps', `refineSteps must be an integer >= 0 (got ${refineSteps})`, 'refineSteps'));
+    issues.push(
+      issue('option.refineSteps', `refineSteps must be an integer >= 0 (got ${refineSteps})`, 'refineSteps'),
+    );
   const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
   for (const f of flags)
-    if (o[f] !== undefined && !isBool(o[f])) issues.push(issue(`option.${f}`, `${f} must be true or false (got ${String(o[f])})`, f));
+    if (o[f] !== undefined && !isBool(o[f]))
+      issues.push(issue(`option.${f}`, `${f} must be true or false (got ${String(o[f])})`, f));
   if (issues.length > 0) throw new FcpError(issues);
   return {
     blockSize,

@@ -64,29 +64,45 @@ export class GroupPlacer {
 
 /** Transfers of one phase as they are planned (by placer slot); rows are numbered by `finishPhase`. */
 export class TransferList {
-  readonly slot = new IntColumn();
-  readonly src = new IntColumn();
-  readonly dst = new IntColumn();
-  readonly kind = new IntColumn();
-  readonly seq = new IntColumn();
-  readonly start = new IntColumn();
-  readonly length = new IntColumn();
+  /** Rows of 7 ints: slot, src, dst, kind, seq, start, length. */
+  private data = new Int32Array(7 * 1024);
+  private n = 0;
 
   /** Adds a transfer; returns its provisional id. */
-  add(slot: number, src: number, dst: number, kind: KindCode, seq: number, start: number, length: number): number {
-    this.slot.push(slot);
-    this.src.push(src);
-    this.dst.push(dst);
-    this.kind.push(kind);
-    this.seq.push(seq);
-    this.start.push(start);
-    this.length.push(length);
-    return this.slot.length - 1;
+  add(
+    slot: number,
+    src: number,
+    dst: number,
+    kind: KindCode,
+    seq: number,
+    start: number,
+    length: number,
+  ): number {
+    if (7 * (this.n + 1) > this.data.length) {
+      const grown = new Int32Array(this.data.length * 2);
+      grown.set(this.data);
+      this.data = grown;
+    }
+    const d = this.data;
+    const o = 7 * this.n;
+    d[o] = slot;
+    d[o + 1] = src;
+    d[o + 2] = dst;
+    d[o + 3] = kind;
+    d[o + 4] = seq;
+    d[o + 5] = start;
+    d[o + 6] = length;
+    return this.n++;
   }
 
   /** Number of transfers. */
   get size(): number {
-    return this.slot.length;
+    return this.n;
+  }
+
+  /** Field `f` (0 slot .. 6 length) of transfer `i`. */
+  field(i: number, f: number): number {
+    return this.data[7 * i + f]!;
   }
 }
 
@@ -94,7 +110,11 @@ export class TransferList {
  * Compute ops from each task's rank and `after` group: one op per (rank, after), ops rank-major
  * and by ascending `after` within a rank (so a rank's ops run in group order), tasks in id order.
  */
-export function buildOps(taskRank: Int32Array, taskAfter: Int32Array, world: number): { compute: ComputeTable; opOfTask: Int32Array } {
+export function buildOps(
+  taskRank: Int32Array,
+  taskAfter: Int32Array,
+  world: number,
+): { compute: ComputeTable; opOfTask: Int32Array } {
   const n = taskRank.length;
   let maxAfter = -1;
   for (let t = 0; t < n; t++) maxAfter = Math.max(maxAfter, taskAfter[t]!);
@@ -118,7 +138,10 @@ export function buildOps(taskRank: Int32Array, taskAfter: Int32Array, world: num
     opOfTask[t] = rank.length - 1;
   }
   offsets.push(n);
-  return { compute: { rank: rank.toArray(), after: after.toArray(), taskOffsets: offsets.toArray(), taskIds: order }, opOfTask };
+  return {
+    compute: { rank: rank.toArray(), after: after.toArray(), taskOffsets: offsets.toArray(), taskIds: order },
+    opOfTask,
+  };
 }
 
 /** Stable counting sort of ids 0..n-1 (taken in the order of `input`, or ascending) by key[id] in [0, keys). */
@@ -148,21 +171,28 @@ export function finishPhase(
   const { roundOfSlot, groupOfRound } = placer.finish();
   const n = list.size;
   const rounds = groupOfRound.length;
-  const slots = list.slot.toArray();
   const roundOf = new Int32Array(n);
-  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[slots[i]!]!;
+  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[list.field(i, 0)]!;
   const order = countingSort(roundOf, rounds, null);
   const rowOf = new Int32Array(n);
-  for (let r = 0; r < n; r++) rowOf[order[r]!] = r;
-  const pick = (col: IntColumn): Int32Array => {
-    const a = col.toArray();
-    const out = new Int32Array(n);
-    for (let r = 0; r < n; r++) out[r] = a[order[r]!]!;
-    return out;
-  };
-  const kinds = list.kind.toArray();
+  const round = new Int32Array(n);
+  const src = new Int32Array(n);
+  const dst = new Int32Array(n);
   const kind = new Uint8Array(n);
-  for (let r = 0; r < n; r++) kind[r] = kinds[order[r]!]!;
+  const seq = new Int32Array(n);
+  const start = new Int32Array(n);
+  const length = new Int32Array(n);
+  for (let r = 0; r < n; r++) {
+    const i = order[r]!;
+    rowOf[i] = r;
+    round[r] = roundOf[i]!;
+    src[r] = list.field(i, 1);
+    dst[r] = list.field(i, 2);
+    kind[r] = list.field(i, 3);
+    seq[r] = list.field(i, 4);
+    start[r] = list.field(i, 5);
+    length[r] = list.field(i, 6);
+  }
   // sendAfter pairs by transfer row.
   const saT = sendAfter.transfer.toArray();
   const saC = sendAfter.compute.toArray();
@@ -175,18 +205,8 @@ export function finishPhase(
     transfer[i] = rowKey[saOrder[i]!]!;
     comp[i] = saC[saOrder[i]!]!;
   }
-  const roundCol = new Int32Array(n);
-  for (let r = 0; r < n; r++) roundCol[r] = roundOf[order[r]!]!;
   return {
-    transfers: {
-      round: roundCol,
-      src: pick(list.src),
-      dst: pick(list.dst),
-      kind,
-      seq: pick(list.seq),
-      start: pick(list.start),
-      length: pick(list.length),
-    },
+    transfers: { round, src, dst, kind, seq, start, length },
     groupOfRound,
     compute,
     sendAfter: { transfer, compute: comp },

@@ -33,7 +33,12 @@ export function degreeOf(src: Int32Array, dst: Int32Array, world: number): numbe
 }
 
 /** Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). */
-export function colourEdges(src: Int32Array, dst: Int32Array, world: number, mode: 'matching' | 'naive'): Colouring {
+export function colourEdges(
+  src: Int32Array,
+  dst: Int32Array,
+  world: number,
+  mode: 'matching' | 'naive',
+): Colouring {
   const delta = degreeOf(src, dst, world);
   if (src.length === 0) return { round: new Int32Array(0), rounds: 0, delta: 0 };
   if (mode === 'naive') return { round: new Int32Array(src.length), rounds: 1, delta };
@@ -47,7 +52,11 @@ export function colourEdges(src: Int32Array, dst: Int32Array, world: number, mod
  * the rounds that feed the most (and the hungriest) receivers go first. Returns the rounds in
  * order and each round's ready group.
  */
-export function orderRounds(c: Colouring, ready: Int32Array | null, weight: Float64Array): { order: Int32Array; readyOf: Int32Array } {
+export function orderRounds(
+  c: Colouring,
+  ready: Int32Array | null,
+  weight: Float64Array,
+): { order: Int32Array; readyOf: Int32Array } {
   const readyOf = new Int32Array(c.rounds);
   const score = new Float64Array(c.rounds);
   for (let e = 0; e < c.round.length; e++) {
@@ -62,7 +71,12 @@ export function orderRounds(c: Colouring, ready: Int32Array | null, weight: Floa
 }
 
 /** Places the rounds of a colouring in `order`; returns the placer slot of every edge. */
-export function placeColouring(placer: GroupPlacer, c: Colouring, order: Int32Array, readyOf: Int32Array): Int32Array {
+export function placeColouring(
+  placer: GroupPlacer,
+  c: Colouring,
+  order: Int32Array,
+  readyOf: Int32Array,
+): Int32Array {
   const slotOfRound = new Int32Array(c.rounds);
   for (let i = 0; i < order.length; i++) {
     const r = order[i]!;
@@ -100,64 +114,62 @@ export function placePushes(
   for (let g = 0; g <= maxReady; g++) first[g + 1]! += first[g]!;
   const order = new Int32Array(n);
   for (let e = 0; e < n; e++) order[first[ready[e]!]!++] = e;
-  // Push rounds (local ids) kept in group order, and per (local round, rank) busy flags.
-  const byGroup: number[] = [];
-  const groupOfLocal: number[] = [];
-  const slotOfLocal: number[] = [];
-  let cap = 16;
+  // Push rounds in creation order. Edges come in ready order and a group never regains room, so
+  // the rounds open in non-decreasing group order: creation order is group order, and a rank's
+  // first free round (from the current ready group on) only moves forward.
+  const groupOf: number[] = [];
+  const slotOf: number[] = [];
+  let cap = 64;
   let sendBusy = new Uint8Array(cap * world);
   let recvBusy = new Uint8Array(cap * world);
-  const open = (g: number): number => {
-    const local = slotOfLocal.length;
-    if (local === cap) {
-      cap *= 2;
-      const s2 = new Uint8Array(cap * world);
-      s2.set(sendBusy);
-      sendBusy = s2;
-      const r2 = new Uint8Array(cap * world);
-      r2.set(recvBusy);
-      recvBusy = r2;
-    }
-    const sl = placer.place(g);
-    const grp = placer.groupOf(sl);
-    slotOfLocal.push(sl);
-    groupOfLocal.push(grp);
-    let i = byGroup.length;
-    while (i > 0 && groupOfLocal[byGroup[i - 1]!]! > grp) i--;
-    byGroup.splice(i, 0, local);
-    return local;
-  };
+  const sendFree = new Int32Array(world);
+  const recvFree = new Int32Array(world);
+  let lo = 0; // first round whose group is >= the current ready group
+  let curReady = -1;
   for (let k = 0; k < n; k++) {
     const e = order[k]!;
     const g = ready[e]!;
     const s = src[e]!;
     const d = dst[e]!;
-    let lo = 0;
-    let hi = byGroup.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (groupOfLocal[byGroup[mid]!]! < g) lo = mid + 1;
-      else hi = mid;
+    if (g !== curReady) {
+      curReady = g;
+      while (lo < groupOf.length && groupOf[lo]! < g) lo++;
     }
-    let chosen = -1;
-    if (mode === 'naive') {
-      if (lo < byGroup.length) chosen = byGroup[lo]!;
-    } else {
-      for (let i = lo, end = Math.min(byGroup.length, lo + PUSH_SCAN); i < end; i++) {
-        const local = byGroup[i]!;
-        if (sendBusy[local * world + s] === 0 && recvBusy[local * world + d] === 0) {
-          chosen = local;
-          break;
+    const R = groupOf.length;
+    let c: number;
+    if (mode === 'naive') c = lo;
+    else {
+      c = Math.max(lo, sendFree[s]!, recvFree[d]!);
+      const sb = s * cap;
+      const db = d * cap;
+      while (c < R && (sendBusy[sb + c] === 1 || recvBusy[db + c] === 1)) c++;
+    }
+    if (c === R) {
+      if (R === cap) {
+        const c2 = cap * 2;
+        const s2 = new Uint8Array(c2 * world);
+        const r2 = new Uint8Array(c2 * world);
+        for (let r = 0; r < world; r++) {
+          s2.set(sendBusy.subarray(r * cap, (r + 1) * cap), r * c2);
+          r2.set(recvBusy.subarray(r * cap, (r + 1) * cap), r * c2);
         }
+        sendBusy = s2;
+        recvBusy = r2;
+        cap = c2;
       }
+      const sl = placer.place(g);
+      slotOf.push(sl);
+      groupOf.push(placer.groupOf(sl));
     }
-    if (chosen < 0) chosen = open(g);
-    sendBusy[chosen * world + s] = 1;
-    recvBusy[chosen * world + d] = 1;
-    slot[e] = slotOfLocal[chosen]!;
+    sendBusy[s * cap + c] = 1;
+    recvBusy[d * cap + c] = 1;
+    slot[e] = slotOf[c]!;
+    let fs = Math.max(sendFree[s]!, lo);
+    while (fs < groupOf.length && sendBusy[s * cap + fs] === 1) fs++;
+    sendFree[s] = fs;
+    let fd = Math.max(recvFree[d]!, lo);
+    while (fd < groupOf.length && recvBusy[d * cap + fd] === 1) fd++;
+    recvFree[d] = fd;
   }
-  return { slot, rounds: slotOfLocal.length, delta: degreeOf(src, dst, world) };
+  return { slot, rounds: slotOf.length, delta: degreeOf(src, dst, world) };
 }
-
-/** Push rounds a push tries before opening a new one (bounds the first-fit scan). */
-const PUSH_SCAN = 512;

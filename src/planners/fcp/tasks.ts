@@ -161,7 +161,13 @@ export interface Tasks {
  * Builds every task (module comment). `pieceGroup`: arrival group of each piece's queries and keys
  * at home (forward `in`); `edgeGroup`: arrival group of each forward `kv` edge.
  */
-export function buildTasks(ctx: TaskContext, pieceGroup: Int32Array, edges: KvEdges, byRs: EdgesByRs, edgeGroup: Int32Array): Tasks {
+export function buildTasks(
+  ctx: TaskContext,
+  pieceGroup: Int32Array,
+  edges: KvEdges,
+  byRs: EdgesByRs,
+  edgeGroup: Int32Array,
+): Tasks {
   const { runs, pieces } = ctx;
   const RS = runs.rsRank.length;
   const cols = {

@@ -1,0 +1,153 @@
+"""Rank replay: one rank's compute ops of a plan, all data local, timed (kernels as the runtime calls them).
+
+Used by scripts/gpu/h200.py: pick the heaviest and a median rank by attended pairs, execute their
+forward and backward compute ops with every K/V range resident (no transfers), and report time and
+MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (DESIGN.md).
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, List
+
+import numpy as np
+import torch
+
+from .plan import Plan, attended_pairs, expand_chunks, rank_program
+from .runtime import RankRuntime
+
+PEAK_TFLOPS = 989.0
+
+
+def rank_pairs(plan: Plan, batch_rows: int = 512) -> np.ndarray:
+    """Attended (query, key) pairs of every rank's tasks (chunk tasks summed over their sets)."""
+    t = plan.tasks
+    pairs = attended_pairs(plan.causal, t["qStart"], t["qLength"], t["kvStart"], t["kvLength"]).astype(np.float64)
+    out = np.bincount(t["rank"], weights=pairs, minlength=plan.world).astype(np.float64)
+    ct = plan.chunk_tasks
+    if ct is not None and len(ct["rank"]):
+        offs, seqs = plan.seq_sets["offsets"], plan.seq_sets["seqs"]
+        for s in np.unique(ct["set"]):
+            rows = np.nonzero(ct["set"] == s)[0]
+            L = plan.sequences[seqs[offs[s] : offs[s + 1]]][None, :]
+            for a in range(0, len(rows), batch_rows):
+                r = rows[a : a + batch_rows]
+                P = ct["parts"][r][:, None]
+                c = -(-L // P)
+                qs = ct["qPart"][r][:, None] * c
+                ks = ct["kvPart"][r][:, None] * c
+                ql = np.clip(np.minimum(qs + c, L) - qs, 0, None)
+                kl = np.clip(np.minimum(ks + c, L) - ks, 0, None)
+                pr = attended_pairs(plan.causal, qs.ravel(), ql.ravel(), ks.ravel(), kl.ravel()).reshape(ql.shape)
+                np.add.at(out, ct["rank"][r], pr.sum(1).astype(np.float64))
+    return out
+
+
+def pick_ranks(pairs: np.ndarray) -> Dict[str, int]:
+    """The heaviest rank and a median rank (by attended pairs)."""
+    order = np.argsort(pairs, kind="stable")
+    return {"heaviest": int(order[-1]), "median": int(order[len(order) // 2])}
+
+
+def _fill(rt: RankRuntime, seed: int, nk: int) -> Dict[str, torch.Tensor]:
+    g = torch.Generator(device=rt.device)
+    g.manual_seed(seed)
+    dev, dt = rt.device, rt.dtype
+    nq = rt.qspace.size
+    b = {
+        "Q": torch.randn(nq, rt.H, rt.D, device=dev, dtype=dt, generator=g),
+        "K": torch.randn(nk, rt.Hk, rt.D, device=dev, dtype=dt, generator=g),
+        "V": torch.randn(nk, rt.Hk, rt.D, device=dev, dtype=dt, generator=g),
+    }
+    return b
+
+
+def replay_rank(
+    plan: Plan,
+    rank: int,
+    kernel: str = "auto",
+    device="cuda",
+    dtype=torch.bfloat16,
+    iters: int = 2,
+    warmup: int = 1,
+    seed: int = 0,
+    kv_cap: int = 1 << 21,
+) -> dict:
+    """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
+
+    Every K/V token the rank's tasks read is resident. A ring rank reads the whole batch (8M tokens
+    at 256 ranks: 34 GB of K/V plus 69 GB of float32 dK/dV), so K/V slots are folded modulo `kv_cap`
+    tokens: the kernels and gathers do the same work on the same shapes; the values are random anyway.
+    """
+    t0 = time.perf_counter()
+    prog = rank_program(plan, rank)
+    rt = RankRuntime(prog, None, device, dtype, kernel, local=True)
+    prep_s = rt.prepare()
+    expand_s = time.perf_counter() - t0 - prep_s
+    nq, nk = rt.qspace.size, rt.kvspace["forward"].size
+    if nk > kv_cap:
+        for launches in rt._launch_cache.values():
+            for L in launches:
+                L.kidx = L.kidx % kv_cap
+        nk = kv_cap
+    base = _fill(rt, seed, nk)
+    dev = rt.device
+    fw: List[float] = []
+    bw: List[float] = []
+    fk: List[float] = []
+    bk: List[float] = []
+    first = {}
+    for it in range(warmup + iters):
+        bf = {
+            "Q": base["Q"],
+            "K": base["K"],
+            "V": base["V"],
+            "O": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
+            "LSE": torch.full((nq, rt.H), float("-inf"), device=dev, dtype=torch.float32),
+        }
+        f = rt._run_phase("forward", bf)
+        bb = {
+            "Q": base["Q"],
+            "K": base["K"],
+            "V": base["V"],
+            "Ofinal": bf["O"].to(dtype),
+            "LSE": bf["LSE"],
+            "dO": torch.randn_like(base["Q"]),
+            "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
+            "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
+            "dV": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
+        }
+        b = rt._run_phase("backward", bb)
+        if it == 0:
+            first = {"forward_ms": f.wall_ms, "backward_ms": b.wall_ms}
+        if it >= warmup:
+            fw.append(f.wall_ms)
+            bw.append(b.wall_ms)
+            fk.append(f.compute_ms)
+            bk.append(b.compute_ms)
+        del bf, bb
+    pairs_f = prog.attended_pairs("forward")
+    pairs_b = prog.attended_pairs("backward")
+    flops_f = 4.0 * pairs_f * prog.q_heads * prog.head_dim
+    flops_b = 2.5 * 4.0 * pairs_b * prog.q_heads * prog.head_dim
+    med = lambda xs: float(np.median(xs)) if xs else float("nan")  # noqa: E731
+    st = rt.stats
+    return {
+        "rank": rank,
+        "kernel": kernel,
+        "mode": rt.mode,
+        "pairs": pairs_f,
+        "ops": {"forward": len(prog.forward.ops), "backward": len(prog.backward.ops)},
+        "launches": {"forward": st["forward"].launch_kinds, "backward": st["backward"].launch_kinds},
+        "query_tokens": nq,
+        "kv_tokens": rt.kvspace["forward"].size,
+        "kv_folded_to": nk,
+        "forward_ms": med(fw),
+        "backward_ms": med(bw),
+        "forward_op_ms": med(fk),
+        "backward_op_ms": med(bk),
+        "first_iteration": first,
+        "forward_mfu": flops_f / (PEAK_TFLOPS * 1e12 * med(fw) / 1e3),
+        "backward_mfu": flops_b / (PEAK_TFLOPS * 1e12 * med(bw) / 1e3),
+        "expand_s": expand_s,
+        "prepare_s": prep_s,
+    }

@@ -1,0 +1,561 @@
+#!/usr/bin/env python3
+"""Everything FCP measures on one GPU, in one call (see docs/gpu.md):
+
+  1. env        torch/CUDA/cuDNN versions, GPU, bf16 matmul ceiling, copy bandwidth, kernel probe
+  2. numerics   bf16 outputs and gradients against torch SDPA on the unsharded sequences:
+                a 1-rank plan in this process (kernels auto, flash, cudnn; through autograd), and
+                4-rank plans of fcp, ring, magi as 4 processes on the one GPU (NCCL if it accepts
+                several ranks on one device, else gloo over host copies; the result says which)
+  3. calibrate  dense cuDNN squares (causal, full) 128..32K and rectangles, varlen FlashAttention
+                grid lq 128..8K x lk lq..16lq (causal bottom-right, full), launch floor, varlen mixes;
+                forward and backward; written in the formats of data/calibration/*.json
+  4. replay     64/128/256-rank plans of fcp, ring, magi on longtail: the heaviest and a median
+                rank's compute ops with all data local, per kernel policy, time and MFU
+
+Run on the GPU machine from the repository root:
+    python3 scripts/gpu/h200.py --out "$OUT" --budget 540
+Plans come from scripts/gpu/plans/ (written here by `npx tsx scripts/gpu/make-plans.ts`;
+`python3 scripts/gpu/h200.py --manifest` then picks the replay ranks on the CPU).
+`--smoke` runs every section on the CPU with tiny sizes (a check of the script itself).
+Results: OUT/results.json (everything), OUT/h200-measured.json (calibration), OUT/summary.txt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[_k] = _v
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+PLANS = os.path.join(ROOT, "scripts", "gpu", "plans")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from fcp_torch.kernels import Kernels, Launch, rel_err  # noqa: E402
+from fcp_torch.plan import read_plan, rank_program  # noqa: E402
+
+PEAK = 989.0  # TFLOP/s, H100/H200 SXM dense bf16 (datasheet), the MFU denominator of DESIGN.md
+H, HK, D = 64, 8, 128
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "tmp", "gpu-out"))
+ap.add_argument("--budget", type=float, default=540.0, help="seconds; sections stop starting work past it")
+ap.add_argument("--smoke", action="store_true", help="CPU, tiny sizes: check the script itself")
+ap.add_argument("--manifest", action="store_true", help="pick replay ranks (CPU) into plans/manifest.json and exit")
+ap.add_argument("--sections", default="env,numerics,multirank,calibrate,replay")
+args = ap.parse_args()
+os.makedirs(args.out, exist_ok=True)
+T0 = time.time()
+SMOKE = args.smoke
+DEV = torch.device("cpu" if SMOKE else "cuda")
+DT = torch.float32 if SMOKE else torch.bfloat16
+LOG = open(os.path.join(args.out, "log.txt"), "a")
+
+
+def log(*a) -> None:
+    s = " ".join(str(x) for x in a)
+    print(f"[{time.time() - T0:6.1f}s] {s}", flush=True)
+    LOG.write(s + "\n")
+    LOG.flush()
+
+
+def left() -> float:
+    return args.budget - (time.time() - T0)
+
+
+R: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "smoke": SMOKE, "errors": {}}
+
+
+def save() -> None:
+    with open(os.path.join(args.out, "results.json.tmp"), "w") as f:
+        json.dump(R, f, indent=1, default=str)
+    os.replace(os.path.join(args.out, "results.json.tmp"), os.path.join(args.out, "results.json"))
+
+
+def section(name):
+    def deco(fn):
+        def run():
+            if name not in args.sections.split(","):
+                return
+            t = time.time()
+            log(f"== {name}")
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - record and go on with the next section
+                R["errors"][name] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}"
+                log(f"!! {name} failed: {type(e).__name__}: {e}")
+            R.setdefault("section_s", {})[name] = time.time() - t
+            save()
+
+        return run
+
+    return deco
+
+
+def sync() -> None:
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench(fn, warmup: int = 1, reps: int = 3) -> float:
+    """Median milliseconds of fn() (CUDA events on the GPU, wall clock on the CPU)."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    ts = []
+    for _ in range(reps):
+        if DEV.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+        else:
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(ts))
+
+
+KERNELS = Kernels(DEV, DT, 1.0 / math.sqrt(D))
+
+
+def kname(k: str) -> str:
+    return k if not SMOKE else "math"
+
+
+# ------------------------------------------------------------------------------------------------
+@section("env")
+def env() -> None:
+    e = {"torch": torch.__version__, "python": sys.version.split()[0], "device": str(DEV)}
+    e["env"] = {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")}
+    if DEV.type == "cuda":
+        p = torch.cuda.get_device_properties(0)
+        e.update(
+            gpu=torch.cuda.get_device_name(0),
+            sms=p.multi_processor_count,
+            memory_gb=p.total_memory / 2**30,
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+            device_count=torch.cuda.device_count(),
+            nccl=".".join(str(x) for x in torch.cuda.nccl.version()) if hasattr(torch.cuda, "nccl") else None,
+        )
+        try:
+            e["nvidia_smi"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu", "--format=csv"],
+                capture_output=True, text=True, timeout=20,
+            ).stdout
+        except Exception as x:  # noqa: BLE001
+            e["nvidia_smi"] = str(x)
+        n = 8192
+        a = torch.randn(n, n, device=DEV, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=DEV, dtype=torch.bfloat16)
+        ms = bench(lambda: a @ b, warmup=3, reps=10)
+        e["matmul_bf16_8192_tflops"] = 2 * n**3 / ms / 1e9
+        x = torch.empty(2 * 2**30, dtype=torch.uint8, device=DEV)
+        y = torch.empty_like(x)
+        ms = bench(lambda: y.copy_(x), warmup=2, reps=10)
+        e["copy_gbps_read_plus_write"] = 2 * x.numel() / ms / 1e6
+        del a, b, x, y
+    e["kernels_available"] = KERNELS.available
+    e["kernel_errors"] = KERNELS.errors
+    e["flash_lse_layout"] = KERNELS.flash_lse_layout
+    R["env"] = e
+    log(json.dumps({k: v for k, v in e.items() if k != "nvidia_smi"}))
+
+
+# ------------------------------------------------------------------------------------------------
+def sdpa_ref(x, causal=True):
+    """Per-sequence torch SDPA in bf16 (autograd) and in float32; returns dicts of lists."""
+    from fcp_torch.reference import reference_sequence, sdpa_sequence
+
+    bf = {f: [] for f in ("o", "dq", "dk", "dv")}
+    fp = {f: [] for f in ("o", "dq", "dk", "dv")}
+    for s in range(len(x["q"])):
+        q, k, v, do = (x[f][s] for f in ("q", "k", "v", "dO"))
+        if SMOKE:
+            r1 = reference_sequence(q, k, v, do, causal, torch.float32)
+            r2 = reference_sequence(q, k, v, do, causal, torch.float64)
+        else:
+            r1 = sdpa_sequence(q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16), do.to(torch.bfloat16), causal)
+            r2 = sdpa_sequence(q.float(), k.float(), v.float(), do.float(), causal)
+        for f, a, b in zip(("o", "dq", "dk", "dv"), r1, r2):
+            bf[f].append(a.float())
+            fp[f].append(b.float())
+    return bf, fp
+
+
+def errs(got, ref):
+    return {f: rel_err(torch.cat([t.reshape(-1) for t in got[f]]), torch.cat([t.reshape(-1) for t in ref[f]])) for f in ("o", "dq", "dk", "dv")}
+
+
+def whole_inputs(plan, seed):
+    from fcp_torch.io import generate_rows
+
+    out = {f: [] for f in ("q", "k", "v", "dO")}
+    for s, L in enumerate(plan.sequences.tolist()):
+        r = generate_rows(seed, plan.q_heads, plan.kv_heads, plan.head_dim, [s], [0], [L], DEV, DT)
+        for f in out:
+            out[f].append(r[f])
+    return out
+
+
+def numerics_plan(name):
+    if not SMOKE:
+        return read_plan(os.path.join(PLANS, f"{name}.json.gz"))
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from fcp_torch.plan import plan_from_json
+    from tests import synth
+
+    world = int(name.rsplit("-", 1)[1])
+    return plan_from_json(synth.owner_plan([40, 9, 70, 3], world, 2, "causal", H=4, Hk=2, D=16))
+
+
+@section("numerics")
+def numerics() -> None:
+    from fcp_torch.autograd import FcpAttention
+
+    plan = numerics_plan("num-fcp-1")
+    x = whole_inputs(plan, 3)
+    bf, fp = sdpa_ref(x, plan.causal)
+    res = {"plan": "num-fcp-1", "sequences": plan.sequences.tolist(), "sdpa_bf16_vs_fp32": errs(bf, fp), "runs": {}}
+    for kernel in ("auto", "flash", "cudnn") if not SMOKE else ("math",):
+        try:
+            att = FcpAttention.from_plan(plan, rank=0, device=str(DEV), dtype=DT, kernel=kernel)
+            prog = att.runtime.prog
+            rows = lambda f: torch.cat([x[f][s][a : a + n] for s, a, n in zip(prog.user_seq, prog.user_start, prog.user_length)])  # noqa: E731
+            q, k, v = (rows(f).clone().requires_grad_(True) for f in ("q", "k", "v"))
+            o = att(q, k, v)
+            o.backward(rows("dO"))
+            got = {f: [] for f in ("o", "dq", "dk", "dv")}
+            pos = 0
+            for s, a, n in zip(prog.user_seq.tolist(), prog.user_start.tolist(), prog.user_length.tolist()):
+                for f, t in (("o", o.detach()), ("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+                    got[f].append(t[pos : pos + n].float())
+                pos += n
+            ordered = {f: [None] * len(plan.sequences) for f in got}
+            for i, s in enumerate(prog.user_seq.tolist()):  # one user row per sequence on one rank
+                for f in got:
+                    ordered[f][s] = got[f][i]
+            r = {"vs_sdpa_bf16": errs(ordered, bf), "vs_fp32": errs(ordered, fp), "launches": att.runtime.stats["forward"].launch_kinds}
+            r["pass"] = max(r["vs_sdpa_bf16"].values()) < 1e-2
+            res["runs"][kernel] = r
+            log("numerics 1 rank", kernel, json.dumps(r))
+        except Exception as e:  # noqa: BLE001
+            res["runs"][kernel] = {"error": f"{type(e).__name__}: {e}"}
+            log("numerics 1 rank", kernel, "failed", e)
+    R["numerics_1rank"] = res
+
+
+@section("multirank")
+def multirank() -> None:
+    from fcp_torch.launch import LaunchError, gather_outputs, run_workers
+
+    res = {}
+    backend_used = None
+    for strategy in ("fcp", "ring", "magi"):
+        if left() < 120:
+            res[strategy] = {"skipped": "time budget"}
+            continue
+        name = f"num-{strategy}-4"
+        plan = numerics_plan(name)
+        if SMOKE:
+            path = os.path.join(args.out, f"{name}.json")
+            from tests import synth
+
+            synth.write(synth.owner_plan([40, 9, 70, 3], 4, 2, "causal", H=4, Hk=2, D=16), path)
+        else:
+            path = os.path.join(PLANS, f"{name}.json.gz")
+        attempts = ["nccl", "gloo-staged"] if backend_used is None else [backend_used]
+        if SMOKE:
+            attempts = ["gloo"]
+        r = {"attempts": {}}
+        for backend in attempts:
+            d = tempfile.mkdtemp(dir=args.out)
+            a = ["--device", DEV.type, "--backend", backend, "--kernel", "auto" if not SMOKE else "math", "--seed", "5", "--timeout", "40"]
+            t = time.time()
+            try:
+                infos = run_workers(path, plan.world, d, a, timeout=90 if backend == "nccl" else 240)
+            except LaunchError as e:
+                r["attempts"][backend] = {"error": f"{e.code}: {e.message[-1500:]}", "s": time.time() - t}
+                log("multirank", strategy, backend, "failed:", e.code, e.message[-300:])
+                continue
+            out = gather_outputs(d, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
+            got = {f: [torch.from_numpy(a).to(DEV) for a in out[f]] for f in out}
+            x = whole_inputs(plan, 5)
+            bf, fp = sdpa_ref(x, plan.causal)
+            r["attempts"][backend] = {
+                "s": time.time() - t,
+                "vs_sdpa_bf16": errs(got, bf),
+                "vs_fp32": errs(got, fp),
+                "sdpa_bf16_vs_fp32": errs(bf, fp),
+                "kernel": infos[0]["kernel"],
+                "launches": [i["iters"][0]["forward"]["launch_kinds"] for i in infos],
+                "bytes_sent": sum(i["iters"][0]["forward"]["bytes_sent"] + i["iters"][0]["backward"]["bytes_sent"] for i in infos),
+            }
+            r["backend"] = backend
+            r["pass"] = max(r["attempts"][backend]["vs_sdpa_bf16"].values()) < 1e-2
+            backend_used = backend
+            log("multirank", strategy, backend, json.dumps(r["attempts"][backend]))
+            break
+        res[strategy] = r
+    R["numerics_4rank_one_gpu"] = res
+
+
+# ------------------------------------------------------------------------------------------------
+def launch(kernel, causal, lq, lk, n):
+    lqa, lka = np.full(n, lq), np.full(n, lk)
+    L = Launch(kname(kernel), causal, torch.arange(1), torch.arange(1), lqa, lka, batch=n)
+    if kernel == "flash" and not SMOKE:
+        L.cu_q = torch.tensor(np.concatenate(([0], np.cumsum(lqa))), dtype=torch.int32, device=DEV)
+        L.cu_k = torch.tensor(np.concatenate(([0], np.cumsum(lka))), dtype=torch.int32, device=DEV)
+    return L
+
+
+def time_launch(L, lq_total, lk_total, bwd=True, reps=3):
+    q = torch.randn(lq_total, H, D, device=DEV, dtype=DT)
+    k = torch.randn(lk_total, HK, D, device=DEV, dtype=DT)
+    v = torch.randn(lk_total, HK, D, device=DEV, dtype=DT)
+    fwd = bench(lambda: KERNELS.forward(L, q, k, v), warmup=1, reps=reps)
+    out = {"fwd_ms": fwd}
+    if bwd:
+        o, lse = KERNELS.forward(L, q, k, v)
+        o = o.to(DT).contiguous()
+        do = torch.randn_like(o)
+        out["bwd_ms"] = bench(lambda: KERNELS.backward(L, q, k, v, o, do, lse), warmup=1, reps=reps)
+    return out
+
+
+def pairs_of(causal, lq, lk):
+    return lq * (lk - lq) + lq * (lq + 1) // 2 if causal else lq * lk
+
+
+def mfu(pairs, ms, factor=1.0):
+    return factor * 4.0 * pairs * H * D / (PEAK * 1e12 * ms / 1e3)
+
+
+@section("calibrate")
+def calibrate() -> None:
+    scale_tokens = 32768 if not SMOKE else 256
+    sizes = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768] if not SMOKE else [16, 32]
+    dense, rects, grid, mixes = [], [], [], []
+    if KERNELS.available.get("cudnn") or SMOKE:
+        for causal in (True, False):
+            for L in sizes:
+                if left() < 60:
+                    break
+                n = max(1, scale_tokens // L)
+                t = time_launch(launch("cudnn", causal, L, L, n), n * L, n * L)
+                p = n * pairs_of(causal, L, L)
+                row = {"name": "sdpa-cudnn", "kind": "batch", "causal": causal, "pairs": n, "lq": L, "lk": L, **t}
+                row.update(fwd_tflops=4 * p * H * D / t["fwd_ms"] / 1e9, fwd_mfu=mfu(p, t["fwd_ms"]))
+                row.update(bwd_tflops=2.5 * 4 * p * H * D / t["bwd_ms"] / 1e9, bwd_mfu=mfu(p, t["bwd_ms"], 2.5))
+                dense.append(row)
+                log("dense", json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))
+        for lq in sizes[2:-2] if not SMOKE else sizes:
+            for mult in (2, 4):
+                if left() < 60:
+                    break
+                lk = lq * mult
+                n = max(1, scale_tokens // lq)
+                t = time_launch(launch("cudnn", False, lq, lk, n), n * lq, n * lk)
+                p = n * lq * lk
+                rects.append({"name": "cudnn-rect", "kind": "rect", "causal": False, "pairs": n, "lq": lq, "lk": lk, **t,
+                              "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)})
+    R["calibration_dense"] = dense + rects
+    save()
+    if KERNELS.available.get("flash") or SMOKE:
+        lqs = [128, 256, 512, 1024, 2048, 4096, 8192] if not SMOKE else [16, 32]
+        for lq in lqs:
+            for mult in (1, 2, 4, 8, 16):
+                lk = lq * mult
+                if lk > (65536 if not SMOKE else 256):
+                    continue
+                for causal in (True, False):
+                    if left() < 45:
+                        break
+                    n = max(1, min(scale_tokens // lq, (8 * scale_tokens) // lk))
+                    t = time_launch(launch("flash", causal, lq, lk, n), n * lq, n * lk)
+                    p = n * pairs_of(causal, lq, lk)
+                    row = {"kernel": "flash", "lq": lq, "lk": lk, "causal": causal, "segments": n, **t,
+                           "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)}
+                    grid.append(row)
+            log("grid lq", lq, "rows", len(grid))
+        t = time_launch(launch("flash", True, 64, 64, 1), 64, 64, reps=20) if not SMOKE else {"fwd_ms": 0.0, "bwd_ms": 0.0}
+        grid.append({"kernel": "flash", "lq": 64, "lk": 64, "causal": True, "segments": 1, **t,
+                     "fwd_mfu": mfu(pairs_of(True, 64, 64), max(t["fwd_ms"], 1e-9)), "bwd_mfu": mfu(pairs_of(True, 64, 64), max(t["bwd_ms"], 1e-9), 2.5)})
+        # Varlen mixes: packed sequences of mixed lengths in one causal launch (about 32K tokens).
+        rng = np.random.default_rng(0)
+        mix_defs = {
+            "longtail-like (lognormal, median ~1K, <=32K)": np.clip(rng.lognormal(7.0, 1.3, 400).astype(int), 16, 32768),
+            "short (64..512)": rng.integers(64, 513, 400),
+            "blocks 4K": np.full(8, 4096),
+        }
+        for name, lens in mix_defs.items():
+            if left() < 40:
+                break
+            if SMOKE:
+                lens = np.clip(lens // 64, 1, 32)
+            cum = np.cumsum(lens)
+            lens = lens[: max(1, int(np.searchsorted(cum, scale_tokens)))]
+            L = Launch(kname("flash"), True, torch.arange(1), torch.arange(1), lens, lens, batch=len(lens))
+            if not SMOKE:
+                L.cu_q = torch.tensor(np.concatenate(([0], np.cumsum(lens))), dtype=torch.int32, device=DEV)
+                L.cu_k = L.cu_q
+            t = time_launch(L, int(lens.sum()), int(lens.sum()))
+            p = int(sum(pairs_of(True, int(a), int(a)) for a in lens))
+            mixes.append({"mix": name, "segments": len(lens), "tokens": int(lens.sum()), **t,
+                          "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)})
+            log("mix", json.dumps(mixes[-1]))
+    R["calibration_grid"] = grid
+    R["calibration_mixes"] = mixes
+    doc = {
+        "device": R.get("env", {}).get("gpu", str(DEV)),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if DEV.type == "cuda" else None,
+        "shape": {"qHeads": H, "kvHeads": HK, "headDim": D, "dtype": "bf16"},
+        "peak_tflops": PEAK,
+        "note": (
+            "Measured by scripts/gpu/h200.py through fcp_torch's own kernel calls. Rows with `segments` "
+            "(kernel flash): torch.ops.aten._flash_attention_forward/_backward over `segments` equal varlen "
+            "segments, causal bottom-right aligned. Rows with kind batch (name sdpa-cudnn): "
+            "torch.ops.aten._scaled_dot_product_cudnn_attention(_backward) over a dense batch of `pairs` equal "
+            "squares, GQA native. kind rect (cudnn-rect): dense full rectangles. MFU counts attended pairs "
+            "(causal square L(L+1)/2); bwd MFU uses 2.5x forward FLOPs."
+        ),
+        "rows": grid + dense + rects,
+    }
+    with open(os.path.join(args.out, "h200-measured.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+# ------------------------------------------------------------------------------------------------
+def manifest_entry(path):
+    from fcp_torch.replay import pick_ranks, rank_pairs
+
+    plan = read_plan(path)
+    pr = rank_pairs(plan)
+    ranks = pick_ranks(pr)
+    return {
+        "strategy": plan.strategy,
+        "world": plan.world,
+        "sequences": len(plan.sequences),
+        "tokens": int(plan.sequences.sum()),
+        "ranks": ranks,
+        "pairs": {k: float(pr[v]) for k, v in ranks.items()},
+        "mean_pairs": float(pr.mean()),
+        "imbalance": float(pr.max() / pr.mean() - 1),
+    }
+
+
+def make_manifest() -> None:
+    man = {}
+    for world in (64, 128, 256):
+        for s in ("fcp", "ring", "magi"):
+            name = f"replay-{s}-{world}"
+            t = time.time()
+            man[name] = manifest_entry(os.path.join(PLANS, f"{name}.json.gz"))
+            print(name, man[name], f"{time.time() - t:.1f}s", flush=True)
+    with open(os.path.join(PLANS, "manifest.json"), "w") as f:
+        json.dump(man, f, indent=1)
+
+
+@section("replay")
+def replay() -> None:
+    from fcp_torch.replay import replay_rank
+
+    if SMOKE:
+        from fcp_torch.plan import plan_from_json
+        from tests import synth
+
+        plan = plan_from_json(synth.chunk_plan([70, 9, 33], 4))
+        R["replay"] = {"smoke": [replay_rank(plan, r, kernel="math", device="cpu", dtype=torch.float32, iters=1, warmup=1) for r in (0, 3)]}
+        return
+    man_path = os.path.join(PLANS, "manifest.json")
+    man = json.load(open(man_path)) if os.path.exists(man_path) else {}
+    out = R.setdefault("replay", {})
+    order = [f"replay-{s}-{w}" for w in (64, 128, 256) for s in ("fcp", "magi", "ring")]
+    for name in order:
+        if left() < 30:
+            out[name] = {"skipped": "time budget"}
+            continue
+        try:
+            entry = man.get(name) or manifest_entry(os.path.join(PLANS, f"{name}.json.gz"))
+            plan = read_plan(os.path.join(PLANS, f"{name}.json.gz"))
+            res = {"manifest": entry, "runs": []}
+            kernels = ("auto", "flash", "cudnn") if entry["strategy"] == "fcp" else ("auto", "flash")
+            for which in ("heaviest", "median"):
+                for kernel in kernels:
+                    if left() < 25:
+                        res["runs"].append({"which": which, "kernel": kernel, "skipped": "time budget"})
+                        continue
+                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=2, warmup=1)
+                    r["which"] = which
+                    res["runs"].append(r)
+                    log(name, which, kernel, f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
+                        f"(first iter {r['first_iteration']}, launches {r['launches']['forward']})")
+                    torch.cuda.empty_cache()
+            out[name] = res
+        except Exception as e:  # noqa: BLE001
+            out[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+            log(name, "failed", e)
+        save()
+
+
+def summary() -> str:
+    lines = [f"FCP GPU script, {R['started']}, torch {torch.__version__}, {R.get('env', {}).get('gpu', DEV)}"]
+    e = R.get("env", {})
+    if "matmul_bf16_8192_tflops" in e:
+        lines.append(f"bf16 matmul 8192^3: {e['matmul_bf16_8192_tflops']:.0f} TFLOP/s; copy {e['copy_gbps_read_plus_write']:.0f} GB/s; kernels {e['kernels_available']}")
+    n1 = R.get("numerics_1rank", {})
+    for k, r in n1.get("runs", {}).items():
+        if "vs_sdpa_bf16" in r:
+            lines.append(f"numerics 1 rank kernel {k}: max rel err vs SDPA bf16 {max(r['vs_sdpa_bf16'].values()):.2e}, vs fp32 {max(r['vs_fp32'].values()):.2e} -> {'PASS' if r['pass'] else 'FAIL'}")
+    for s, r in R.get("numerics_4rank_one_gpu", {}).items():
+        b = r.get("backend")
+        if b:
+            a = r["attempts"][b]
+            lines.append(f"numerics 4 ranks {s} ({b}): max rel err vs SDPA bf16 {max(a['vs_sdpa_bf16'].values()):.2e} -> {'PASS' if r['pass'] else 'FAIL'}")
+        else:
+            lines.append(f"numerics 4 ranks {s}: {r}")
+    for row in R.get("calibration_dense", []):
+        if row["kind"] == "batch":
+            lines.append(f"cudnn {'causal' if row['causal'] else 'full  '} {row['lq']:>6} x{row['pairs']:<4} fwd {row['fwd_ms']:8.3f} ms mfu {row['fwd_mfu']:.3f}  bwd {row['bwd_ms']:8.3f} ms mfu {row['bwd_mfu']:.3f}")
+    for row in R.get("calibration_mixes", []):
+        lines.append(f"varlen mix {row['mix']}: {row['segments']} seqs, fwd mfu {row['fwd_mfu']:.3f}, bwd mfu {row['bwd_mfu']:.3f}")
+    lines.append("replay: plan, rank, kernel, fwd ms, fwd MFU, bwd ms, bwd MFU")
+    for name, res in R.get("replay", {}).items():
+        for r in res.get("runs", []) if isinstance(res, dict) else []:
+            if "forward_ms" in r:
+                lines.append(f"  {name:18s} {r['which']:8s} r{r['rank']:<4} {r['kernel']:5s} {r['forward_ms']:8.1f} {r['forward_mfu']:.3f} {r['backward_ms']:8.1f} {r['backward_mfu']:.3f}")
+    if R["errors"]:
+        lines.append(f"errors in sections: {list(R['errors'])}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if args.manifest:
+        make_manifest()
+        sys.exit(0)
+    env()
+    numerics()
+    multirank()
+    calibrate()
+    replay()
+    R["total_s"] = time.time() - T0
+    save()
+    s = summary()
+    with open(os.path.join(args.out, "summary.txt"), "w") as f:
+        f.write(s + "\n")
+    print(s)

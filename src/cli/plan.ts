@@ -1,0 +1,161 @@
+/**
+ * `fcp plan`: plans one batch with a strategy, checks the plan with the validator, prints a summary
+ * and, with `-o`, writes the plan (`.json`, or gzip for `.json.gz`; atomically, so a failure
+ * leaves no file behind).
+ *
+ *   fcp plan --strategy fcp --batch longtail --world 64 --tokens-per-rank 32768 --seed 1 \
+ *            --mask causal --block-size 4096 -o plan.json.gz
+ *   fcp plan --list
+ *
+ * The summary is the validator's rule-6 report (rounds, groups, Δ of `kv` and its rounds,
+ * congestion, bytes by kind, compute and communication imbalance) plus, for `fcp`, the planner's
+ * own statistics (blocks, units, tasks, Δ and rounds per kind, stage timings) and the reshuffle
+ * bytes of the same plan without the locality tie-break. Bad input: one line per problem and exit
+ * code 2 (main.ts); a plan that breaks a rule (a planner bug): the issues and exit code 1, and no
+ * file is written.
+ */
+import type { Command } from 'commander';
+import { formatIssue } from '../core/issues.ts';
+import { writePlan } from '../plan/io.ts';
+import { formatReport, planReport } from '../plan/report.ts';
+import type { Plan } from '../plan/types.ts';
+import { validatePlan } from '../plan/validate.ts';
+import { allPlanners, getPlanner } from '../planners/registry.ts';
+import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
+
+const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
+const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
+
+/** Reshuffle bytes of a plan (both phases' `in` and `out`). */
+function reshuffleBytesOf(plan: Plan): number {
+  const r = planReport(plan);
+  return r.forward.bytes.in + r.forward.bytes.out + r.backward.bytes.in + r.backward.bytes.out;
+}
+
+interface FcpStats {
+  blocks: number;
+  units: number;
+  blockSize: { min: number; max: number };
+  homeRuns: number;
+  tasks: number;
+  greedyImbalance: number;
+  refineSteps: number;
+  forward: {
+    rounds: Record<string, number>;
+    delta: Record<string, number>;
+    transfers: Record<string, number>;
+    groups: number;
+  };
+  backward: {
+    rounds: Record<string, number>;
+    delta: Record<string, number>;
+    transfers: Record<string, number>;
+    groups: number;
+  };
+}
+
+/** The planner-specific lines of the summary (FCP's statistics from `meta`). */
+function fcpLines(plan: Plan): string[] {
+  const st = plan.meta?.stats as FcpStats | undefined;
+  if (!st) return [];
+  const kinds = (p: FcpStats['forward']): string =>
+    Object.keys(p.rounds)
+      .map((k) => `${k} ${p.rounds[k]} rounds / Δ ${p.delta[k]} / ${p.transfers[k]} transfers`)
+      .join(', ');
+  const lines = [
+    `blocks ${st.blocks} (size ${st.blockSize.min}..${st.blockSize.max}), units ${st.units}, home runs ${st.homeRuns}, tasks ${st.tasks}`,
+    `balance: ${pct(st.greedyImbalance)} after the greedy, ${st.refineSteps} refinement steps`,
+    `forward (${st.forward.groups} groups): ${kinds(st.forward)}`,
+    `backward (${st.backward.groups} groups): ${kinds(st.backward)}`,
+  ];
+  const t = plan.meta?.timings as Record<string, number> | undefined;
+  if (t)
+    lines.push(
+      `planning stages (ms): ${Object.entries(t)
+        .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+        .join(', ')}`,
+    );
+  return lines;
+}
+
+/** Registers `fcp plan`. */
+export function register(program: Command): void {
+  const cmd = program
+    .command('plan')
+    .description('plan a batch with a strategy, validate it, print a summary, and write it with -o')
+    .option('--strategy <name>', 'planning strategy (see --list)', 'fcp')
+    .option('-o, --output <path>', 'write the plan here (.json, or .json.gz for gzip)')
+    .option('--list', 'list the strategies and exit')
+    .option('--no-validate', 'skip the validator (the summary then lacks the rule-6 report)')
+    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break')
+    .option('--json', 'print the summary as JSON');
+  addProblemOptions(cmd);
+  addPlannerOptions(cmd);
+  cmd.action((opts: Record<string, unknown>) => {
+    if (opts.list) {
+      const planners = allPlanners();
+      const w = Math.max(...planners.map((p) => p.name.length));
+      process.stdout.write(`${planners.map((p) => `${p.name.padEnd(w)}  ${p.description}`).join('\n')}\n`);
+      return;
+    }
+    const planner = getPlanner(String(opts.strategy));
+    const problem = problemFrom(opts);
+    const options = plannerOptionsFrom(opts);
+    const t0 = performance.now();
+    const plan = planner.plan(problem, options);
+    const planMs = performance.now() - t0;
+
+    let valid = true;
+    let issues: string[] = [];
+    let report = undefined as ReturnType<typeof planReport> | undefined;
+    if (opts.validate !== false) {
+      const v = validatePlan(plan);
+      valid = v.issues.length === 0;
+      issues = v.issues.map(formatIssue);
+      report = v.report;
+    }
+    // Reshuffle bytes against the same plan without the locality tie-break (fcp only).
+    let locality: { bytes: number; withoutLocality: number } | undefined;
+    if (planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality) {
+      const without = planner.plan(problem, { ...options, noLocality: true });
+      locality = { bytes: reshuffleBytesOf(plan), withoutLocality: reshuffleBytesOf(without) };
+    }
+
+    if (opts.json) {
+      const summary = {
+        strategy: planner.name,
+        valid,
+        issues,
+        planMs,
+        timings: plan.meta?.timings ?? null,
+        stats: plan.meta?.stats ?? null,
+        report: report ?? null,
+        reshuffle: locality ?? null,
+      };
+      process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+    } else {
+      const out: string[] = [];
+      if (report) out.push(formatReport(report), '');
+      out.push(...fcpLines(plan));
+      if (locality) {
+        const saved = locality.withoutLocality > 0 ? 1 - locality.bytes / locality.withoutLocality : 0;
+        out.push(
+          `reshuffle: ${gb(locality.bytes)} (without the locality tie-break: ${gb(locality.withoutLocality)}, ${pct(saved)} saved)`,
+        );
+      }
+      out.push(`planned in ${planMs.toFixed(1)} ms`);
+      if (!valid)
+        out.push(`INVALID plan (${issues.length} issues; a planner bug, please report):`, ...issues);
+      process.stdout.write(`${out.join('\n')}\n`);
+    }
+    if (!valid) {
+      process.exitCode = 1;
+      return;
+    }
+    if (opts.output !== undefined) {
+      const path = String(opts.output);
+      writePlan(path, plan);
+      if (!opts.json) process.stdout.write(`wrote ${path}\n`);
+    }
+  });
+}

@@ -1,0 +1,128 @@
+/**
+ * `fcp run` (torch backend, torchrun command), `fcp serve` (the JSON-line planner) and the Python
+ * package's own unit tests (plan reader, chunk expansion, kernels, in-process multi-rank runs, the
+ * serve client), run through /usr/bin/python3 -m unittest.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { after, describe, it } from 'node:test';
+import { SMALL_MODEL } from '../../src/cluster/model.ts';
+import { resolveProblem } from '../../src/cluster/problem.ts';
+import { main } from '../../src/cli/main.ts';
+import { handleServeLine, serve } from '../../src/cli/serve.ts';
+import { findTorchPython, pythonPackageRoot } from '../../src/executors/torch/python.ts';
+import { readPlan, writePlan } from '../../src/plan/io.ts';
+import { getPlanner } from '../../src/planners/registry.ts';
+
+const python = findTorchPython();
+const skip = python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
+const dir = mkdtempSync(join(tmpdir(), 'fcp-torch-cli-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs the CLI in-process, capturing stdout and stderr. */
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const ow = process.stdout.write.bind(process.stdout);
+  const ew = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
+  process.stderr.write = ((s: string) => ((err += s), true)) as typeof process.stderr.write;
+  const before = process.exitCode;
+  try {
+    const code = await main(args);
+    return { code, out, err };
+  } finally {
+    process.stdout.write = ow;
+    process.stderr.write = ew;
+    process.exitCode = before;
+  }
+}
+
+function planFile(world: number, name: string): string {
+  const p = getPlanner('fcp').plan(resolveProblem({ batch: [64, 30, 17], world, model: SMALL_MODEL }), { blockSize: 16 });
+  const path = join(dir, name);
+  writePlan(path, p);
+  return path;
+}
+
+describe('fcp run', () => {
+  it('runs a plan with torch processes and checks it against the reference', { skip }, async () => {
+    const path = planFile(2, 'p2.json');
+    const r = await cli(['run', '--backend', 'torch', '--nproc', '2', '--check', '--iters', '2', '--warmup', '1', path]);
+    assert.equal(r.code, 0, r.err + r.out);
+    assert.match(r.out, /check: OK/);
+    assert.match(r.out, /forward [\d.]+ ms, backward [\d.]+ ms/);
+  });
+
+  it('refuses a process count that does not match the plan', async () => {
+    const r = await cli(['run', '--nproc', '3', planFile(2, 'p2b.json')]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /run\.nproc/);
+  });
+
+  it('prints the torchrun command of a multi-node run', async () => {
+    const path = planFile(4, 'p4.json.gz');
+    const r = await cli(['run', '--print-torchrun', '--nnodes', '2', '--master-addr', 'node0', path]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /torchrun --nnodes=2 --nproc-per-node=2 --node-rank=\$NODE_RANK/);
+    assert.match(r.out, /--master-addr=node0/);
+    assert.match(r.out, /NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1/);
+    assert.match(r.out, /-m fcp_torch\.worker --plan \/.*p4\.json\.gz/);
+    const bad = await cli(['run', '--print-torchrun', '--nnodes', '3', '--nproc-per-node', '2', path]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /run\.nproc/);
+  });
+});
+
+describe('fcp serve', () => {
+  it('answers plan requests in order, inline or written to a file, and reports bad requests', async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let text = '';
+    output.on('data', (c: Buffer) => {
+      text += c.toString();
+    });
+    const done = serve(input, output);
+    const model = { qHeads: 4, kvHeads: 2, headDim: 8 };
+    const path = join(dir, 'served.json.gz');
+    input.write(`${JSON.stringify({ id: 'a', strategy: 'fcp', batch: [90, 12], world: 2, model, options: { blockSize: 16 }, validate: true })}\n`);
+    input.write(`${JSON.stringify({ id: 'b', strategy: 'magi', batch: [90, 12], world: 2, model, output: path })}\n`);
+    input.write('not json\n');
+    input.write(`${JSON.stringify({ id: 'c', strategy: 'fcp', world: 0 })}\n`);
+    input.write(`${JSON.stringify({ op: 'shutdown' })}\n`);
+    await done;
+    const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines.length, 4);
+    assert.equal(lines[0]!.id, 'a');
+    assert.equal(lines[0]!.ok, true);
+    assert.equal((lines[0]!.plan as { strategy: string }).strategy, 'fcp');
+    assert.equal(lines[1]!.path, path);
+    assert.equal(readPlan(path).strategy, 'magi');
+    assert.equal((lines[2]!.error as { code: string }).code, 'serve.json');
+    assert.equal((lines[3]!.error as { code: string }).code, 'option.world');
+  });
+
+  it('handles ping and unknown operations', () => {
+    assert.deepEqual(JSON.parse(handleServeLine('{"op":"ping","id":3}')!), { id: 3, ok: true, op: 'ping' });
+    assert.equal(JSON.parse(handleServeLine('{"op":"dance"}')!).error.code, 'serve.op');
+    assert.equal(handleServeLine('{"op":"shutdown"}'), null);
+  });
+});
+
+describe('python package unit tests', { skip }, () => {
+  it('python -m unittest discover python/tests passes', () => {
+    const r = spawnSync(python!.python, ['-m', 'unittest', 'discover', '-s', 'tests', '-t', '.'], {
+      cwd: pythonPackageRoot(),
+      encoding: 'utf8',
+      timeout: 180000,
+      env: { ...process.env, OMP_NUM_THREADS: '1' },
+    });
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stderr, /Ran \d+ tests/);
+    assert.match(r.stderr, /\nOK/);
+  });
+});

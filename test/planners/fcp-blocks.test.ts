@@ -1,0 +1,164 @@
+/**
+ * FCP block split, zig-zag pairing and per-sequence block size refinement (blocks.ts), and the
+ * option defaults and validation (options.ts).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { attendedPairs, sequencePairs } from '../../src/cluster/model.ts';
+import { FcpError } from '../../src/core/issues.ts';
+import { type Blocks, refinedBlockSize, splitBlocks } from '../../src/planners/fcp/blocks.ts';
+import { FCP_DEFAULTS, resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+
+/** Checks that the blocks of every sequence tile it exactly, in position order. */
+function checkTiling(b: Blocks, seqs: number[]): void {
+  for (let s = 0; s < seqs.length; s++) {
+    let pos = 0;
+    for (let i = b.seqBlocks[s]!; i < b.seqBlocks[s + 1]!; i++) {
+      assert.equal(b.seq[i], s);
+      assert.equal(b.start[i], pos, `sequence ${s}: block ${i} starts at ${b.start[i]}, expected ${pos}`);
+      assert.ok(b.length[i]! > 0);
+      pos += b.length[i]!;
+    }
+    assert.equal(pos, seqs[s], `sequence ${s} covered up to ${pos} of ${seqs[s]}`);
+  }
+}
+
+const lengths = fc.array(fc.integer({ min: 1, max: 20000 }), { minLength: 1, maxLength: 30 });
+
+test('blocks cover every sequence exactly once (causal and full, fixed and refined)', () => {
+  fc.assert(
+    fc.property(
+      lengths,
+      fc.constantFrom('causal', 'full' as const),
+      fc.integer({ min: 1, max: 5000 }),
+      fc.boolean(),
+      fc.integer({ min: 1, max: 64 }),
+      (seqs, mask, blockSize, fixedBlocks, world) => {
+        const o = resolveFcpOptions({ blockSize, fixedBlocks });
+        const b = splitBlocks(Int32Array.from(seqs), mask as 'causal' | 'full', world, o);
+        checkTiling(b, seqs);
+        // Every block belongs to exactly one unit of its sequence; unit loads add up.
+        const tokens = new Float64Array(b.unitSeq.length);
+        for (let i = 0; i < b.seq.length; i++) {
+          const u = b.unit[i]!;
+          assert.equal(b.unitSeq[u], b.seq[i]);
+          assert.ok(b.unitBlockA[u] === i || b.unitBlockB[u] === i);
+          tokens[u]! += b.length[i]!;
+        }
+        let pairs = 0;
+        for (let u = 0; u < b.unitSeq.length; u++) {
+          assert.equal(tokens[u], b.unitTokens[u]);
+          pairs += b.unitPairs[u]!;
+        }
+        const expected = seqs.reduce((x, l) => x + sequencePairs(mask === 'causal', l), 0);
+        assert.equal(pairs, expected);
+        assert.equal(b.totalPairs, expected);
+      },
+    ),
+    { seed: 42, numRuns: 200 },
+  );
+});
+
+test('zig-zag pairs carry equal work, whatever the sequence length', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 100000 }), fc.integer({ min: 1, max: 4096 }), (len, blockSize) => {
+      const o = resolveFcpOptions({ blockSize, fixedBlocks: true });
+      const b = splitBlocks(Int32Array.from([len]), 'causal', 1, o);
+      const work = new Set<number>();
+      for (let u = 0; u < b.unitSeq.length; u++) {
+        const a = b.unitBlockA[u]!;
+        const c = b.unitBlockB[u]!;
+        if (c < 0) continue; // the middle block stands alone
+        // A pair is a front block and its mirror: same length, mirrored positions.
+        assert.equal(b.length[a], b.length[c]);
+        assert.equal(b.start[a]! + b.start[c]! + b.length[c]!, len);
+        const w =
+          attendedPairs(true, b.start[a]!, b.length[a]!, 0, len) +
+          attendedPairs(true, b.start[c]!, b.length[c]!, 0, len);
+        assert.equal(w, b.unitPairs[u]);
+        work.add(w);
+      }
+      assert.ok(work.size <= 1, `pairs carry ${[...work].join(', ')}`);
+      // At most one middle block, of fewer than 2 blocks' tokens.
+      const singles = [...Array(b.unitSeq.length).keys()].filter((u) => b.unitBlockB[u]! < 0);
+      assert.ok(singles.length <= 1);
+      for (const u of singles) assert.ok(b.unitTokens[u]! < 2 * blockSize || len < 2 * blockSize);
+    }),
+    { seed: 7, numRuns: 300 },
+  );
+});
+
+test('a sequence shorter than a block is one block; full mask cuts consecutive blocks, the last shorter', () => {
+  const o = resolveFcpOptions({ blockSize: 4096, fixedBlocks: true });
+  const short = splitBlocks(Int32Array.from([3000, 5000]), 'causal', 1, o);
+  assert.equal(short.seqBlocks[1], 1);
+  assert.equal(short.length[0], 3000);
+  // 5000 < 2 x 4096: one middle block in causal.
+  assert.equal(short.seqBlocks[2]! - short.seqBlocks[1]!, 1);
+  const full = splitBlocks(Int32Array.from([10000]), 'full', 1, o);
+  assert.deepEqual([...full.length], [4096, 4096, 1808]);
+  assert.equal(full.unitSeq.length, 3);
+  for (let u = 0; u < 3; u++) assert.equal(full.unitPairs[u], full.unitTokens[u]! * 10000);
+});
+
+test('refined block sizes: within [min, blockSize], multiples of the minimum, units under the share unless at the floor', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 16, max: 524288 }), { minLength: 1, maxLength: 40 }),
+      fc.integer({ min: 1, max: 256 }),
+      fc.constantFrom('causal', 'full' as const),
+      (seqs, world, mask) => {
+        const o = resolveFcpOptions({});
+        const b = splitBlocks(Int32Array.from(seqs), mask as 'causal' | 'full', world, o);
+        const target = (o.maxUnitShare * b.totalPairs) / world;
+        for (let s = 0; s < seqs.length; s++) {
+          const bs = b.blockSizeOfSeq[s]!;
+          assert.ok(bs >= o.minBlockSize && bs <= o.blockSize);
+          assert.ok(bs === o.blockSize || bs % o.minBlockSize === 0);
+          if (bs > o.minBlockSize)
+            for (let u = b.seqUnits[s]!; u < b.seqUnits[s + 1]!; u++)
+              assert.ok(b.unitPairs[u]! <= target * (1 + 1e-9), `unit of sequence ${s} above the share`);
+        }
+      },
+    ),
+    { seed: 3, numRuns: 100 },
+  );
+  // Long sequences get smaller blocks than short ones.
+  const o = resolveFcpOptions({});
+  assert.equal(refinedBlockSize(524288, true, 1e9, o), 1792);
+  assert.equal(refinedBlockSize(524288, true, 1e6, o), 256); // the floor
+  assert.equal(refinedBlockSize(1000, true, 1e9, o), 4096);
+  assert.equal(refinedBlockSize(524288, true, 1e6, { ...o, fixedBlocks: true }), 4096);
+});
+
+test('options: defaults in one place, every bad value reported with its code', () => {
+  const d = resolveFcpOptions();
+  assert.equal(d.blockSize, 4096);
+  assert.equal(d.tolerance, 0.01);
+  assert.equal(d.coalesce, 16);
+  assert.equal(d.rounds, 'matching');
+  assert.equal(d.minBlockSize, FCP_DEFAULTS.minBlockSize);
+  assert.equal(
+    resolveFcpOptions({ blockSize: 64 }).minBlockSize,
+    64,
+    'the floor never exceeds the block size',
+  );
+  const codes = (o: Parameters<typeof resolveFcpOptions>[0]): string[] => {
+    try {
+      resolveFcpOptions(o);
+    } catch (e) {
+      assert.ok(e instanceof FcpError);
+      return e.issues.map((i) => i.code);
+    }
+    return [];
+  };
+  assert.deepEqual(codes({ blockSize: 0 }), ['option.blockSize']);
+  assert.deepEqual(codes({ blockSize: 2.5 }), ['option.blockSize']);
+  assert.deepEqual(codes({ tolerance: 1 }), ['option.tolerance']);
+  assert.deepEqual(codes({ tolerance: -0.1 }), ['option.tolerance']);
+  assert.deepEqual(codes({ coalesce: 0 }), ['option.coalesce']);
+  assert.deepEqual(codes({ rounds: 'fast' as 'naive' }), ['option.rounds']);
+  assert.deepEqual(codes({ maxUnitShare: 0 }), ['option.maxUnitShare']);
+  assert.deepEqual(codes({ blockSize: -1, coalesce: 1.5 }), ['option.blockSize', 'option.coalesce']);
+});

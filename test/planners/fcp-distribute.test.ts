@@ -1,0 +1,165 @@
+/**
+ * FCP block distributor (distribute.ts), its rank heap (rank-heap.ts) and the home layout it
+ * yields (layout.ts).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { resolveProblem } from '../../src/cluster/problem.ts';
+import { FcpError } from '../../src/core/issues.ts';
+import { Rng } from '../../src/core/rng.ts';
+import { splitBlocks } from '../../src/planners/fcp/blocks.ts';
+import { distributeUnits } from '../../src/planners/fcp/distribute.ts';
+import { homeRuns, rowsBySeq } from '../../src/planners/fcp/layout.ts';
+import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+import { RankHeap } from '../../src/planners/fcp/rank-heap.ts';
+import { movedTokens, reshufflePieces } from '../../src/planners/fcp/reshuffle.ts';
+
+function place(
+  batch: string,
+  world: number,
+  tokensPerRank: number,
+  seed: number,
+  extra: Parameters<typeof resolveFcpOptions>[0] = {},
+) {
+  const problem = resolveProblem({ batch, world, tokensPerRank, seed });
+  const o = resolveFcpOptions(extra);
+  const blocks = splitBlocks(problem.sequences, problem.mask, world, o);
+  const userRows = rowsBySeq(problem.userLayout, problem.sequences.length);
+  const placement = distributeUnits(
+    blocks,
+    problem.sequences,
+    problem.mask,
+    userRows,
+    world,
+    problem.memoryTokens,
+    o,
+  );
+  return { problem, blocks, userRows, placement };
+}
+
+const imbalance = (load: Float64Array): number =>
+  (Math.max(...load) * load.length) / load.reduce((a, b) => a + b, 0) - 1;
+
+test('every block is placed, loads add up, and no rank exceeds its memory', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom('longtail', 'magi', 'bimodal', 'weak-longtail', 'uniform', 'fixed'),
+      fc.constantFrom(1, 2, 3, 8, 16, 24),
+      fc.integer({ min: 1024, max: 8192 }),
+      fc.integer({ min: 0, max: 1000 }),
+      (batch, world, tpr, seed) => {
+        const { problem, blocks, placement } = place(batch, world, tpr, seed, { blockSize: 512 });
+        const mem = new Float64Array(world);
+        for (let b = 0; b < blocks.seq.length; b++) {
+          const r = placement.blockRank[b]!;
+          assert.ok(r >= 0 && r < world);
+          mem[r]! += blocks.length[b]!;
+        }
+        for (let r = 0; r < world; r++) {
+          assert.equal(mem[r], placement.memoryLoad[r]);
+          assert.ok(mem[r]! <= problem.memoryTokens, `rank ${r} holds ${mem[r]} > ${problem.memoryTokens}`);
+        }
+      },
+    ),
+    { seed: 11, numRuns: 60 },
+  );
+});
+
+test('a memory limit that no placement can meet is a user error (plan.memory)', () => {
+  // Three whole sequences of 3000 tokens on two ranks of 4500: the totals fit, no packing does.
+  const problem = resolveProblem({ batch: [3000, 3000, 3000], world: 2, memoryTokens: 4500 });
+  const o = resolveFcpOptions({});
+  const blocks = splitBlocks(problem.sequences, problem.mask, 2, o);
+  const rows = rowsBySeq(problem.userLayout, 3);
+  assert.throws(
+    () => distributeUnits(blocks, problem.sequences, problem.mask, rows, 2, problem.memoryTokens, o),
+    (e: unknown) => e instanceof FcpError && e.code === 'plan.memory',
+  );
+});
+
+test('compute imbalance on longtail at 64 ranks stays within 2% (several seeds)', () => {
+  for (const seed of [1, 2, 3]) {
+    const { placement } = place('longtail', 64, 32768, seed);
+    const imb = imbalance(placement.computeLoad);
+    assert.ok(imb <= 0.02, `seed ${seed}: imbalance ${(100 * imb).toFixed(2)}%`);
+  }
+});
+
+test('sequence affinity keeps a long sequence on few ranks; plain LPT deals it everywhere', () => {
+  const { problem, blocks, placement } = place('longtail', 64, 32768, 3);
+  const plain = place('longtail', 64, 32768, 3, { noAffinity: true }).placement;
+  let longest = 0;
+  for (let s = 1; s < problem.sequences.length; s++)
+    if (problem.sequences[s]! > problem.sequences[longest]!) longest = s;
+  const ranksOf = (blockRank: Int32Array): number => {
+    const set = new Set<number>();
+    for (let b = blocks.seqBlocks[longest]!; b < blocks.seqBlocks[longest + 1]!; b++) set.add(blockRank[b]!);
+    return set.size;
+  };
+  const len = problem.sequences[longest]!;
+  const share = (len * (len + 1)) / 2 / (blocks.totalPairs / 64);
+  const withAffinity = ranksOf(placement.blockRank);
+  assert.ok(
+    withAffinity <= Math.ceil(share * 1.3) + 2,
+    `longest sequence (${share.toFixed(1)} ranks' worth) on ${withAffinity} ranks`,
+  );
+  assert.ok(ranksOf(plain.blockRank) > withAffinity);
+});
+
+test('the locality tie-break keeps more tokens where the user layout has them', () => {
+  let with_ = 0;
+  let without = 0;
+  for (const seed of [1, 2, 3, 4]) {
+    for (const noLocality of [false, true]) {
+      const { blocks, userRows, placement } = place('longtail', 16, 16384, seed, { noLocality });
+      const runs = homeRuns(blocks, placement.blockRank, 16);
+      const moved = movedTokens(reshufflePieces(runs, userRows));
+      if (noLocality) without += moved;
+      else with_ += moved;
+    }
+  }
+  assert.ok(with_ < without, `moved ${with_} tokens with locality, ${without} without`);
+});
+
+test('home runs are maximal, cover the blocks, and group into rank-sequence pairs', () => {
+  const { blocks, placement } = place('longtail', 8, 8192, 5, { blockSize: 256 });
+  const runs = homeRuns(blocks, placement.blockRank, 8);
+  let tokens = 0;
+  for (let i = 0; i < runs.rank.length; i++) {
+    tokens += runs.length[i]!;
+    if (i + 1 < runs.rank.length && runs.seq[i + 1] === runs.seq[i]) {
+      assert.equal(runs.start[i]! + runs.length[i]!, runs.start[i + 1], 'runs of a sequence are contiguous');
+      assert.notEqual(runs.rank[i], runs.rank[i + 1], 'adjacent runs are on different ranks (maximal)');
+    }
+  }
+  assert.equal(tokens, blocks.totalTokens);
+  for (let rs = 0; rs < runs.rsRank.length; rs++)
+    for (let p = runs.rsOff[rs]!; p < runs.rsOff[rs + 1]!; p++) {
+      const run = runs.byRank[p]!;
+      assert.equal(runs.rank[run], runs.rsRank[rs]);
+      assert.equal(runs.seq[run], runs.rsSeq[rs]);
+      assert.equal(runs.runRs[run], rs);
+    }
+});
+
+test('rank heap: smallest() lists ranks in key order and skips retired ones', () => {
+  const rng = new Rng(5);
+  for (let trial = 0; trial < 50; trial++) {
+    const n = 1 + rng.int(0, 40);
+    const key = Float64Array.from({ length: n }, () => rng.int(0, 10));
+    const heap = new RankHeap(key, n);
+    for (let step = 0; step < 30; step++) {
+      const r = rng.int(0, n - 1);
+      key[r] = rng.next() < 0.1 ? Number.POSITIVE_INFINITY : key[r]! + rng.int(-3, 5);
+      heap.update(r);
+      const out: number[] = [];
+      heap.smallest(n, (x) => x % 3 !== 0, out);
+      const expected = [...Array(n).keys()]
+        .filter((x) => x % 3 !== 0 && key[x] !== Number.POSITIVE_INFINITY)
+        .sort((a, b) => key[a]! - key[b]! || a - b);
+      assert.deepEqual(out, expected);
+      assert.equal(key[heap.top()], Math.min(...key));
+    }
+  }
+});

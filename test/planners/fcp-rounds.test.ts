@@ -1,0 +1,134 @@
+/**
+ * FCP rounds (rounds.ts) and the pipeline pieces (pipeline.ts): exactly Δ matchings for `kv`,
+ * first-fit push rounds that respect ready groups, the group placer, compute ops.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { buildOps, GroupPlacer } from '../../src/planners/fcp/pipeline.ts';
+import {
+  colourEdges,
+  degreeOf,
+  orderRounds,
+  placeColouring,
+  placePushes,
+} from '../../src/planners/fcp/rounds.ts';
+
+const graph = fc.integer({ min: 2, max: 24 }).chain((n) =>
+  fc.record({
+    n: fc.constant(n),
+    edges: fc.array(
+      fc
+        .tuple(fc.integer({ min: 0, max: n - 1 }), fc.integer({ min: 1, max: n - 1 }))
+        .map(([s, k]) => [s, (s + k) % n] as const),
+      { maxLength: 120 },
+    ),
+  }),
+);
+
+/** The most messages one rank sends or receives in one round (1 = congestion-free). */
+function congestion(src: Int32Array, dst: Int32Array, round: ArrayLike<number>): number {
+  const seen = new Map<string, number>();
+  let worst = 0;
+  for (let e = 0; e < src.length; e++) {
+    for (const k of [`s${src[e]}:${round[e]}`, `d${dst[e]}:${round[e]}`]) {
+      const c = (seen.get(k) ?? 0) + 1;
+      seen.set(k, c);
+      worst = Math.max(worst, c);
+    }
+  }
+  return worst;
+}
+
+test('matching mode: exactly Δ rounds, each a matching; naive: one round', () => {
+  fc.assert(
+    fc.property(graph, ({ n, edges }) => {
+      const src = Int32Array.from(edges, (e) => e[0]);
+      const dst = Int32Array.from(edges, (e) => e[1]);
+      const delta = degreeOf(src, dst, n);
+      const c = colourEdges(src, dst, n, 'matching');
+      assert.equal(c.delta, delta);
+      assert.equal(c.rounds, delta);
+      if (edges.length > 0) assert.equal(congestion(src, dst, c.round), 1);
+      const naive = colourEdges(src, dst, n, 'naive');
+      assert.equal(naive.rounds, edges.length > 0 ? 1 : 0);
+      if (edges.length > 0) assert.equal(congestion(src, dst, naive.round), delta);
+    }),
+    { seed: 1, numRuns: 150 },
+  );
+});
+
+test('group placer: at most `coalesce` rounds per group, earliest group with room at or after ready, consecutive groups', () => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 5 }),
+      fc.array(fc.integer({ min: 0, max: 8 }), { maxLength: 60 }),
+      (coalesce, readies) => {
+        const p = new GroupPlacer(coalesce);
+        const slots = readies.map((r) => ({ r, slot: p.place(r) }));
+        const count = new Map<number, number>();
+        for (const { slot } of slots) count.set(p.groupOf(slot), (count.get(p.groupOf(slot)) ?? 0) + 1);
+        for (const c of count.values()) assert.ok(c <= coalesce);
+        const { roundOfSlot, groupOfRound } = p.finish();
+        // Rounds numbered by group: groupOfRound is non-decreasing and uses 0..G-1 without gaps.
+        for (let r = 1; r < groupOfRound.length; r++)
+          assert.ok(groupOfRound[r]! - groupOfRound[r - 1]! <= 1 && groupOfRound[r]! >= groupOfRound[r - 1]!);
+        if (groupOfRound.length > 0) assert.equal(groupOfRound[0], 0);
+        for (const { slot } of slots) assert.equal(groupOfRound[roundOfSlot[slot]!], p.groupOf(slot));
+      },
+    ),
+    { seed: 2, numRuns: 200 },
+  );
+  const p = new GroupPlacer(2);
+  assert.equal(p.groupOf(p.place(0)), 0);
+  assert.equal(p.groupOf(p.place(0)), 0);
+  assert.equal(p.groupOf(p.place(0)), 1, 'group 0 is full');
+  assert.equal(p.groupOf(p.place(5)), 2, 'a ready group past the end opens the next group');
+  assert.equal(p.groupOf(p.place(1)), 1, 'group 1 still has room');
+});
+
+test('pushes: congestion-free, never before their ready group, close to Δ rounds', () => {
+  fc.assert(
+    fc.property(
+      graph,
+      fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 120, maxLength: 120 }),
+      ({ n, edges }, readies) => {
+        const src = Int32Array.from(edges, (e) => e[0]);
+        const dst = Int32Array.from(edges, (e) => e[1]);
+        const ready = Int32Array.from(edges, (_, i) => readies[i]!);
+        const placer = new GroupPlacer(3);
+        for (let i = 0; i < 6; i++) placer.place(0); // groups 0 and 1 already hold other rounds
+        const { slot, rounds } = placePushes(placer, src, dst, ready, n, 'matching');
+        assert.equal(congestion(src, dst, slot), edges.length > 0 ? 1 : 0);
+        // A push never lands before its ready group, except that a ready group past the last one
+        // opens the next group (groups are consecutive): 2 groups existed before.
+        for (let e = 0; e < edges.length; e++) assert.ok(placer.groupOf(slot[e]!) >= Math.min(ready[e]!, 2));
+        assert.ok(rounds <= Math.max(0, 2 * degreeOf(src, dst, n) - 1) * 5, `${rounds} push rounds`);
+      },
+    ),
+    { seed: 3, numRuns: 150 },
+  );
+});
+
+test('round order: rounds that must wait go last, then by weight', () => {
+  const src = Int32Array.from([0, 1, 2, 0]);
+  const dst = Int32Array.from([1, 2, 0, 2]);
+  const c = colourEdges(src, dst, 3, 'matching');
+  const ready = Int32Array.from([0, 0, 0, 3]);
+  const { order, readyOf } = orderRounds(c, ready, Float64Array.from([1, 1, 1, 1]));
+  for (let i = 1; i < order.length; i++) assert.ok(readyOf[order[i]!]! >= readyOf[order[i - 1]!]!);
+  const placer = new GroupPlacer(16);
+  const slots = placeColouring(placer, c, order, readyOf);
+  assert.equal(placer.groupOf(slots[3]!), 1, 'placed at its ready group (clamped to the next new group)');
+});
+
+test('compute ops: one per (rank, after), rank-major, ascending after, tasks in id order', () => {
+  const rank = Int32Array.from([1, 0, 1, 0, 1, 2]);
+  const after = Int32Array.from([2, -1, -1, 0, 2, 5]);
+  const { compute, opOfTask } = buildOps(rank, after, 3);
+  assert.deepEqual([...compute.rank], [0, 0, 1, 1, 2]);
+  assert.deepEqual([...compute.after], [-1, 0, -1, 2, 5]);
+  assert.deepEqual([...compute.taskOffsets], [0, 1, 2, 3, 5, 6]);
+  assert.deepEqual([...compute.taskIds], [1, 3, 2, 0, 4, 5]);
+  assert.deepEqual([...opOfTask], [3, 0, 2, 1, 3, 4]);
+});
