@@ -72,16 +72,21 @@ class Mailbox:
 class ThreadComm:
     """In-process communicator for tests and tools: ranks are threads sharing a :class:`Mailbox`."""
 
-    stream: Optional[torch.cuda.Stream] = None
-
-    def __init__(self, rank: int, mailbox: Mailbox):
+    def __init__(self, rank: int, mailbox: Mailbox, stream: Optional["torch.cuda.Stream"] = None):
         self.rank = rank
         self.world = mailbox.world
         self.box = mailbox
+        # With a CUDA stream the runtime posts groups from it, as with NCCL (stream-ordered waits).
+        self.stream = stream
 
     def post(self, tag: int, sends: Dict[int, torch.Tensor], recv_sizes: Dict[int, int], dtype, device) -> PendingGroup:
         for p, t in sends.items():
-            self.box.q(self.rank, p, tag).put(t.clone())
+            c = t.clone()
+            ev = None
+            if c.is_cuda:  # the receiver's stream waits for this copy (different threads, different streams)
+                ev = torch.cuda.Event()
+                ev.record()
+            self.box.q(self.rank, p, tag).put((c, ev))
         return PendingGroup(dict(recv_sizes), [], sends, tag=tag)
 
     def wait(self, pg: PendingGroup) -> Dict[int, torch.Tensor]:
@@ -90,7 +95,9 @@ class ThreadComm:
         out = {}
         for p, n in pg.recv.items():
             try:
-                t = self.box.q(p, self.rank, pg.tag).get(timeout=self.box.timeout)
+                t, ev = self.box.q(p, self.rank, pg.tag).get(timeout=self.box.timeout)
+                if ev is not None:
+                    torch.cuda.current_stream(t.device).wait_event(ev)
             except queue.Empty as e:
                 raise RuntimeError(f"rank {self.rank}: no message from rank {p} within {self.box.timeout} s") from e
             if t.numel() != n:

@@ -294,15 +294,20 @@ class Kernels:
         H, Hk, D = 4, 2, 64
         lq = [64, 48]
         lk = [64, 80]
-        for name in ("flash", "cudnn"):
+        attempts = [("flash", None), ("cudnn", True), ("cudnn", False)]  # cuDNN: native GQA, then expanded heads
+        for name, gqa in attempts:
+            if self.available.get(name):
+                continue
+            if gqa is not None:
+                self.cudnn_gqa = gqa
             try:
                 ok = self._probe_one(name, g, H, Hk, D, lq, lk)
                 self.available[name] = ok
                 if not ok:
-                    self.errors[name] = "numerics mismatch against the math kernel"
+                    self.errors[f"{name}{'' if gqa is None else f' gqa={gqa}'}"] = "numerics mismatch against the math kernel"
             except Exception as e:  # noqa: BLE001 - any failure disables the path
                 self.available[name] = False
-                self.errors[name] = f"{type(e).__name__}: {e}"[:400]
+                self.errors[f"{name}{'' if gqa is None else f' gqa={gqa}'}"] = f"{type(e).__name__}: {e}"[:400]
 
     def _probe_one(self, name, g, H, Hk, D, lq, lk) -> bool:
         dev, dt = self.device, self.dtype
@@ -438,6 +443,44 @@ class Kernels:
         return o, lse.float()
 
     # --- backward ----------------------------------------------------------------------------
+    def _flash_bwd(self, L, do, q, k, v, o, lse):
+        # Without dropout the RNG state is unused, but its expected dtype differs between versions.
+        dev = q.device
+        variants = [
+            lambda: (torch.zeros(2, dtype=torch.int64, device=dev), torch.empty(0, dtype=torch.int64, device=dev)),
+            lambda: (torch.zeros(2, dtype=torch.uint64, device=dev), torch.empty(0, dtype=torch.uint64, device=dev)),
+            lambda: (torch.empty(0, device=dev), torch.empty(0, device=dev)),
+        ]
+        order = [self._flash_variant] if getattr(self, "_flash_variant", None) is not None else range(len(variants))
+        last = None
+        for i in order:
+            try:
+                rng, unused = variants[i]()
+                res = torch.ops.aten._flash_attention_backward(
+                    do, q, k, v, o, lse, L.cu_q, L.cu_k, int(L.lq.max()), int(L.lk.max()), 0.0, L.causal, rng, unused, scale=self.scale
+                )
+                self._flash_variant = i
+                return res
+            except (RuntimeError, TypeError, AttributeError) as e:
+                last = e
+        raise last  # type: ignore[misc]
+
+    def _cudnn_bwd(self, dod, qd, kd, vd, od, lse, lq, lk, causal):
+        variants = _cudnn_variants(qd.device)
+        order = [self._cudnn_variant] if getattr(self, "_cudnn_variant", None) is not None else range(len(variants))
+        last = None
+        for i in order:
+            bias, cq, ck, seed, off, lse4 = variants[i]
+            try:
+                res = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+                    dod, qd, kd, vd, od, lse.unsqueeze(-1) if lse4 else lse, seed, off, bias, cq, ck, lq, lk, 0.0, causal, scale=self.scale
+                )
+                self._cudnn_variant = i
+                return res
+            except (RuntimeError, TypeError) as e:
+                last = e
+        raise last  # type: ignore[misc]
+
     def backward(self, L: Launch, q, k, v, o, do, lse_rows):
         """Gradients (dq [n, H, D], dk/dv [m, Hk, D]) of one launch given final o and lse rows."""
         if L.kernel == "math":
@@ -455,44 +498,15 @@ class Kernels:
             return torch.cat(dqs), torch.cat(dks), torch.cat(dvs)
         if L.kernel == "flash":
             lse = self._flash_lse_pack(L, lse_rows)
-            rng = torch.zeros(2, dtype=torch.int64, device=q.device)
-            unused = torch.empty(0, dtype=torch.int64, device=q.device)
-            dq, dk, dv = torch.ops.aten._flash_attention_backward(
-                do,
-                q,
-                k,
-                v,
-                o,
-                lse,
-                L.cu_q,
-                L.cu_k,
-                int(L.lq.max()),
-                int(L.lk.max()),
-                0.0,
-                L.causal,
-                rng,
-                unused,
-                scale=self.scale,
-            )
-            return dq, dk, dv
+            return self._flash_bwd(L, do, q, k, v, o, lse)
         if L.kernel == "cudnn":
             lq, lk = int(L.lq[0]), int(L.lk[0])
             H = q.shape[1]
             Hk = k.shape[1]
             qd, kd, vd = self._dense(L, q, lq), self._expand(self._dense(L, k, lk), H), self._expand(self._dense(L, v, lk), H)
             od, dod = self._dense(L, o, lq), self._dense(L, do, lq)
-            lse = lse_rows.reshape(L.batch, lq, H).transpose(1, 2).contiguous().unsqueeze(-1)
-            empty = torch.empty(0, device=q.device)
-            seed = torch.zeros((), dtype=torch.int64, device=q.device)
-            try:
-                dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-                    dod, qd, kd, vd, od, lse, seed, seed, empty, empty, empty, lq, lk, 0.0, L.causal, scale=self.scale
-                )
-            except RuntimeError:
-                lse = lse.squeeze(-1)
-                dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-                    dod, qd, kd, vd, od, lse, seed, seed, empty, empty, empty, lq, lk, 0.0, L.causal, scale=self.scale
-                )
+            lse = lse_rows.reshape(L.batch, lq, H).transpose(1, 2).contiguous()
+            dq, dk, dv = self._cudnn_bwd(dod, qd, kd, vd, od, lse, lq, lk, L.causal)
             dq = dq.transpose(1, 2).reshape(L.batch * lq, H, -1)
             if dk.shape[1] != Hk:  # expanded heads: sum each group back
                 g = dk.shape[1] // Hk
@@ -502,6 +516,18 @@ class Kernels:
             dv = dv.transpose(1, 2).reshape(L.batch * lk, Hk, -1)
             return dq, dk, dv
         raise ValueError(L.kernel)
+
+
+def _cudnn_variants(device):
+    """Argument variants of the cuDNN backward's optional inputs, tried in order (versions differ)."""
+    e = torch.empty(0, device=device)
+    z = torch.zeros((), dtype=torch.int64, device=device)
+    return [
+        (None, None, None, z, z, True),
+        (None, None, None, z, z, False),
+        (e, e, e, z, z, True),
+        (e, e, e, z, z, False),
+    ]
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:

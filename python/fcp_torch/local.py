@@ -23,8 +23,13 @@ def run_local(
     kernel: str = "math",
     mode: Optional[str] = None,
     timeout: float = 60.0,
+    streams: bool = False,
 ) -> Dict[str, List[torch.Tensor]]:
-    """Executes `plan` forward and backward with per-sequence inputs {q, k, v, dO}; returns {o, dq, dk, dv}."""
+    """Executes `plan` forward and backward with per-sequence inputs {q, k, v, dO}; returns {o, dq, dk, dv}.
+
+    `streams=True` (CUDA): each rank posts its groups from its own communication stream, the code
+    path of NCCL runs (stream-ordered completion, compute waiting on events) without NCCL.
+    """
     box = Mailbox(plan.world, timeout)
     results: List[Optional[tuple]] = [None] * plan.world
     errors: List[BaseException] = []
@@ -32,16 +37,21 @@ def run_local(
     def rank_main(r: int) -> None:
         try:
             prog = rank_program(plan, r)
-            comm = LocalComm() if plan.world == 1 else ThreadComm(r, box)
+            stream = torch.cuda.Stream(device=torch.device(device)) if streams else None
+            comm = LocalComm() if plan.world == 1 else ThreadComm(r, box, stream)
             rt = RankRuntime(prog, comm, device, dtype, kernel, mode)
 
             def rows(field: str) -> torch.Tensor:
                 parts = [inputs[field][s][a : a + n] for s, a, n in zip(prog.user_seq, prog.user_start, prog.user_length)]
                 h = plan.q_heads if field in ("q", "dO") else plan.kv_heads
-                return torch.cat(parts) if parts else torch.zeros(0, h, plan.head_dim)
+                return torch.cat(parts) if parts else torch.zeros(0, h, plan.head_dim, device=device)
 
+            if streams:
+                torch.cuda.set_device(torch.device(device))
             o = rt.forward(rows("q"), rows("k"), rows("v"))
             dq, dk, dv = rt.backward(rows("dO"))
+            if streams:
+                torch.cuda.synchronize()
             results[r] = (prog, o, dq, dk, dv)
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
             errors.append(e)

@@ -74,7 +74,22 @@ before(async () => {
     scaling: [4, 8, 16],
     numerics: { world: 4, tokensPerRank: 512 },
   });
-  results = await runDemo(options, provenanceOf(['demo', '--world', '16', '--tokens-per-rank', '8192', '--seed', '7', '--scaling', '4,8,16', '--numerics-world', '4']));
+  results = await runDemo(
+    options,
+    provenanceOf([
+      'demo',
+      '--world',
+      '16',
+      '--tokens-per-rank',
+      '8192',
+      '--seed',
+      '7',
+      '--scaling',
+      '4,8,16',
+      '--numerics-world',
+      '4',
+    ]),
+  );
   await writeReport(results, reportDir);
 });
 

@@ -152,6 +152,9 @@ async function runCpu(
   const workers = options.pool ? await options.pool.acquire(W) : await spawnWorkers(W);
   const bootMs = performance.now() - b0;
 
+  // Everything from here on runs inside try/finally so that no exit path leaves a worker behind.
+  let watchdog: ReturnType<typeof setInterval> | undefined;
+  let succeeded = false;
   let failure: Error | undefined;
   let rejectFailure!: (e: Error) => void;
   const failed = new Promise<never>((_, reject) => {
@@ -180,75 +183,77 @@ async function runCpu(
   const allDone = new Promise<void>((r) => {
     resolveDone = r;
   });
+  const onAbort = (): void => fail(runError('exec.aborted', 'the run was aborted'));
   const listeners: {
     w: Worker;
     message: (m: FromWorker) => void;
     error: (e: Error) => void;
     exit: (c: number) => void;
   }[] = [];
-  workers.forEach((w, rank) => {
-    const message = (m: FromWorker): void => {
-      if (m.type === 'phaseDone') {
-        fwdTimings[rank] = m.timing;
-        if (++fwdCount === W) resolveFwd();
-      } else if (m.type === 'done') {
-        bwdTimings[rank] = m.timing;
-        rowOutputs[rank] = m.outputs;
-        if (++doneCount === W) resolveDone();
-      } else if (m.type === 'error') {
-        fail(runError('exec.worker', `rank ${m.rank} failed in ${m.where}: ${m.message}`, m.rank));
-      }
-    };
-    const error = (e: Error): void => {
-      fail(runError('exec.worker', `rank ${rank} failed in ${rankStatus(status, rank)}: ${e.message}`, rank));
-    };
-    const exit = (code: number): void => {
-      if (!finished)
-        fail(
-          runError(
-            'exec.exit',
-            `rank ${rank}'s worker exited (code ${code}) during ${rankStatus(status, rank)}`,
-            rank,
-          ),
-        );
-    };
-    w.on('message', message);
-    w.on('error', error);
-    w.on('exit', exit);
-    listeners.push({ w, message, error, exit });
-  });
-
-  // Watchdog: the sum of every rank's progress counter is the heartbeat.
-  const expectedBeats = countBeats(ex);
-  let lastBeat = -1;
-  let lastChange = performance.now();
-  const tick = Math.max(10, Math.min(250, stallTimeoutMs / 5));
-  const watchdog = setInterval(() => {
-    let beat = 0;
-    for (let r = 0; r < W; r++) beat += Atomics.load(status, r * STATUS_FIELDS + Status.progress);
-    const now = performance.now();
-    if (beat !== lastBeat) {
-      lastBeat = beat;
-      lastChange = now;
-      options.onProgress?.(Math.min(1, beat / Math.max(1, expectedBeats)));
-      return;
-    }
-    if (now - lastChange < stallTimeoutMs) return;
-    const lines: string[] = [];
-    for (let r = 0; r < W; r++) lines.push(`rank ${r}: ${rankStatus(status, r)}`);
-    fail(
-      runError(
-        'exec.stall',
-        `the run made no progress for ${Math.round(now - lastChange)} ms (stall timeout ${stallTimeoutMs} ms): ${lines.join('; ')}. ` +
-          'A transfer that no rank sends, or a deadlock in the plan, stalls a run; a genuinely slow op needs a larger timeout.',
-      ),
-    );
-  }, tick);
-  const onAbort = (): void => fail(runError('exec.aborted', 'the run was aborted'));
-  if (options.signal?.aborted) onAbort();
-  options.signal?.addEventListener('abort', onAbort);
-
   try {
+    workers.forEach((w, rank) => {
+      const message = (m: FromWorker): void => {
+        if (m.type === 'phaseDone') {
+          fwdTimings[rank] = m.timing;
+          if (++fwdCount === W) resolveFwd();
+        } else if (m.type === 'done') {
+          bwdTimings[rank] = m.timing;
+          rowOutputs[rank] = m.outputs;
+          if (++doneCount === W) resolveDone();
+        } else if (m.type === 'error') {
+          fail(runError('exec.worker', `rank ${m.rank} failed in ${m.where}: ${m.message}`, m.rank));
+        }
+      };
+      const error = (e: Error): void => {
+        fail(
+          runError('exec.worker', `rank ${rank} failed in ${rankStatus(status, rank)}: ${e.message}`, rank),
+        );
+      };
+      const exit = (code: number): void => {
+        if (!finished)
+          fail(
+            runError(
+              'exec.exit',
+              `rank ${rank}'s worker exited (code ${code}) during ${rankStatus(status, rank)}`,
+              rank,
+            ),
+          );
+      };
+      w.on('message', message);
+      w.on('error', error);
+      w.on('exit', exit);
+      listeners.push({ w, message, error, exit });
+    });
+
+    // Watchdog: the sum of every rank's progress counter is the heartbeat.
+    const expectedBeats = countBeats(ex);
+    let lastBeat = -1;
+    let lastChange = performance.now();
+    const tick = Math.max(10, Math.min(250, stallTimeoutMs / 5));
+    watchdog = setInterval(() => {
+      let beat = 0;
+      for (let r = 0; r < W; r++) beat += Atomics.load(status, r * STATUS_FIELDS + Status.progress);
+      const now = performance.now();
+      if (beat !== lastBeat) {
+        lastBeat = beat;
+        lastChange = now;
+        options.onProgress?.(Math.min(1, beat / Math.max(1, expectedBeats)));
+        return;
+      }
+      if (now - lastChange < stallTimeoutMs) return;
+      const lines: string[] = [];
+      for (let r = 0; r < W; r++) lines.push(`rank ${r}: ${rankStatus(status, r)}`);
+      fail(
+        runError(
+          'exec.stall',
+          `the run made no progress for ${Math.round(now - lastChange)} ms (stall timeout ${stallTimeoutMs} ms): ${lines.join('; ')}. ` +
+            'A transfer that no rank sends, or a deadlock in the plan, stalls a run; a genuinely slow op needs a larger timeout.',
+        ),
+      );
+    }, tick);
+    if (options.signal?.aborted) onAbort();
+    options.signal?.addEventListener('abort', onAbort);
+
     const t0 = performance.now();
     workers.forEach((w, rank) => {
       const job: RankJob = {
@@ -279,6 +284,7 @@ async function runCpu(
     finished = true;
     for (const w of workers) w.postMessage({ type: 'release' } satisfies ToWorker);
     const outputs = gather(ex, rowOutputs);
+    succeeded = true;
     return {
       executor: 'cpu',
       outputs,
@@ -295,14 +301,14 @@ async function runCpu(
     };
   } finally {
     finished = true;
-    clearInterval(watchdog);
+    if (watchdog) clearInterval(watchdog);
     options.signal?.removeEventListener('abort', onAbort);
     for (const l of listeners) {
       l.w.off('message', l.message);
       l.w.off('error', l.error);
       l.w.off('exit', l.exit);
     }
-    if (failure || !options.pool) await Promise.all(workers.map((w) => w.terminate()));
+    if (!succeeded || !options.pool) await Promise.all(workers.map((w) => w.terminate()));
     else options.pool.release(workers);
   }
 }

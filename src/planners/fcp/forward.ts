@@ -143,6 +143,40 @@ export function applyAblations(
   return out;
 }
 
+/** Last op of each piece's home writing its rows (a task whose queries overlap it). */
+export function lastWriter(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): Int32Array {
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
+  const lastOp = new Int32Array(pieces.seq.length).fill(-1);
+  const rsPieces: number[] = [];
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    const np = rsPieces.length;
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const op = opOfTask[i]!;
+      const a = t.qStart[i]!;
+      const b = a + t.qLength[i]!;
+      let lo = 0;
+      let hi = np;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        const pm = rsPieces[mid]!;
+        if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
+        const pk = rsPieces[k]!;
+        if (lastOp[pk]! < op) lastOp[pk] = op;
+      }
+    }
+  }
+  return lastOp;
+}
+
 /** Plans the forward phase. */
 export function planForward(
   ctx: TaskContext,
@@ -163,31 +197,9 @@ export function planForward(
   const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
   const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
 
-  // `out`: O of each moving piece after the last op writing its rows. A task's queries are one
-  // query segment (consecutive pieces of one run); tasks and pieces of an RS are both in position
-  // order, so one walk pairs them.
-  const lastOp = new Int32Array(pieces.seq.length).fill(-1);
-  const t = tasks.table;
-  for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    let p = runs.rsOff[rs]!;
-    let j = pieces.runOff[runs.byRank[p]!]!;
-    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
-      const qa = t.qStart[i]!;
-      const qb = qa + t.qLength[i]!;
-      // Advance to the first piece ending after qa (pieces of the RS in position order).
-      for (;;) {
-        const run = runs.byRank[p]!;
-        if (j >= pieces.runOff[run + 1]!) {
-          p++;
-          j = pieces.runOff[runs.byRank[p]!]!;
-        } else if (pieces.start[j]! + pieces.length[j]! <= qa) j++;
-        else break;
-      }
-      const run = runs.byRank[p]!;
-      for (let k = j; k < pieces.runOff[run + 1]! && pieces.start[k]! < qb; k++)
-        lastOp[k] = Math.max(lastOp[k]!, opOfTask[i]!);
-    }
-  }
+  // `out`: O of each moving piece after the last op writing its rows (binary search among the
+  // pieces of the task's RS, which are in position order).
+  const lastOp = lastWriter(ctx, tasks, opOfTask);
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);

@@ -14,8 +14,10 @@ export interface FcpPlannerOptions extends PlannerOptions {
   maxUnitShare?: number;
   /** Ablation: place every unit by plain LPT, without keeping a sequence's units together. */
   noAffinity?: boolean;
-  /** Upper bound on move/swap refinement steps after the greedy placement (default 4 x world). */
+  /** Upper bound on refinement steps after the greedy placement (default max(2048, 4 x world)). */
   refineSteps?: number;
+  /** Side of the square tiles tasks are cut into for dense kernels (default 2048; 0: no tiling). */
+  tile?: number;
 }
 
 /** Fully resolved FCP options (every field set). */
@@ -37,9 +39,10 @@ export interface FcpOptions {
   readonly noAffinity: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
+  readonly tile: number;
 }
 
-/** Defaults (refineSteps: -1 means 4 x world, resolved by the distributor). */
+/** Defaults (refineSteps: -1 means max(2048, 4 x world), resolved by the distributor). */
 export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   blockSize: 4096,
   minBlockSize: 256,
@@ -53,6 +56,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   noAffinity: false,
   fixedBlocks: false,
   refineSteps: -1,
+  tile: 2048,
 });
 
 const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
@@ -114,6 +118,9 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     issues.push(
       issue('option.refineSteps', `refineSteps must be an integer >= 0 (got ${refineSteps})`, 'refineSteps'),
     );
+  const tile = o.tile ?? d.tile;
+  if (!(Number.isInteger(tile) && tile >= 0))
+    issues.push(issue('option.tile', `tile must be an integer >= 0 (got ${tile}); 0 disables tiling`, 'tile'));
   const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
   for (const f of flags)
     if (o[f] !== undefined && !isBool(o[f]))
@@ -132,6 +139,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     noAffinity: o.noAffinity ?? d.noAffinity,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
+    tile,
   };
 }
 
