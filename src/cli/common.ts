@@ -44,6 +44,8 @@ export function addPlannerOptions(cmd: Command): Command {
     .option('--no-reshuffle-overlap', 'fcp ablation: no compute while the reshuffle is in flight')
     .option('--no-locality', 'fcp ablation: no locality-aware tie-break')
     .option('--fixed-blocks', 'fcp: fixed-size blocks only, no granularity refinement')
+    .option('--tile <n>', 'fcp: square tile side for dense kernels (0: no tiling; default 4096)')
+    .option('--min-tile <n>', 'fcp: smallest tile side for remainder strips (default 1024)')
     .option('--chunk-size <n>', 'magi: chunk size in tokens (default total/(8N))')
     .option('--overlap-degree <n>', 'magi: overlap stages', '2');
 }
@@ -115,6 +117,8 @@ export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
   if (o.reshuffleOverlap === false) out.noReshuffleOverlap = true;
   if (o.locality === false) out.noLocality = true;
   if (o.fixedBlocks === true) out.fixedBlocks = true;
+  if (o.tile !== undefined) out.tile = intOption(o.tile, 'tile');
+  if (o.minTile !== undefined) out.minTile = intOption(o.minTile, 'minTile');
   if (o.chunkSize !== undefined) out.chunkSize = intOption(o.chunkSize, 'chunkSize');
   if (o.overlapDegree !== undefined) out.overlapDegree = intOption(o.overlapDegree, 'overlapDegree');
   return out;

@@ -358,6 +358,15 @@ export function register(program: Command): void {
         '(default model: 4 query heads, 2 KV heads, head dim 32)',
     );
   addProblemOptions(cmd, { tokensPerRank: '1024' });
+  // verify's model defaults to the small CPU shape, not Llama-3-70B's: say so in --help.
+  const small: Record<string, number> = {
+    '--q-heads': SMALL_MODEL.qHeads,
+    '--kv-heads': SMALL_MODEL.kvHeads,
+    '--head-dim': SMALL_MODEL.headDim,
+  };
+  for (const o of cmd.options)
+    if (o.long && small[o.long] !== undefined)
+      o.description = o.description.replace(/\(default \d+\)/, `(default ${small[o.long]})`);
   addPlannerOptions(cmd)
     .option('--strategy <name>', 'planner to verify', 'fcp')
     .option('--plan <file>', 'verify this plan file instead of planning (its model shape is used)')

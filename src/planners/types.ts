@@ -26,6 +26,10 @@ export interface PlannerOptions {
   noLocality?: boolean;
   /** fcp: disable the granularity refinement (fixed blocks only). */
   fixedBlocks?: boolean;
+  /** fcp: side of the square tiles tasks are cut into for dense kernels (default 4096; 0: none). */
+  tile?: number;
+  /** fcp: smallest tile side for the remainder strips (default 1024). */
+  minTile?: number;
   /** magi: chunk size in tokens (default total / (8N)). */
   chunkSize?: number;
   /** magi: number of overlap stages (default 2). */

@@ -9,6 +9,7 @@
  *   rounds.ts      congestion-free rounds (exactly Δ for `kv`), round order
  *   pipeline.ts    groups of `coalesce` rounds, compute ops, phase tables
  *   tasks.ts       owner-computes tasks split by arrival group
+ *   tiles.ts       square tiles for dense kernels, once the ops are fixed
  *   forward.ts / backward.ts   the two phases
  *
  * Same problem and options give a byte-identical plan: every stage is deterministic (ties broken
@@ -26,10 +27,11 @@ import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
+import { expandCompute, tileTasks } from './tiles.ts';
 
 /** Milliseconds spent in each stage of one planning run. */
 export type StageTimings = Record<
-  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total',
+  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'tiles' | 'total',
   number
 >;
 
@@ -51,13 +53,17 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const t2 = performance.now();
   const runs = homeRuns(blocks, placement.blockRank, world);
   const pieces = reshufflePieces(runs, userRows);
-  const ctx = { runs, userRows, pieces, sequences, mask, tile: o.tile };
+  const ctx = { runs, userRows, pieces, sequences, mask };
   const req = fetchRequests(runs, userRows, sequences, mask);
   const t3 = performance.now();
   const fwd = planForward(ctx, req, world, o);
   const t4 = performance.now();
   const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o);
   const t5 = performance.now();
+  const tiling = tileTasks(fwd.tasks.table, mask, o.tile, o.minTile);
+  const forward = { ...fwd.phase, compute: expandCompute(fwd.phase.compute, tiling) };
+  const backward = { ...bwd.phase, compute: expandCompute(bwd.phase.compute, tiling) };
+  const t6 = performance.now();
 
   let minBlock = Number.POSITIVE_INFINITY;
   let maxBlock = 0;
@@ -75,7 +81,8 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
       units: blocks.unitSeq.length,
       blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
       homeRuns: runs.rank.length,
-      tasks: fwd.tasks.table.rank.length,
+      tasks: tiling.table.rank.length,
+      untiledTasks: fwd.tasks.table.rank.length,
       computeImbalance: computeImbalance(placement.computeLoad),
       greedyImbalance: placement.greedyImbalance,
       refineSteps: placement.refineSteps,
@@ -92,7 +99,8 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     layout: t3 - t2,
     forward: t4 - t3,
     backward: t5 - t4,
-    total: t5 - t0,
+    tiles: t6 - t5,
+    total: t6 - t0,
   };
   // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
   Object.defineProperty(meta, 'timings', { value: timings, enumerable: false });
@@ -105,9 +113,9 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     sequences,
     userLayout: problem.userLayout,
     homeLayout: homeLayoutOf(runs),
-    tasks: fwd.tasks.table,
-    forward: fwd.phase,
-    backward: bwd.phase,
+    tasks: tiling.table,
+    forward,
+    backward,
     meta,
   };
   return { plan, timings };

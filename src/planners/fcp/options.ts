@@ -16,8 +16,6 @@ export interface FcpPlannerOptions extends PlannerOptions {
   noAffinity?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 4 x world)). */
   refineSteps?: number;
-  /** Side of the square tiles tasks are cut into for dense kernels (default 2048; 0: no tiling). */
-  tile?: number;
 }
 
 /** Fully resolved FCP options (every field set). */
@@ -39,7 +37,10 @@ export interface FcpOptions {
   readonly noAffinity: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
+  /** Square tile side for dense kernels (0: tasks are not tiled). */
   readonly tile: number;
+  /** Smallest tile side for the remainder strips (<= tile). */
+  readonly minTile: number;
 }
 
 /** Defaults (refineSteps: -1 means max(2048, 4 x world), resolved by the distributor). */
@@ -56,7 +57,8 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   noAffinity: false,
   fixedBlocks: false,
   refineSteps: -1,
-  tile: 2048,
+  tile: 4096,
+  minTile: 1024,
 });
 
 const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
@@ -120,7 +122,12 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     );
   const tile = o.tile ?? d.tile;
   if (!(Number.isInteger(tile) && tile >= 0))
-    issues.push(issue('option.tile', `tile must be an integer >= 0 (got ${tile}); 0 disables tiling`, 'tile'));
+    issues.push(
+      issue('option.tile', `tile must be an integer >= 0 (got ${tile}); 0 disables tiling`, 'tile'),
+    );
+  const minTile = o.minTile ?? d.minTile;
+  if (!(Number.isInteger(minTile) && minTile >= 1))
+    issues.push(issue('option.minTile', `minTile must be a positive integer (got ${minTile})`, 'minTile'));
   const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
   for (const f of flags)
     if (o[f] !== undefined && !isBool(o[f]))
@@ -140,6 +147,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
     tile,
+    minTile: Math.min(minTile, Math.max(tile, 1)),
   };
 }
 

@@ -15,6 +15,9 @@
  * Causal mask: a query segment [qa, qb) attends keys [0, qb); every task starts below qb, so none
  * is entirely masked. The tasks of a segment tile [0, qb) and the segments tile the runs, so the
  * tasks cover every attended pair exactly once.
+ *
+ * These tasks are what the pipeline reasons about; tiles.ts cuts them into square tiles for dense
+ * kernels at the end (every tile inherits its task's op).
  */
 import { IntColumn } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
@@ -29,8 +32,6 @@ export interface TaskContext {
   readonly pieces: Pieces;
   readonly sequences: Int32Array;
   readonly mask: Mask;
-  /** Side of the square tiles for dense kernels (0: no tiling). */
-  readonly tile: number;
 }
 
 /** K/V transfers grouped by receiving RS: edges of RS i are ids[off[i]..off[i+1]). */
@@ -193,45 +194,6 @@ export function buildTasks(
     ready.push(t);
   };
   const causal = ctx.mask === 'causal';
-  const S = ctx.tile;
-  /** Emits queries [qa, qb) x keys [ka, kb), all keys visible to all queries, as S x S squares plus two remainders. */
-  const rect = (h: number, s: number, qa: number, qb: number, ka: number, kb: number, t: number): void => {
-    const nq = S > 0 ? Math.floor((qb - qa) / S) : 0;
-    const nk = S > 0 ? Math.floor((kb - ka) / S) : 0;
-    if (nq === 0 || nk === 0) {
-      emit(h, s, qa, qb, ka, kb, t);
-      return;
-    }
-    for (let i = 0; i < nq; i++) for (let j = 0; j < nk; j++) emit(h, s, qa + i * S, qa + (i + 1) * S, ka + j * S, ka + (j + 1) * S, t);
-    if (ka + nk * S < kb) emit(h, s, qa, qa + nq * S, ka + nk * S, kb, t);
-    if (qa + nq * S < qb) emit(h, s, qa + nq * S, qb, ka, kb, t);
-  };
-  /**
-   * Emits a task, tiled for dense kernels when `tile` > 0: keys below the first query are visible
-   * to every query (a rectangle of squares); a diagonal region that is exactly the query range is
-   * cut into causal squares on the diagonal and full squares below it; anything else stays whole.
-   */
-  const task = (h: number, s: number, qa: number, qb: number, ka: number, kb: number, t: number): void => {
-    if (S <= 0) {
-      emit(h, s, qa, qb, ka, kb, t);
-      return;
-    }
-    if (!causal) {
-      rect(h, s, qa, qb, ka, kb, t);
-      return;
-    }
-    const v = Math.min(kb, qa);
-    if (v > ka) rect(h, s, qa, qb, ka, v, t);
-    if (kb <= qa) return;
-    const da = Math.max(ka, qa);
-    const n = Math.floor((qb - qa) / S);
-    if (da !== qa || kb !== qb || n === 0) {
-      emit(h, s, qa, qb, da, kb, t);
-      return;
-    }
-    for (let i = 0; i < n; i++) for (let j = 0; j <= i; j++) emit(h, s, qa + i * S, qa + (i + 1) * S, qa + j * S, qa + (j + 1) * S, t);
-    if (qa + n * S < qb) emit(h, s, qa + n * S, qb, qa, qb, t);
-  };
   for (let rs = 0; rs < RS; rs++) {
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
@@ -257,13 +219,13 @@ export function buildTasks(
           const t = Math.max(tq, kp.t[k]!);
           if (ta >= 0 && tb === a && tt === t) tb = b;
           else {
-            if (ta >= 0) task(h, s, qa, qb, ta, tb, tt);
+            if (ta >= 0) emit(h, s, qa, qb, ta, tb, tt);
             ta = a;
             tb = b;
             tt = t;
           }
         }
-        if (ta >= 0) task(h, s, qa, qb, ta, tb, tt);
+        if (ta >= 0) emit(h, s, qa, qb, ta, tb, tt);
       }
     }
     rsOff[rs + 1] = cols.rank.length;
