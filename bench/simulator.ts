@@ -3,7 +3,8 @@
  * each world size, then times `simulatePlan` (both phases, default options) and prints a table.
  * Planning time is reported but not part of the simulator's time; `sim cpu s` is the process CPU
  * time of the simulation (user + system), less sensitive than wall time to other load on the
- * machine (the simulator is single-threaded). Targets (issue 5): a 256-rank
+ * machine (the simulator is single-threaded). Each row runs in a fresh plan but a warm process:
+ * with `--repeat N` the best of N runs is shown. Targets (issue 5): a 256-rank
  * plan in <= 2 s, a 4096-rank plan in <= 60 s.
  *
  *   npx tsx bench/simulator.ts [--strategies fcp,ring,...] [--worlds 16,256,4096] [--batch longtail] [--repeat 1]
