@@ -39,10 +39,9 @@ const header = [
   'heap MB',
 ];
 const rows: string[][] = [];
+const WIDTH = [10, 6, 7, 7, 9, 16, 16, 12, 8];
 const print = (cells: string[]): void =>
-  console.log(
-    cells.map((c, i) => (i < 2 ? c.padEnd(10) : c.padStart(i === 5 || i === 6 ? 18 : 11))).join(''),
-  );
+  console.log(cells.map((c, i) => (i < 2 ? c.padEnd(WIDTH[i]!) : c.padStart(WIDTH[i] ?? 8))).join('  '));
 print(header);
 for (const world of worlds)
   for (const s of strategies) {

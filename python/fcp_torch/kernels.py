@@ -168,6 +168,28 @@ class Launch:
     cu_k: Optional[torch.Tensor] = None
     batch: int = 0  # cudnn: dense batch size
     pairs: int = 0
+    # First slot of each segment's queries and keys (numpy), for slice-wise merges and adds.
+    qf: Optional[np.ndarray] = None
+    kf: Optional[np.ndarray] = None
+    # (start, end) when the packed rows are one contiguous slot range: a view replaces the gather.
+    q_range: Optional[Tuple[int, int]] = None
+    k_range: Optional[Tuple[int, int]] = None
+
+    def finish(self) -> "Launch":
+        """Fills the contiguous ranges from qf/kf (called once the segments are known)."""
+        if self.qf is not None:
+            self.q_range = _contiguous(self.qf, self.lq)
+        if self.kf is not None:
+            self.k_range = _contiguous(self.kf, self.lk)
+        return self
+
+
+def _contiguous(first: np.ndarray, length: np.ndarray) -> Optional[Tuple[int, int]]:
+    if len(first) == 0:
+        return None
+    if len(first) > 1 and not np.array_equal(first[1:], first[:-1] + length[:-1]):
+        return None
+    return int(first[0]), int(first[-1] + length[-1])
 
 
 def _t(a: np.ndarray, device) -> torch.Tensor:
@@ -206,7 +228,9 @@ def plan_launches(
                     torch.from_numpy(cu_q).to(device) if name == "flash" else None,
                     torch.from_numpy(cu_k).to(device) if name == "flash" else None,
                     pairs=int(pairs[mm].sum()),
-                )
+                    qf=qfirst[mm],
+                    kf=kfirst[mm],
+                ).finish()
             )
 
     if kernel == "math":
@@ -222,7 +246,9 @@ def plan_launches(
                     lq,
                     lk,
                     pairs=int(pairs[i]),
-                )
+                    qf=qfirst[i : i + 1],
+                    kf=kfirst[i : i + 1],
+                ).finish()
             )
         return out
     if kernel == "flash":
@@ -262,7 +288,9 @@ def plan_launches(
                         pieces.lk[mem],
                         batch=b,
                         pairs=int(pairs[mem].sum()),
-                    )
+                        qf=qfirst[mem],
+                        kf=kfirst[mem],
+                    ).finish()
                 )
     rest = ~use_cudnn
     if rest.any():
@@ -545,6 +573,19 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     a = a.double().cpu()
     b = b.double().cpu()
     return float((a - b).norm() / (b.norm() + 1e-300))
+
+
+def merge_slice(o_acc: torch.Tensor, lse_acc: torch.Tensor, a: int, o: torch.Tensor, lse: torch.Tensor) -> None:
+    """Merges one segment's (o, lse) into accumulator rows [a, a + len(o)) in place.
+
+    One pass over the rows: with w = sigmoid(lse - lse_acc) = exp(lse - lse'), the merged output is
+    o_acc + w (o - o_acc), a lerp (the rows of a kernel piece always attend at least one key).
+    """
+    n = o.shape[0]
+    la = lse_acc[a : a + n]
+    w = torch.sigmoid(lse.float() - la)
+    o_acc[a : a + n].lerp_(o.float(), w.unsqueeze(-1))
+    torch.logaddexp(la, lse.float(), out=la)
 
 
 def merge_into(

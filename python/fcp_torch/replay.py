@@ -88,6 +88,10 @@ def replay_rank(
         for launches in rt._launch_cache.values():
             for L in launches:
                 L.kidx = L.kidx % kv_cap
+                if L.k_range is not None and L.k_range[1] > kv_cap:
+                    L.k_range = None
+                if L.kf is not None and np.any(L.kf + L.lk > kv_cap):
+                    L.qf = L.kf = None  # slice-wise accumulation would cross the folded buffer's end
         nk = kv_cap
     base = _fill(rt, seed, nk)
     dev = rt.device

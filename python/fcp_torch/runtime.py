@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .comm import LocalComm
-from .kernels import Kernels, Pieces, decompose, merge_into, plan_launches
+from .kernels import Kernels, Pieces, decompose, merge_into, merge_slice, plan_launches
 from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
 from .spaces import TokenSpace
 
@@ -165,8 +165,9 @@ class RankRuntime:
             pp = getattr(self.prog, ph)
             for i in range(len(pp.ops)):
                 launches = self._launches(ph, i)
-                if ph == "forward" and launches:
-                    self._merge_index(launches)
+                scatter = [L for L in launches if not self._sliced(L)]
+                if ph == "forward" and scatter:
+                    self._merge_index(scatter)
             if not self.local:
                 for g in range(len(pp.groups)):
                     self._group(ph, g)
@@ -308,44 +309,71 @@ class RankRuntime:
             st.pairs += L.pairs
             st.launch_kinds[L.kernel] = st.launch_kinds.get(L.kernel, 0) + 1
 
+    # Launches with at most this many segments merge and accumulate slice by slice (no scatter).
+    SLICE_SEGMENTS = 16
+
     def _merge_index(self, launches):
-        """Concatenated query slots of an op's launches and their unique/inverse (cached per op)."""
-        key = id(launches)
+        """Concatenated query slots of the scatter-merged launches of an op and their unique/inverse (cached)."""
+        key = tuple(id(L) for L in launches)
         hit = self._merge_cache.get(key)
-        if hit is None or hit[0] is not launches:
+        if hit is None:
             idx = torch.cat([L.qidx for L in launches])
             hit = (launches, idx, torch.unique(idx, return_inverse=True))
             self._merge_cache[key] = hit
         return hit[1], hit[2]
 
+    @staticmethod
+    def _rows(buf: torch.Tensor, rng, idx: torch.Tensor) -> torch.Tensor:
+        return buf[rng[0] : rng[1]] if rng is not None else buf.index_select(0, idx)
+
+    def _sliced(self, L) -> bool:
+        return L.qf is not None and len(L.lq) <= self.SLICE_SEGMENTS
+
     def _forward_op(self, launches) -> None:
         b = self._bufs
-        idxs, os_, ls = [], [], []
+        scatter, os_, ls = [], [], []
         for L in launches:
-            q = b["Q"].index_select(0, L.qidx)
-            k = b["K"].index_select(0, L.kidx)
-            v = b["V"].index_select(0, L.kidx)
+            q = self._rows(b["Q"], L.q_range, L.qidx)
+            k = self._rows(b["K"], L.k_range, L.kidx)
+            v = self._rows(b["V"], L.k_range, L.kidx)
             o, lse = self.kernels.forward(L, q, k, v)
-            idxs.append(L.qidx)
-            os_.append(o)
-            ls.append(lse)
-        if idxs:
-            idx, uniq = self._merge_index(launches)
+            if self._sliced(L):
+                off = 0
+                for a, n in zip(L.qf.tolist(), L.lq.tolist()):
+                    merge_slice(b["O"], b["LSE"], a, o[off : off + n], lse[off : off + n])
+                    off += n
+            else:
+                scatter.append(L)
+                os_.append(o)
+                ls.append(lse)
+        if scatter:
+            idx, uniq = self._merge_index(scatter)
             merge_into(b["O"], b["LSE"], idx, torch.cat([o.float() for o in os_]), torch.cat(ls), uniq)
 
     def _backward_op(self, launches) -> None:
         b = self._bufs
         for L in launches:
-            q = b["Q"].index_select(0, L.qidx)
-            k = b["K"].index_select(0, L.kidx)
-            v = b["V"].index_select(0, L.kidx)
-            o = b["Ofinal"].index_select(0, L.qidx)
-            do = b["dO"].index_select(0, L.qidx)
-            lse = b["LSE"].index_select(0, L.qidx)
+            q = self._rows(b["Q"], L.q_range, L.qidx)
+            k = self._rows(b["K"], L.k_range, L.kidx)
+            v = self._rows(b["V"], L.k_range, L.kidx)
+            o = self._rows(b["Ofinal"], L.q_range, L.qidx)
+            do = self._rows(b["dO"], L.q_range, L.qidx)
+            lse = self._rows(b["LSE"], L.q_range, L.qidx)
             dq, dk, dv = self.kernels.backward(L, q, k, v, o, do, lse)
-            b["dQ"].index_add_(0, L.qidx, dq.float())
-            b["dK"].index_add_(0, L.kidx, dk.float())
-            b["dV"].index_add_(0, L.kidx, dv.float())
+            if self._sliced(L):
+                off = 0
+                for a, n in zip(L.qf.tolist(), L.lq.tolist()):
+                    b["dQ"][a : a + n].add_(dq[off : off + n])
+                    off += n
+                off = 0
+                for a, n in zip(L.kf.tolist(), L.lk.tolist()):
+                    b["dK"][a : a + n].add_(dk[off : off + n])
+                    b["dV"][a : a + n].add_(dv[off : off + n])
+                    off += n
+            else:
+                b["dQ"].index_add_(0, L.qidx, dq.float())
+                b["dK"].index_add_(0, L.kidx, dk.float())
+                b["dV"].index_add_(0, L.kidx, dv.float())
 
     # --- groups --------------------------------------------------------------------------------
 
