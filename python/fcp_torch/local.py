@@ -37,7 +37,10 @@ def run_local(
     def rank_main(r: int) -> None:
         try:
             prog = rank_program(plan, r)
-            stream = torch.cuda.Stream(device=torch.device(device)) if streams else None
+            dev = torch.device(device)
+            if dev.type == "cuda" and dev.index is None:
+                dev = torch.device("cuda", torch.cuda.current_device())
+            stream = torch.cuda.Stream(device=dev) if streams else None
             comm = LocalComm() if plan.world == 1 else ThreadComm(r, box, stream)
             rt = RankRuntime(prog, comm, device, dtype, kernel, mode)
 
@@ -47,7 +50,7 @@ def run_local(
                 return torch.cat(parts) if parts else torch.zeros(0, h, plan.head_dim, device=device)
 
             if streams:
-                torch.cuda.set_device(torch.device(device))
+                torch.cuda.set_device(dev)
             o = rt.forward(rows("q"), rows("k"), rows("v"))
             dq, dk, dv = rt.backward(rows("dO"))
             if streams:

@@ -71,6 +71,7 @@ def replay_rank(
     warmup: int = 1,
     seed: int = 0,
     kv_cap: int = 1 << 21,
+    profile: bool = False,
 ) -> dict:
     """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
 
@@ -129,6 +130,9 @@ def replay_rank(
             fk.append(f.compute_ms)
             bk.append(b.compute_ms)
         del bf, bb
+    kernel_ms = None
+    if profile and rt.cuda:
+        kernel_ms = _profile_kernels(rt, base, nq, nk, dtype)
     pairs_f = prog.attended_pairs("forward")
     pairs_b = prog.attended_pairs("backward")
     flops_f = 4.0 * pairs_f * prog.q_heads * prog.head_dim
@@ -152,6 +156,43 @@ def replay_rank(
         "first_iteration": first,
         "forward_mfu": flops_f / (PEAK_TFLOPS * 1e12 * med(fw) / 1e3),
         "backward_mfu": flops_b / (PEAK_TFLOPS * 1e12 * med(bw) / 1e3),
+        "kernel_only_ms": kernel_ms,
         "expand_s": expand_s,
         "prepare_s": prep_s,
     }
+
+
+def _profile_kernels(rt: RankRuntime, base, nq: int, nk: int, dtype) -> dict:
+    """One more forward and backward with CUDA events around each kernel call only: kernel time per
+    kernel kind, against which the replay's op time shows what gathers, merges and adds cost."""
+    acc: Dict[str, list] = {}
+    kf, kb = rt.kernels.forward, rt.kernels.backward
+
+    def wrap(fn, phase):
+        def inner(L, *a):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            out = fn(L, *a)
+            e1.record()
+            acc.setdefault(f"{phase}:{L.kernel}", []).append((e0, e1))
+            return out
+
+        return inner
+
+    rt.kernels.forward, rt.kernels.backward = wrap(kf, "forward"), wrap(kb, "backward")
+    try:
+        dev = rt.device
+        bf = {"Q": base["Q"], "K": base["K"], "V": base["V"],
+              "O": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
+              "LSE": torch.full((nq, rt.H), float("-inf"), device=dev, dtype=torch.float32)}
+        rt._run_phase("forward", bf)
+        bb = {"Q": base["Q"], "K": base["K"], "V": base["V"], "Ofinal": bf["O"].to(dtype), "LSE": bf["LSE"],
+              "dO": torch.randn_like(base["Q"]),
+              "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
+              "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
+              "dV": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32)}
+        rt._run_phase("backward", bb)
+        torch.cuda.synchronize(dev)
+    finally:
+        rt.kernels.forward, rt.kernels.backward = kf, kb
+    return {k: sum(a.elapsed_time(b) for a, b in v) for k, v in acc.items()}

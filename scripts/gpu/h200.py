@@ -11,6 +11,9 @@
                 forward and backward; written in the formats of data/calibration/*.json
   4. replay     64/128/256-rank plans of fcp, ring, magi on longtail: the heaviest and a median
                 rank's compute ops with all data local, per kernel policy, time and MFU
+  5. multigpu   (issue 7; only where several GPUs are visible) fcp, ring, magi on longtail and magi
+                batches at 32K tokens per GPU, one process per GPU with NCCL: outputs and gradients
+                against torch SDPA, MFU (slowest rank, median iteration), NVLink copy bandwidth
 
 Run on the GPU machine from the repository root:
     python3 scripts/gpu/h200.py --out "$OUT" --budget 540
@@ -52,7 +55,10 @@ ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "tm
 ap.add_argument("--budget", type=float, default=540.0, help="seconds; sections stop starting work past it")
 ap.add_argument("--smoke", action="store_true", help="CPU, tiny sizes: check the script itself")
 ap.add_argument("--manifest", action="store_true", help="pick replay ranks (CPU) into plans/manifest.json and exit")
-ap.add_argument("--sections", default="env,numerics,multirank,calibrate,replay")
+ap.add_argument("--sections", default="env,numerics,multirank,calibrate,replay,multigpu")
+ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
+ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
+ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 T0 = time.time()
@@ -176,8 +182,8 @@ def env() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-def sdpa_ref(x, causal=True):
-    """Per-sequence torch SDPA in bf16 (autograd) and in float32; returns dicts of lists."""
+def sdpa_ref(x, causal=True, fp32=True):
+    """Per-sequence torch SDPA in bf16 (autograd) and (unless fp32=False) in float32; dicts of lists."""
     from fcp_torch.reference import reference_sequence, sdpa_sequence
 
     bf = {f: [] for f in ("o", "dq", "dk", "dv")}
@@ -189,7 +195,7 @@ def sdpa_ref(x, causal=True):
             r2 = reference_sequence(q, k, v, do, causal, torch.float64)
         else:
             r1 = sdpa_sequence(q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16), do.to(torch.bfloat16), causal)
-            r2 = sdpa_sequence(q.float(), k.float(), v.float(), do.float(), causal)
+            r2 = sdpa_sequence(q.float(), k.float(), v.float(), do.float(), causal) if fp32 else r1
         for f, a, b in zip(("o", "dq", "dk", "dv"), r1, r2):
             bf[f].append(a.float())
             fp[f].append(b.float())
@@ -277,7 +283,8 @@ def multirank() -> None:
             synth.write(synth.owner_plan([40, 9, 70, 3], 4, 2, "causal", H=4, Hk=2, D=16), path)
         else:
             path = os.path.join(PLANS, f"{name}.json.gz")
-        attempts = ["nccl", "gloo-staged"] if backend_used is None else [backend_used]
+        tried = [b for b in args.multirank_backends.split(",") if b]
+        attempts = tried if backend_used is None else [backend_used]
         if SMOKE:
             attempts = ["gloo"]
         r = {"attempts": {}}
@@ -503,6 +510,8 @@ def replay() -> None:
     man = json.load(open(man_path)) if os.path.exists(man_path) else {}
     out = R.setdefault("replay", {})
     order = [f"replay-{s}-{w}" for w in (64, 128, 256) for s in ("fcp", "magi", "ring")]
+    if args.replay_plans:
+        order = [n for n in args.replay_plans.split(",") if n]
     for name in order:
         if left() < 30:
             out[name] = {"skipped": "time budget"}
@@ -522,17 +531,93 @@ def replay() -> None:
                     if left() < 25:
                         res["runs"].append({"which": which, "kernel": kernel, "skipped": "time budget"})
                         continue
-                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=2, warmup=1)
+                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=2, warmup=1, profile=args.profile)
                     r["which"] = which
                     res["runs"].append(r)
                     log(name, which, kernel, f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
-                        f"(first iter {r['first_iteration']}, launches {r['launches']['forward']})")
+                        f"(first iter {r['first_iteration']}, launches {r['launches']['forward']}, kernel-only {r.get('kernel_only_ms')})")
                     torch.cuda.empty_cache()
             out[name] = res
         except Exception as e:  # noqa: BLE001
             out[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
             log(name, "failed", e)
         save()
+
+
+@section("multigpu")
+def multigpu() -> None:
+    from fcp_torch.launch import LaunchError, gather_outputs, run_workers
+
+    n = 2 if SMOKE else torch.cuda.device_count()
+    if n < 2:
+        R["multigpu"] = {"skipped": f"{n} GPU visible; needs a multi-GPU machine"}
+        log("multigpu skipped:", R["multigpu"]["skipped"])
+        return
+    world = max(w for w in (2, 4, 8) if w <= n)
+    out = {"world": world, "bandwidth": {}, "runs": {}}
+    refs = {}  # SDPA reference per batch (the three strategies share inputs)
+    if not SMOKE:
+        # Device-to-device copies between GPU 0 and each other GPU (NVLink peer access), 1 GiB.
+        for j in range(1, world):
+            a = torch.empty(2**30, dtype=torch.uint8, device="cuda:0")
+            b = torch.empty(2**30, dtype=torch.uint8, device=f"cuda:{j}")
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(j)
+            for _ in range(2):
+                b.copy_(a)
+            torch.cuda.synchronize(j)
+            t = time.perf_counter()
+            for _ in range(5):
+                b.copy_(a)
+            torch.cuda.synchronize(j)
+            out["bandwidth"][f"0->{j}"] = 5 * a.numel() / (time.perf_counter() - t) / 1e9
+            del a, b
+        log("p2p copy GB/s", out["bandwidth"])
+    for batch in ("longtail", "magi"):
+        for strategy in ("fcp", "ring", "magi"):
+            name = f"multi-{strategy}-{batch}-{world}"
+            if left() < 60:
+                out["runs"][name] = {"skipped": "time budget"}
+                continue
+            if SMOKE:
+                from tests import synth
+
+                path = os.path.join(tempfile.mkdtemp(prefix="fcp-mg-"), "p.json")
+                synth.write(synth.chunk_plan([70, 9, 33], 2) if strategy == "ring" else synth.owner_plan([70, 9, 33], 2, 1), path)
+            else:
+                path = os.path.join(PLANS, f"{name}.json.gz")
+            plan = read_plan(path)
+            d = tempfile.mkdtemp(prefix="fcp-mg-")
+            a = ["--device", DEV.type, "--backend", "gloo" if SMOKE else "nccl", "--kernel", "math" if SMOKE else "auto",
+                 "--iters", "3", "--warmup", "1", "--seed", "7", "--timeout", "120"]
+            try:
+                infos = run_workers(path, world, d, a, timeout=400)
+            except LaunchError as e:
+                out["runs"][name] = {"error": f"{e.code}: {e.message[-1500:]}"}
+                log(name, "failed", e.code)
+                continue
+            iters = len(infos[0]["iters"])
+            span = lambda ph: float(np.median([max(i["iters"][k][ph]["wall_ms"] for i in infos) for k in range(iters)]))  # noqa: E731
+            pairs = sum(i["pairsForward"] for i in infos)
+            fwd, bwd = span("forward"), span("backward")
+            res = {
+                "forward_ms": fwd,
+                "backward_ms": bwd,
+                "forward_mfu": 4.0 * pairs * plan.q_heads * plan.head_dim / (world * PEAK * 1e12 * fwd / 1e3),
+                "backward_mfu": 10.0 * pairs * plan.q_heads * plan.head_dim / (world * PEAK * 1e12 * bwd / 1e3),
+                "per_rank": [{k: i["iters"][-1][ph][k] for ph in ("forward",) for k in ("wall_ms", "compute_ms", "comm_ms", "bytes_sent")} for i in infos],
+            }
+            outp = gather_outputs(d, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
+            got = {f: [torch.from_numpy(x).to(DEV) for x in outp[f]] for f in outp}
+            key = tuple(plan.sequences.tolist())
+            if key not in refs:
+                refs[key] = sdpa_ref(whole_inputs(plan, 7), plan.causal, fp32=False)[0]
+            res["vs_sdpa_bf16"] = errs(got, refs[key])
+            res["pass"] = max(res["vs_sdpa_bf16"].values()) < 1e-2
+            out["runs"][name] = res
+            log(name, json.dumps({k: v for k, v in res.items() if k != "per_rank"}))
+            save()
+    R["multigpu"] = out
 
 
 def summary() -> str:
@@ -564,6 +649,16 @@ def summary() -> str:
         for r in res.get("runs", []) if isinstance(res, dict) else []:
             if "forward_ms" in r:
                 lines.append(f"  {name:18s} {r['which']:8s} r{r['rank']:<4} {r['kernel']:5s} {r['forward_ms']:8.1f} {r['forward_mfu']:.3f} {r['backward_ms']:8.1f} {r['backward_mfu']:.3f}")
+    mg = R.get("multigpu", {})
+    if "runs" in mg:
+        lines.append(f"multi-GPU ({mg['world']} GPUs, NCCL), p2p copy GB/s {mg['bandwidth']}: plan, fwd ms, fwd MFU, bwd ms, bwd MFU, max rel err vs SDPA")
+        for name, r in mg["runs"].items():
+            if "forward_ms" in r:
+                lines.append(f"  {name:24s} {r['forward_ms']:8.1f} {r['forward_mfu']:.3f} {r['backward_ms']:8.1f} {r['backward_mfu']:.3f} {max(r['vs_sdpa_bf16'].values()):.1e}")
+            else:
+                lines.append(f"  {name:24s} {r}")
+    elif mg:
+        lines.append(f"multi-GPU: {mg}")
     if R["errors"]:
         lines.append(f"errors in sections: {list(R['errors'])}")
     return "\n".join(lines)
@@ -578,6 +673,7 @@ if __name__ == "__main__":
     multirank()
     calibrate()
     replay()
+    multigpu()
     R["total_s"] = time.time() - T0
     save()
     s = summary()

@@ -1,7 +1,8 @@
 /**
  * Writes the plans the GPU script needs into scripts/gpu/plans/ (gzip JSON): the replay plans
  * (fcp, ring, magi on `longtail` at 64, 128 and 256 ranks, 32K tokens per rank, Llama-3-70B
- * attention) and small numerics plans (1 rank; 4 ranks of each strategy). Run here, before the GPU
+ * attention), small numerics plans (1 rank; 4 ranks of each strategy) and the multi-GPU plans of
+ * issue 7 (2/4/8 ranks, longtail and magi batches). Run here, before the GPU
  * call (the GPU machine has no Node): `npx tsx scripts/gpu/make-plans.ts`.
  */
 import { mkdirSync, statSync } from 'node:fs';
@@ -31,6 +32,11 @@ function emit(name: string, strategy: string, opts: Parameters<typeof resolvePro
 const small = [3000, 1000, 517, 4096, 64, 1900];
 emit('num-fcp-1', 'fcp', { batch: small, world: 1, mask: 'causal' }, true);
 for (const s of ['fcp', 'ring', 'magi']) emit(`num-${s}-4`, s, { batch: small, world: 4, mask: 'causal' }, true);
+// Multi-GPU runs (issue 7): every strategy on 2, 4 and 8 GPUs of one host, longtail and magi batches.
+for (const world of [2, 4, 8])
+  for (const batch of ['longtail', 'magi'])
+    for (const s of ['fcp', 'ring', 'magi'])
+      emit(`multi-${s}-${batch}-${world}`, s, { batch, world, tokensPerRank: 32768, seed: 1 }, true);
 // Replay: longtail, 32K tokens per rank.
 for (const world of [64, 128, 256])
   for (const s of ['fcp', 'ring', 'magi'])

@@ -11,9 +11,9 @@ import { FcpError, fail, issue } from '../core/issues.ts';
 import { randomInputsForPlan } from '../executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
+import { runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
 import { NO_MULTICAST_ENV } from '../executors/torch/launch.ts';
 import { pythonPackageRoot } from '../executors/torch/python.ts';
-import { runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
 import type { ExecutionResult } from '../executors/types.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
@@ -22,7 +22,11 @@ import { intOption, numberOption } from './common.ts';
 const choice = <T extends string>(value: unknown, name: string, allowed: readonly T[]): T => {
   const v = String(value);
   if (!(allowed as readonly string[]).includes(v))
-    fail(`option.${name}`, `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be one of ${allowed.join(', ')} (got ${v})`, name);
+    fail(
+      `option.${name}`,
+      `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be one of ${allowed.join(', ')} (got ${v})`,
+      name,
+    );
   return v as T;
 };
 
@@ -41,7 +45,8 @@ export function torchOptionsFrom(o: Record<string, unknown>): TorchRunOptions {
   if (out.warmup! < 0) fail('option.warmup', '--warmup must be at least 0', 'warmup');
   if (o.nproc !== undefined) out.nproc = intOption(o.nproc, 'nproc');
   if (o.mode !== undefined) out.mode = choice(o.mode, 'mode', ['br', 'square'] as const);
-  if (o.dtype !== undefined) out.dtype = choice(o.dtype, 'dtype', ['float32', 'bfloat16', 'float16'] as const);
+  if (o.dtype !== undefined)
+    out.dtype = choice(o.dtype, 'dtype', ['float32', 'bfloat16', 'float16'] as const);
   if (o.python !== undefined) out.python = String(o.python);
   if (o.peakTflops !== undefined) out.peakTflops = numberOption(o.peakTflops, 'peakTflops');
   return out;
@@ -54,7 +59,14 @@ export function torchOptionsFrom(o: Record<string, unknown>): TorchRunOptions {
 export function torchrunCommand(
   plan: Plan,
   planPath: string,
-  o: { nnodes: number; perNode: number; masterAddr: string; masterPort: number; out: string; extra: string[] },
+  o: {
+    nnodes: number;
+    perNode: number;
+    masterAddr: string;
+    masterPort: number;
+    out: string;
+    extra: string[];
+  },
 ): string {
   if (o.nnodes * o.perNode !== plan.world)
     fail(
@@ -76,7 +88,12 @@ export function torchrunCommand(
 const ms = (x: number): string => x.toFixed(2);
 
 /** Human-readable summary of a run. */
-export function formatRun(plan: Plan, r: ExecutionResult, errors?: Record<string, number>, maxError?: number): string {
+export function formatRun(
+  plan: Plan,
+  r: ExecutionResult,
+  errors?: Record<string, number>,
+  maxError?: number,
+): string {
   const d = (r.details ?? {}) as Record<string, unknown>;
   const lines = [
     `plan: ${plan.strategy}, ${plan.world} ranks, ${plan.sequences.length} sequences, ${plan.mask}`,
@@ -100,8 +117,12 @@ export function formatRun(plan: Plan, r: ExecutionResult, errors?: Record<string
   if (errors && maxError !== undefined) {
     const worst = Math.max(...Object.values(errors));
     const e = (x: number) => x.toExponential(2);
-    lines.push(`relative error vs float64 reference: o ${e(errors.o!)}, dq ${e(errors.dq!)}, dk ${e(errors.dk!)}, dv ${e(errors.dv!)}`);
-    lines.push(worst <= maxError ? `check: OK (<= ${e(maxError)})` : `check: MISMATCH (${e(worst)} > ${e(maxError)})`);
+    lines.push(
+      `relative error vs float64 reference: o ${e(errors.o!)}, dq ${e(errors.dq!)}, dk ${e(errors.dk!)}, dv ${e(errors.dv!)}`,
+    );
+    lines.push(
+      worst <= maxError ? `check: OK (<= ${e(maxError)})` : `check: MISMATCH (${e(worst)} > ${e(maxError)})`,
+    );
   }
   return lines.join('\n');
 }
@@ -115,10 +136,17 @@ export function register(program: Command): void {
     .option('--backend <name>', 'runtime: torch, cpu or sim', 'torch')
     .option('--nproc <n>', 'torch: processes to start (must equal the plan world; default: the plan world)')
     .option('--device <device>', 'torch: cpu or cuda', 'cpu')
-    .option('--dist-backend <name>', 'torch: auto, gloo, nccl or gloo-staged (CUDA tensors over gloo)', 'auto')
+    .option(
+      '--dist-backend <name>',
+      'torch: auto, gloo, nccl or gloo-staged (CUDA tensors over gloo)',
+      'auto',
+    )
     .option('--kernel <name>', 'torch: auto, math, flash (varlen) or cudnn (dense batches)', 'auto')
     .option('--mode <mode>', 'torch: piece decomposition br or square (default: by kernel)')
-    .option('--dtype <dtype>', 'torch: float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)')
+    .option(
+      '--dtype <dtype>',
+      'torch: float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)',
+    )
     .option('--iters <n>', 'timed iterations (forward + backward)', '1')
     .option('--warmup <n>', 'untimed iterations first', '0')
     .option('--seed <n>', 'seed of the random inputs', '1')
@@ -140,8 +168,17 @@ export function register(program: Command): void {
       if (opts.printTorchrun) {
         const nnodes = intOption(opts.nnodes, 'nnodes');
         const perNode =
-          opts.nprocPerNode !== undefined ? intOption(opts.nprocPerNode, 'nprocPerNode') : Math.ceil(plan.world / nnodes);
-        const extra = ['--kernel', String(opts.kernel ?? 'auto'), '--iters', String(opts.iters ?? 1), '--warmup', String(opts.warmup ?? 0)];
+          opts.nprocPerNode !== undefined
+            ? intOption(opts.nprocPerNode, 'nprocPerNode')
+            : Math.ceil(plan.world / nnodes);
+        const extra = [
+          '--kernel',
+          String(opts.kernel ?? 'auto'),
+          '--iters',
+          String(opts.iters ?? 1),
+          '--warmup',
+          String(opts.warmup ?? 0),
+        ];
         process.stdout.write(
           `${torchrunCommand(plan, planPath, {
             nnodes,
@@ -168,17 +205,22 @@ export function register(program: Command): void {
         result = await runTorch(plan, inputs, to);
       } else {
         if (opts.nproc !== undefined && intOption(opts.nproc, 'nproc') !== plan.world)
-          throw new FcpError(issue('run.nproc', `the plan is for ${plan.world} ranks, not --nproc ${opts.nproc}`, 'nproc'));
+          throw new FcpError(
+            issue('run.nproc', `the plan is for ${plan.world} ranks, not --nproc ${opts.nproc}`, 'nproc'),
+          );
         result = await getExecutor(backend).run(plan, inputs, {});
       }
       let errors: Record<string, number> | undefined;
       if (check) {
-        if (!result.outputs) fail('run.check', `the ${backend} runtime computes no outputs to check`, 'check');
+        if (!result.outputs)
+          fail('run.check', `the ${backend} runtime computes no outputs to check`, 'check');
         errors = { ...compareOutputs(result.outputs, referenceAttention(plan.model, plan.mask, inputs!)) };
       }
       const json = JSON.stringify({ ...result, outputs: undefined, errors }, null, 1);
       if (opts.output !== undefined) writeFileAtomic(String(opts.output), json);
-      process.stdout.write(opts.json ? `${json}\n` : `${formatRun(plan, result, errors, check ? maxError : undefined)}\n`);
+      process.stdout.write(
+        opts.json ? `${json}\n` : `${formatRun(plan, result, errors, check ? maxError : undefined)}\n`,
+      );
       if (errors && Math.max(...Object.values(errors)) > maxError) process.exitCode = 1;
     });
 }

@@ -14,7 +14,7 @@
  */
 import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
-import { resolveProblem, type ProblemOptions } from '../cluster/problem.ts';
+import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError } from '../core/issues.ts';
 import { planToJson, writePlan } from '../plan/io.ts';
 import type { ModelShape } from '../plan/types.ts';
@@ -56,7 +56,8 @@ export function handleServeLine(line: string): string | null {
   const op = req.op ?? 'plan';
   if (op === 'shutdown') return null;
   if (op === 'ping') return JSON.stringify({ id: req.id ?? null, ok: true, op: 'ping' });
-  if (op !== 'plan') return errorLine(req.id, 'serve.op', `unknown op ${JSON.stringify(op)}; use plan, ping or shutdown`);
+  if (op !== 'plan')
+    return errorLine(req.id, 'serve.op', `unknown op ${JSON.stringify(op)}; use plan, ping or shutdown`);
   try {
     const po: ProblemOptions = {};
     if (req.batch !== undefined) po.batch = req.batch;
@@ -81,7 +82,11 @@ export function handleServeLine(line: string): string | null {
     if (req.validate) {
       const { issues } = validatePlan(plan);
       if (issues.length > 0)
-        return errorLine(req.id, 'serve.invalidPlan', `the ${planner.name} plan breaks ${issues[0]!.code}: ${issues[0]!.message}`);
+        return errorLine(
+          req.id,
+          'serve.invalidPlan',
+          `the ${planner.name} plan breaks ${issues[0]!.code}: ${issues[0]!.message}`,
+        );
     }
     const head = {
       id: req.id ?? null,

@@ -10,16 +10,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { main } from '../../src/cli/main.ts';
 import { handleServeLine, serve } from '../../src/cli/serve.ts';
+import { SMALL_MODEL } from '../../src/cluster/model.ts';
+import { resolveProblem } from '../../src/cluster/problem.ts';
 import { findTorchPython, pythonPackageRoot } from '../../src/executors/torch/python.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
 import { getPlanner } from '../../src/planners/registry.ts';
 
 const python = findTorchPython();
-const skip = python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
+const skip =
+  python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
 const dir = mkdtempSync(join(tmpdir(), 'fcp-torch-cli-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -29,8 +30,14 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   let err = '';
   const ow = process.stdout.write.bind(process.stdout);
   const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => ((out += s), true)) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => ((err += s), true)) as typeof process.stderr.write;
+  process.stdout.write = ((s: string) => {
+    out += s;
+    return true;
+  }) as typeof process.stdout.write;
+  process.stderr.write = ((s: string) => {
+    err += s;
+    return true;
+  }) as typeof process.stderr.write;
   const before = process.exitCode;
   try {
     const code = await main(args);
@@ -43,7 +50,9 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
 }
 
 function planFile(world: number, name: string): string {
-  const p = getPlanner('fcp').plan(resolveProblem({ batch: [64, 30, 17], world, model: SMALL_MODEL }), { blockSize: 16 });
+  const p = getPlanner('fcp').plan(resolveProblem({ batch: [64, 30, 17], world, model: SMALL_MODEL }), {
+    blockSize: 16,
+  });
   const path = join(dir, name);
   writePlan(path, p);
   return path;
@@ -52,7 +61,19 @@ function planFile(world: number, name: string): string {
 describe('fcp run', () => {
   it('runs a plan with torch processes and checks it against the reference', { skip }, async () => {
     const path = planFile(2, 'p2.json');
-    const r = await cli(['run', '--backend', 'torch', '--nproc', '2', '--check', '--iters', '2', '--warmup', '1', path]);
+    const r = await cli([
+      'run',
+      '--backend',
+      'torch',
+      '--nproc',
+      '2',
+      '--check',
+      '--iters',
+      '2',
+      '--warmup',
+      '1',
+      path,
+    ]);
     assert.equal(r.code, 0, r.err + r.out);
     assert.match(r.out, /check: OK/);
     assert.match(r.out, /forward [\d.]+ ms, backward [\d.]+ ms/);
@@ -89,13 +110,20 @@ describe('fcp serve', () => {
     const done = serve(input, output);
     const model = { qHeads: 4, kvHeads: 2, headDim: 8 };
     const path = join(dir, 'served.json.gz');
-    input.write(`${JSON.stringify({ id: 'a', strategy: 'fcp', batch: [90, 12], world: 2, model, options: { blockSize: 16 }, validate: true })}\n`);
-    input.write(`${JSON.stringify({ id: 'b', strategy: 'magi', batch: [90, 12], world: 2, model, output: path })}\n`);
+    input.write(
+      `${JSON.stringify({ id: 'a', strategy: 'fcp', batch: [90, 12], world: 2, model, options: { blockSize: 16 }, validate: true })}\n`,
+    );
+    input.write(
+      `${JSON.stringify({ id: 'b', strategy: 'magi', batch: [90, 12], world: 2, model, output: path })}\n`,
+    );
     input.write('not json\n');
     input.write(`${JSON.stringify({ id: 'c', strategy: 'fcp', world: 0 })}\n`);
     input.write(`${JSON.stringify({ op: 'shutdown' })}\n`);
     await done;
-    const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.equal(lines.length, 4);
     assert.equal(lines[0]!.id, 'a');
     assert.equal(lines[0]!.ok, true);

@@ -18,10 +18,13 @@ import { writePlan } from '../../src/plan/io.ts';
 import { getPlanner } from '../../src/planners/registry.ts';
 
 const python = findTorchPython();
-const skip = python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
+const skip =
+  python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
 
 const plan = (world: number) =>
-  getPlanner('fcp').plan(resolveProblem({ batch: [60, 20, 33], world, model: SMALL_MODEL }), { blockSize: 16 });
+  getPlanner('fcp').plan(resolveProblem({ batch: [60, 20, 33], world, model: SMALL_MODEL }), {
+    blockSize: 16,
+  });
 
 /** True when no process with this id is alive any more. */
 function gone(pid: number): boolean {
@@ -51,13 +54,23 @@ describe('torch runtime failures', { skip }, () => {
     try {
       const path = join(dir, 'plan.json');
       writePlan(path, plan(4));
-      await fails(launchWorkers({ python: python!.python, nproc: 2, args: ['--plan', path, '--out', dir], timeoutMs: 60000 }), 'run.nproc');
+      await fails(
+        launchWorkers({
+          python: python!.python,
+          nproc: 2,
+          args: ['--plan', path, '--out', dir],
+          timeoutMs: 60000,
+        }),
+        'run.nproc',
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it('CUDA requested where torch sees none', { skip: python?.cuda ? 'this machine has CUDA' : false }, async () => {
+  it('CUDA requested where torch sees none', {
+    skip: python?.cuda ? 'this machine has CUDA' : false,
+  }, async () => {
     await fails(runTorch(plan(2), undefined, { device: 'cuda' }), 'run.noCuda');
   });
 
@@ -65,7 +78,11 @@ describe('torch runtime failures', { skip }, () => {
     let pids: number[] = [];
     const t0 = Date.now();
     await fails(
-      runTorch(plan(2), undefined, { env: { FCP_TORCH_FAULT: '1:exit' }, onSpawn: (p) => (pids = p), timeoutMs: 120000 }),
+      runTorch(plan(2), undefined, {
+        env: { FCP_TORCH_FAULT: '1:exit' },
+        onSpawn: (p) => (pids = p),
+        timeoutMs: 120000,
+      }),
       'run.rankFailed',
     );
     assert.ok(Date.now() - t0 < 60000, `took ${Date.now() - t0} ms`);
@@ -76,7 +93,11 @@ describe('torch runtime failures', { skip }, () => {
   it('a hanging peer hits the deadline and every process ends', async () => {
     let pids: number[] = [];
     await fails(
-      runTorch(plan(2), undefined, { env: { FCP_TORCH_FAULT: '0:hang' }, onSpawn: (p) => (pids = p), timeoutMs: 5000 }),
+      runTorch(plan(2), undefined, {
+        env: { FCP_TORCH_FAULT: '0:hang' },
+        onSpawn: (p) => (pids = p),
+        timeoutMs: 5000,
+      }),
       'run.timeout',
     );
     assert.ok(pids.length === 2 && pids.every(gone), 'a worker is still running');

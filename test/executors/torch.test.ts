@@ -20,11 +20,12 @@ import { findTorchPython } from '../../src/executors/torch/python.ts';
 import type { SequenceOutputs } from '../../src/executors/types.ts';
 import type { Mask, Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
-import { plannerNames, getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner, plannerNames } from '../../src/planners/registry.ts';
 
 const MAX_ERROR = 1e-5;
 const python = findTorchPython();
-const skip = python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
+const skip =
+  python === null ? 'no Python with torch (apt-get install python3-torch, or set FCP_PYTHON)' : false;
 if (skip) console.log(`# torch executor tests skipped: ${skip}`);
 
 interface Case {
@@ -65,7 +66,9 @@ for (const [world, mode] of [
   [2, 'br'],
   [4, 'square'],
 ] as const)
-  describe(`torch executor (gloo, ${world} processes, ${mode} pieces) against the cpu runtime`, { skip }, () => {
+  describe(`torch executor (gloo, ${world} processes, ${mode} pieces) against the cpu runtime`, {
+    skip,
+  }, () => {
     const list = cases(world);
     const results = new Map<string, SequenceOutputs>();
     const inputs = list.map((c, i) => randomInputsForPlan(c.plan, 100 + i));
@@ -74,13 +77,20 @@ for (const [world, mode] of [
       for (const c of list) assert.deepEqual(validatePlan(c.plan).issues, [], `${c.name}: invalid plan`);
       const jobs: TorchJob[] = list.map((c, i) => ({ plan: c.plan, inputs: inputs[i] }));
       const iters = world === 4 ? 2 : 1;
-      const res = await runTorchMany(jobs, { device: 'cpu', kernel: 'math', mode, iters, warmup: iters - 1, timeoutMs: 120000 });
+      const res = await runTorchMany(jobs, {
+        device: 'cpu',
+        kernel: 'math',
+        mode,
+        iters,
+        warmup: iters - 1,
+        timeoutMs: 120000,
+      });
       res.forEach((r, i) => {
         assert.ok(r.outputs, 'torch run returned outputs');
         results.set(list[i]!.name, r.outputs);
         assert.equal(r.perRank.forward.length, world);
         assert.ok(r.forwardMs > 0 && r.backwardMs > 0);
-        assert.equal((r.details?.forwardIterationsMs as number[]).length, iters);
+        assert.equal(((r.details?.forwardIterationsMs ?? []) as number[]).length, iters);
         assert.equal(r.details?.mode, mode);
       });
     });

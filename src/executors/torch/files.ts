@@ -85,7 +85,9 @@ export function readOutputs(dir: string, plan: Plan, infos: readonly WorkerInfo[
     for (const n of rows.length) users += n;
     const want = users * (2 * qw + 2 * kw);
     if (data.length !== want)
-      throw new FcpError(issue('run.output', `rank ${info.rank} wrote ${data.length} values, expected ${want}`));
+      throw new FcpError(
+        issue('run.output', `rank ${info.rank} wrote ${data.length} values, expected ${want}`),
+      );
     let off = 0;
     for (const [field, w] of [
       ['o', qw],

@@ -12,13 +12,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fail } from '../../core/issues.ts';
 import { attendedPairs, backwardFlops, forwardFlops } from '../../cluster/model.ts';
-import { writeFileAtomic, planToJson } from '../../plan/io.ts';
+import { fail } from '../../core/issues.ts';
+import { planToJson, writeFileAtomic } from '../../plan/io.ts';
 import type { Plan } from '../../plan/types.ts';
 import { checkInputs } from '../inputs.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming, SequenceInputs } from '../types.ts';
-import { readOutputs, readWorkerInfos, type WorkerInfo, type WorkerPhaseStats, writeInputFile } from './files.ts';
+import {
+  readOutputs,
+  readWorkerInfos,
+  type WorkerInfo,
+  type WorkerPhaseStats,
+  writeInputFile,
+} from './files.ts';
 import { launchWorkers } from './launch.ts';
 import { requireTorchPython } from './python.ts';
 
@@ -101,7 +107,11 @@ export interface TorchJob {
 }
 
 /** Runs a plan in N Python processes; see the module comment. */
-export async function runTorch(plan: Plan, inputs: SequenceInputs | undefined, o: TorchRunOptions = {}): Promise<ExecutionResult> {
+export async function runTorch(
+  plan: Plan,
+  inputs: SequenceInputs | undefined,
+  o: TorchRunOptions = {},
+): Promise<ExecutionResult> {
   const job: TorchJob = { plan, inputs };
   if (o.planPath !== undefined) job.planPath = o.planPath;
   const [r] = await runTorchMany([job], o);
@@ -112,7 +122,10 @@ export async function runTorch(plan: Plan, inputs: SequenceInputs | undefined, o
  * Runs several plans of the same world size in one launch (the processes and the process group are
  * started once, which is most of a small run's time); results in job order.
  */
-export async function runTorchMany(jobs: readonly TorchJob[], o: TorchRunOptions = {}): Promise<ExecutionResult[]> {
+export async function runTorchMany(
+  jobs: readonly TorchJob[],
+  o: TorchRunOptions = {},
+): Promise<ExecutionResult[]> {
   if (jobs.length === 0) return [];
   const world = jobs[0]!.plan.world;
   const nproc = o.nproc ?? world;
@@ -132,7 +145,11 @@ export async function runTorchMany(jobs: readonly TorchJob[], o: TorchRunOptions
   for (const j of jobs) if (j.inputs !== undefined) checkInputs(j.plan, j.inputs);
   const py = requireTorchPython(o.python);
   if (device === 'cuda' && !py.cuda)
-    fail('run.noCuda', `CUDA was requested but torch ${py.torch} (${py.python}) sees no CUDA device; use --device cpu`, 'device');
+    fail(
+      'run.noCuda',
+      `CUDA was requested but torch ${py.torch} (${py.python}) sees no CUDA device; use --device cpu`,
+      'device',
+    );
   const dir = o.workDir ?? mkdtempSync(join(tmpdir(), 'fcp-torch-'));
   try {
     o.onProgress?.(0);
@@ -157,12 +174,19 @@ export async function runTorchMany(jobs: readonly TorchJob[], o: TorchRunOptions
     if (o.dtype) args.push('--dtype', o.dtype);
     if (o.outputs === false) args.push('--no-outputs');
     if (!withInputs) args.push('--seed', String(o.seed ?? 1));
-    const launch: Parameters<typeof launchWorkers>[0] = { python: py.python, nproc, args, timeoutMs: o.timeoutMs ?? 600000 };
+    const launch: Parameters<typeof launchWorkers>[0] = {
+      python: py.python,
+      nproc,
+      args,
+      timeoutMs: o.timeoutMs ?? 600000,
+    };
     if (o.signal) launch.signal = o.signal;
     if (o.env) launch.env = o.env;
     if (o.onSpawn) launch.onSpawn = o.onSpawn;
     await launchWorkers(launch);
-    const results = jobs.map((j, i) => collect(j.plan, jobs.length === 1 ? dir : join(dir, String(i)), nproc, py.python, o));
+    const results = jobs.map((j, i) =>
+      collect(j.plan, jobs.length === 1 ? dir : join(dir, String(i)), nproc, py.python, o),
+    );
     o.onProgress?.(1);
     return results;
   } finally {
@@ -171,7 +195,13 @@ export async function runTorchMany(jobs: readonly TorchJob[], o: TorchRunOptions
 }
 
 /** Reads one plan's rank files into an ExecutionResult. */
-function collect(plan: Plan, dir: string, nproc: number, python: string, o: TorchRunOptions): ExecutionResult {
+function collect(
+  plan: Plan,
+  dir: string,
+  nproc: number,
+  python: string,
+  o: TorchRunOptions,
+): ExecutionResult {
   const infos = readWorkerInfos(dir, nproc);
   const fwd = phaseTimings(infos, 'forward');
   const bwd = phaseTimings(infos, 'backward');

@@ -116,7 +116,10 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
       () =>
         finish(
           new FcpError(
-            issue('run.timeout', `the torch run did not finish within ${((o.timeoutMs ?? 600000) / 1000).toFixed(0)} s; all ranks were ended`),
+            issue(
+              'run.timeout',
+              `the torch run did not finish within ${((o.timeoutMs ?? 600000) / 1000).toFixed(0)} s; all ranks were ended`,
+            ),
           ),
         ),
       o.timeoutMs ?? 600000,
@@ -131,7 +134,9 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
       p.stderr?.on('data', (chunk: string) => {
         stderr[r] = (stderr[r] + chunk).slice(-TAIL * 4);
       });
-      p.on('error', (e) => finish(new FcpError(issue('run.spawn', `cannot start ${o.python}: ${e.message}`, 'python'))));
+      p.on('error', (e) =>
+        finish(new FcpError(issue('run.spawn', `cannot start ${o.python}: ${e.message}`, 'python'))),
+      );
       p.on('exit', (code, sig) => {
         exited[r] = code;
         if (settled) return;
@@ -147,7 +152,12 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
 }
 
 /** The error a failed worker stands for: its FCP_ERROR line if any, else its exit and stderr tail. */
-export function workerError(rank: number, code: number | null, sig: NodeJS.Signals | null, err: string): FcpError {
+export function workerError(
+  rank: number,
+  code: number | null,
+  sig: NodeJS.Signals | null,
+  err: string,
+): FcpError {
   for (const line of err.split('\n')) {
     if (!line.startsWith('FCP_ERROR ')) continue;
     try {
@@ -160,6 +170,9 @@ export function workerError(rank: number, code: number | null, sig: NodeJS.Signa
   const tail = err.trim().split('\n').slice(-12).join('\n');
   const how = sig ? `was killed by ${sig}` : `exited with status ${code}`;
   return new FcpError(
-    issue('run.rankFailed', `rank ${rank} ${how}; all ranks were ended${tail ? `. Its last output:\n${tail.slice(-TAIL)}` : ''}`),
+    issue(
+      'run.rankFailed',
+      `rank ${rank} ${how}; all ranks were ended${tail ? `. Its last output:\n${tail.slice(-TAIL)}` : ''}`,
+    ),
   );
 }

@@ -1,20 +1,21 @@
 /**
  * Block split and zig-zag pairing (DESIGN.md, component 1).
  *
- * Every sequence is cut into blocks; blocks are grouped into placement units that the distributor
- * gives to ranks whole. Causal mask: the split is symmetric, k full blocks at each end and one
- * middle block holding the remainder (0 < middle < 2b, absent when 2b divides L), and block i of
- * the front is paired with its mirror at the back. A block starting at s with length b carries
- * b·s + b(b+1)/2 attended pairs, and its mirror starts at L - s - b, so every pair carries exactly
- * b·(L + 1) pairs whatever L is (with the remainder at the end, as in plain zig-zag, the first pair
- * would differ). The middle block stands alone. Full mask: consecutive blocks (the last shorter),
- * each its own unit (every block carries b·L pairs).
+ * Every sequence is cut into blocks of its block size b aligned at position 0 (the last block
+ * shorter), so that every block boundary of a sequence lies on one grid: the tiler (grid.ts) then
+ * cuts any rank's attention into equal squares of the grid, the shape the dense kernels run
+ * fastest, whatever blocks the other ranks hold. Blocks are grouped into placement units that the
+ * distributor gives to ranks whole. Causal mask: block j of m is paired with its mirror m-1-j
+ * (zig-zag), so that a unit carries about b·L attended pairs wherever it lies (exactly b·(L+1) when
+ * b divides L; the unit holding the short last block carries less); the middle block of an odd
+ * count stands alone. Full mask: every block is its own unit (each carries b·L pairs).
  *
  * Granularity ("Granularity matters" in DESIGN.md): a unit of a length-L sequence carries about
  * b·L pairs, so with b = 4K one unit of a 512K sequence can outweigh a whole rank's share. Unless
- * `fixedBlocks`, each sequence gets its own block size, the largest multiple of the minimum block
- * size (floor 256) not above `blockSize` that keeps its units under `maxUnitShare` of the per-rank
- * average compute. Blocks never exceed a quarter of a rank's memory (see {@link memoryBlockCap}).
+ * `fixedBlocks`, each sequence gets its own block size, the largest of blockSize, blockSize/2,
+ * blockSize/4, ... (not below the minimum block size) that keeps its units under `maxUnitShare` of
+ * the per-rank average compute: halving keeps the grids of different block sizes nested, so tiles
+ * of several blocks stay squares. Blocks never exceed what memory allows (see {@link memoryBlockCap}).
  */
 import { attendedPairs, sequencePairs } from '../../cluster/model.ts';
 import type { Mask } from '../../plan/types.ts';
@@ -47,9 +48,9 @@ export interface Blocks {
 }
 
 /**
- * Block size for a sequence of length `len`: the largest multiple of `minBlockSize` in
- * [minBlockSize, blockSize] whose units carry at most `target` pairs (a causal pair carries
- * b·(len+1), a full-mask block b·len); `blockSize` itself when it already fits.
+ * Block size for a sequence of length `len`: the largest of blockSize / 2^k (k >= 0, floored, not
+ * below `minBlockSize`) whose units carry at most `target` pairs (a causal unit about b·(len+1), a
+ * full-mask block b·len); the smallest such size when none fits; never above `maxBlock`.
  */
 export function refinedBlockSize(
   len: number,
@@ -58,13 +59,14 @@ export function refinedBlockSize(
   o: FcpOptions,
   maxBlock = o.blockSize,
 ): number {
-  const top = Math.min(o.blockSize, maxBlock);
-  if (o.fixedBlocks) return top;
+  let b = o.blockSize;
+  const cap = Math.max(1, maxBlock);
+  while (b > cap) b = Math.max(1, Math.floor(b / 2));
+  if (o.fixedBlocks) return b;
   const perToken = causal ? len + 1 : len;
-  const fit = Math.floor(target / perToken);
-  if (fit >= top) return top;
-  const m = Math.min(o.minBlockSize, top);
-  return Math.max(m, Math.floor(fit / m) * m);
+  const floor = Math.min(o.minBlockSize, b);
+  while (b * perToken > target && Math.floor(b / 2) >= floor) b = Math.floor(b / 2);
+  return b;
 }
 
 /**
@@ -101,19 +103,9 @@ export function splitBlocks(
     const len = sequences[s]!;
     const b = refinedBlockSize(len, causal, target, o, maxBlock);
     blockSizeOfSeq[s] = b;
-    let blocks: number;
-    let units: number;
-    if (causal) {
-      const k = Math.floor(len / (2 * b));
-      const middle = len - 2 * k * b > 0 ? 1 : 0;
-      blocks = 2 * k + middle;
-      units = k + middle;
-    } else {
-      blocks = Math.ceil(len / b);
-      units = blocks;
-    }
+    const blocks = Math.ceil(len / b);
     seqBlocks[s + 1] = seqBlocks[s]! + blocks;
-    seqUnits[s + 1] = seqUnits[s]! + units;
+    seqUnits[s + 1] = seqUnits[s]! + (causal ? Math.ceil(blocks / 2) : blocks);
   }
   const B = seqBlocks[S]!;
   const U = seqUnits[S]!;
@@ -143,14 +135,11 @@ export function splitBlocks(
       unitTokens[u]! += ln;
       unitPairs[u]! += attendedPairs(causal, st, ln, 0, len);
     };
-    if (causal) {
-      const k = Math.floor(len / (2 * b));
-      const mid = len - 2 * k * b;
-      for (let i = 0; i < k; i++) put(i * b, b, u0 + i);
-      if (mid > 0) put(k * b, mid, u0 + k);
-      for (let i = k - 1; i >= 0; i--) put(len - (i + 1) * b, b, u0 + i);
-    } else {
-      for (let i = 0, st = 0; st < len; i++, st += b) put(st, Math.min(b, len - st), u0 + i);
+    const m = seqBlocks[s + 1]! - seqBlocks[s]!;
+    for (let j = 0; j < m; j++) {
+      // Causal: block j and its mirror m-1-j share a unit.
+      const u = u0 + (causal ? Math.min(j, m - 1 - j) : j);
+      put(j * b, Math.min(b, len - j * b), u);
     }
   }
   return {

@@ -32,9 +32,9 @@
  *    ranks while they lower the maximum.
  */
 import { FcpError, issue } from '../../core/issues.ts';
-import type { Mask } from '../../plan/types.ts';
 import type { Blocks } from './blocks.ts';
-import type { SeqRows } from './layout.ts';
+import type { Weights } from './weights.ts';
+import { blockUserRanks, type SeqRows } from './layout.ts';
 import type { FcpOptions } from './options.ts';
 import { RankHeap } from './rank-heap.ts';
 import { refine } from './refine.ts';
@@ -72,17 +72,16 @@ const HEAP_CANDIDATES = 4;
 /** Places every unit on a rank (see the module comment). Throws FcpError `plan.memory` when a unit fits nowhere. */
 export function distributeUnits(
   blocks: Blocks,
-  sequences: Int32Array,
-  mask: Mask,
+  weights: Weights,
   userRows: SeqRows,
   world: number,
   memoryTokens: number,
   o: FcpOptions,
 ): Placement {
-  const causal = mask === 'causal';
   const U = blocks.unitSeq.length;
-  const { unitTokens, unitPairs, unitSeq } = blocks;
-  const totalPairs = blocks.totalPairs > 0 ? blocks.totalPairs : 1;
+  const { unitTokens, unitSeq } = blocks;
+  const unitPairs = weights.unit;
+  const totalPairs = weights.total > 0 ? weights.total : 1;
   const totalTokens = blocks.totalTokens > 0 ? blocks.totalTokens : 1;
   const avg = totalPairs / world;
   // Memory-dominant units first (by normalised memory), then compute-dominant ones (by normalised
@@ -152,6 +151,20 @@ export function distributeUnits(
     }
   };
 
+  /** The rank among the unit's user ranks holding most of its tokens for which `ok` holds (ties: lower rank), or `none`. */
+  const mostOverlap = (none: number, ok: (r: number) => boolean): number => {
+    let pick = none;
+    let bestTok = 0;
+    for (let k = 0; k < userRank.length; k++) {
+      const r = userRank[k]!;
+      const t = userTok[k]!;
+      if ((t > bestTok || (t === bestTok && pick >= 0 && r < pick)) && ok(r)) {
+        pick = r;
+        bestTok = t;
+      }
+    }
+    return pick;
+  };
   // The unit being placed (read by `room` and `score`, created once: no closures in the loop).
   let tok = 0;
   let pairs = 0;
@@ -167,58 +180,58 @@ export function distributeUnits(
     pairs = unitPairs[u]!;
     mNorm = dense ? memoryTokens : mdMean;
     const s = unitSeq[u]!;
-    cands.length = 0;
-    cHeap.smallest(HEAP_CANDIDATES, room, cands);
-    if (!dense) mHeap.smallest(HEAP_CANDIDATES, room, cands);
-    if (cands.length === 0)
-      throw new FcpError(
-        issue(
-          'plan.memory',
-          `no rank has memory for a unit of ${tok} tokens of sequence ${s} (capacity ${memoryTokens} tokens per rank); raise --memory-tokens or lower --block-size`,
-          'memoryTokens',
-        ),
-      );
-    let best = cands[0]!;
-    let bestScore = score(best);
-    for (let k = 1; k < cands.length; k++) {
-      const r = cands[k]!;
-      const sc = score(r);
-      if (
-        sc < bestScore ||
-        (sc === bestScore && (load[r]! < load[best]! || (load[r] === load[best] && r < best)))
-      ) {
-        best = r;
-        bestScore = sc;
-      }
-    }
     let pick = -1;
-    const prev = lastRank[s]!;
-    if (
-      !o.noAffinity &&
-      prev >= 0 &&
-      prev !== best &&
-      room(prev) &&
-      load[prev]! + pairs <= avg &&
-      (dense || mem[prev]! + tok <= AFFINITY_MEMORY * mdMean)
-    )
-      pick = prev;
-    if (pick < 0 && !o.noLocality) {
+    if (!o.noLocality) {
       userRank.length = 0;
       userTok.length = 0;
       addOverlap(blocks.unitBlockA[u]!);
       addOverlap(blocks.unitBlockB[u]!);
-      const within = bestScore + o.tolerance;
-      let bestTok = 0;
-      for (let k = 0; k < userRank.length; k++) {
-        const r = userRank[k]!;
-        const t = userTok[k]!;
-        if (room(r) && score(r) <= within && (t > bestTok || (t === bestTok && pick >= 0 && r < pick))) {
-          pick = r;
-          bestTok = t;
+      // Memory-dominant units (short sequences) stay where the user layout has them while that
+      // rank has memory and stays under the average compute: they carry little compute, and a
+      // token that stays home costs no reshuffle in either phase (Q,K,V,O forward, dO,dQ,dK,dV
+      // backward: 56 KB per token with the default model).
+      if (!dense) pick = mostOverlap(-1, (r) => room(r) && load[r]! + pairs <= avg);
+    }
+    if (pick < 0) {
+      cands.length = 0;
+      cHeap.smallest(HEAP_CANDIDATES, room, cands);
+      if (!dense) mHeap.smallest(HEAP_CANDIDATES, room, cands);
+      if (cands.length === 0)
+        throw new FcpError(
+          issue(
+            'plan.memory',
+            `no rank has memory for a unit of ${tok} tokens of sequence ${s} (capacity ${memoryTokens} tokens per rank); raise --memory-tokens or lower --block-size`,
+            'memoryTokens',
+          ),
+        );
+      let best = cands[0]!;
+      let bestScore = score(best);
+      for (let k = 1; k < cands.length; k++) {
+        const r = cands[k]!;
+        const sc = score(r);
+        if (
+          sc < bestScore ||
+          (sc === bestScore && (load[r]! < load[best]! || (load[r] === load[best] && r < best)))
+        ) {
+          best = r;
+          bestScore = sc;
         }
       }
+      const prev = lastRank[s]!;
+      if (
+        !o.noAffinity &&
+        prev >= 0 &&
+        prev !== best &&
+        room(prev) &&
+        load[prev]! + pairs <= avg &&
+        (dense || mem[prev]! + tok <= AFFINITY_MEMORY * mdMean)
+      )
+        pick = prev;
+      // Locality tie-break among ranks whose score is within the tolerance of the best.
+      const within = bestScore + o.tolerance;
+      if (pick < 0 && !o.noLocality) pick = mostOverlap(-1, (r) => room(r) && score(r) <= within);
+      if (pick < 0) pick = best;
     }
-    if (pick < 0) pick = best;
     unitRank[u] = pick;
     load[pick]! += pairs;
     mem[pick]! += tok;
@@ -231,10 +244,11 @@ export function distributeUnits(
   }
   const greedyImbalance = computeImbalance(load);
   const maxSteps = o.refineSteps < 0 ? Math.max(2048, 4 * world) : o.refineSteps;
+  const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
   const { blockRank, steps } = refine(
     blocks,
-    causal,
-    sequences,
+    weights,
+    userOf,
     unitRank,
     load,
     mem,

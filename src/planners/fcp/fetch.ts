@@ -87,6 +87,7 @@ export function fetchRequests(
   userRows: SeqRows,
   sequences: Int32Array,
   mask: Mask,
+  chunk: number,
 ): FetchRequests {
   const rsOut: number[] = [];
   const startOut: number[] = [];
@@ -109,12 +110,17 @@ export function fetchRequests(
       for (let j = firstEndingAfter(userRows.start, userRows.length, lo, hi, a); j < hi; j++) {
         const ra = userRows.start[j]!;
         if (ra >= b) break;
-        const x = Math.max(a, ra);
         const y = Math.min(b, ra + userRows.length[j]!);
-        rsOut.push(rs);
-        startOut.push(x);
-        lengthOut.push(y - x);
-        userOut.push(userRows.rank[j]!);
+        // Cut at multiples of `chunk` (sequence positions): messages of bounded size keep the
+        // rounds balanced in bytes and let compute start on the first chunks.
+        for (let x = Math.max(a, ra); x < y; ) {
+          const z = Math.min(y, (Math.floor(x / chunk) + 1) * chunk);
+          rsOut.push(rs);
+          startOut.push(x);
+          lengthOut.push(z - x);
+          userOut.push(userRows.rank[j]!);
+          x = z;
+        }
       }
     }
   }
@@ -152,6 +158,7 @@ export function chooseSenders(
   pieces: Pieces,
   world: number,
   homesReady: boolean,
+  inWeight = 0,
 ): KvEdges {
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
@@ -172,69 +179,77 @@ export function chooseSenders(
     segOff[i + 1] = segRun.length;
   }
   const order = byDescendingLength(req.length);
+  // Sender load in K/V-token units, starting from the forward `in` each user rank must send
+  // (Q,K,V: `inWeight` K/V tokens' worth per token), so that K/V leaves the user ranks of a long
+  // sequence, already busy with its reshuffle, for its homes.
   const cost = new Float64Array(world);
-  const useHomes = new Uint8Array(n);
-  let edgeCount = 0;
+  if (inWeight > 0)
+    for (let i = 0; i < pieces.moving.length; i++) {
+      const p = pieces.moving[i]!;
+      cost[pieces.user[p]!]! += inWeight * pieces.length[p]!;
+    }
+  // Per segment: sent by its home (1) or by the request's user rank (0). Each segment goes to the
+  // less loaded of the two (ties: the user rank, which holds the data from time zero).
+  const viaHome = new Uint8Array(segRun.length);
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
-    const len = req.length[i]!;
-    const s0 = segOff[i]!;
-    const s1 = segOff[i + 1]!;
-    const viaUser = cost[u]! + len + MESSAGE_TOKENS;
-    // Busiest home sender after the split, plus the receiver's extra messages.
-    let viaHomes = 0;
-    for (let j = s0; j < s1; j++)
-      viaHomes = Math.max(viaHomes, cost[runs.rank[segRun[j]!]!]! + segLen[j]! + MESSAGE_TOKENS);
-    viaHomes += (s1 - s0 - 1) * MESSAGE_TOKENS;
-    if (s1 > s0 && viaHomes < viaUser) {
-      useHomes[i] = 1;
-      for (let j = s0; j < s1; j++) cost[runs.rank[segRun[j]!]!]! += segLen[j]! + MESSAGE_TOKENS;
-      edgeCount += s1 - s0;
-    } else {
-      cost[u]! += len + MESSAGE_TOKENS;
-      edgeCount++;
+    for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
+      const h = runs.rank[segRun[j]!]!;
+      const add = segLen[j]! + MESSAGE_TOKENS;
+      if (h !== u && cost[h]! < cost[u]!) {
+        viaHome[j] = 1;
+        cost[h]! += add;
+      } else cost[u]! += add;
     }
   }
-  const src = new Int32Array(edgeCount);
-  const dst = new Int32Array(edgeCount);
-  const seq = new Int32Array(edgeCount);
-  const start = new Int32Array(edgeCount);
-  const length = new Int32Array(edgeCount);
-  const rsCol = new Int32Array(edgeCount);
-  const dep = new Int32Array(edgeCount);
-  let e = 0;
+  const src: number[] = [];
+  const dst: number[] = [];
+  const seq: number[] = [];
+  const start: number[] = [];
+  const length: number[] = [];
+  const rsCol: number[] = [];
+  const dep: number[] = [];
   for (let i = 0; i < n; i++) {
     const rs = req.rs[i]!;
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
+    const b = a + req.length[i]!;
     const u = req.user[i]!;
-    if (useHomes[i] === 0) {
-      src[e] = u;
-      dst[e] = h;
-      seq[e] = s;
-      start[e] = a;
-      length[e] = req.length[i]!;
-      rsCol[e] = rs;
-      dep[e] = -1;
-      e++;
-      continue;
-    }
+    // Consecutive segments of the user rank merge into one message.
+    let userFrom = -1;
+    const flushUser = (to: number): void => {
+      if (userFrom < 0) return;
+      src.push(u);
+      dst.push(h);
+      seq.push(s);
+      start.push(userFrom);
+      length.push(to - userFrom);
+      rsCol.push(rs);
+      dep.push(-1);
+      userFrom = -1;
+    };
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const run = segRun[j]!;
       const x = Math.max(a, runs.start[run]!);
+      if (viaHome[j] === 0) {
+        if (userFrom < 0) userFrom = x;
+        continue;
+      }
+      flushUser(x);
       const from = runs.rank[run]!;
-      src[e] = from;
-      dst[e] = h;
-      seq[e] = s;
-      start[e] = x;
-      length[e] = segLen[j]!;
-      rsCol[e] = rs;
+      src.push(from);
+      dst.push(h);
+      seq.push(s);
+      start.push(x);
+      length.push(segLen[j]!);
+      rsCol.push(rs);
       // The segment lies in one user row (the request's), so in one piece of the run.
-      dep[e] = homesReady || from === u ? -1 : pieceAt(pieces, run, x);
-      e++;
+      dep.push(homesReady ? -1 : pieceAt(pieces, run, x));
     }
+    flushUser(b);
   }
-  return { src, dst, seq, start, length, rs: rsCol, dep };
+  const I = (v: number[]): Int32Array => Int32Array.from(v);
+  return { src: I(src), dst: I(dst), seq: I(seq), start: I(start), length: I(length), rs: I(rsCol), dep: I(dep) };
 }

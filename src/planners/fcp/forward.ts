@@ -20,6 +20,7 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
+import { buildGridTasks } from './grid-tasks.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, colourEdges, orderRounds, placeColouring, placePushes } from './rounds.ts';
@@ -43,6 +44,9 @@ export interface ForwardResult {
   readonly kvColouring: Colouring;
   readonly stats: PhaseStats;
 }
+
+/** Bytes of a forward `in` token (Q,K,V) over those of a `kv` token (K,V), for the default model. */
+const IN_WEIGHT = 5;
 
 /** Pushes the group placement leaves between an op and the result it pushes (overlap with the next op). */
 export const PUSH_SLACK = 1;
@@ -189,11 +193,13 @@ export function planForward(
   const list = new TransferList();
   const inColouring = colourIn(ctx, world, o);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(req, runs, pieces, world, false);
+  const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT);
   const ready = Int32Array.from(edges.dep, (d) => (d >= 0 ? pieceGroup[d]! + 1 : 0));
   const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);
   const byRs = edgesByRs(edges, runs.rsRank.length);
-  const tasks = buildTasks(ctx, pieceGroup, edges, byRs, kv.group);
+  const tasks = ctx.grid
+    ? buildGridTasks(ctx, ctx.blockSize, ctx.grid, pieceGroup, edges, byRs, kv.group)
+    : buildTasks(ctx, pieceGroup, edges, byRs, kv.group);
   const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
   const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
 

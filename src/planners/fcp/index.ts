@@ -2,14 +2,16 @@
  * The FCP planner (DESIGN.md, components 1-4), stage by stage:
  *
  *   blocks.ts      split + zig-zag pairing into placement units (per-sequence block size)
+ *   weights.ts     compute load of blocks: modelled kernel time (time-model.ts) or pairs
  *   distribute.ts  multi-dimensional LPT with affinity and the locality tie-break, refinement
  *   layout.ts      home runs (the home layout) and rank-sequence pairs
  *   reshuffle.ts   pieces where user and home layouts meet: the `in`/`out` transfers
  *   fetch.ts       remote K/V each rank needs; sender choice
  *   rounds.ts      congestion-free rounds (exactly Δ for `kv`), round order
  *   pipeline.ts    groups of `coalesce` rounds, compute ops, phase tables
- *   tasks.ts       owner-computes tasks split by arrival group
- *   tiles.ts       square tiles for dense kernels, once the ops are fixed
+ *   grid.ts        tile geometry: squares on each sequence's block grid
+ *   grid-tasks.ts  owner-computes tasks as grid tiles, each with its ready group
+ *   tasks.ts       untiled tasks (`tile: 0`) and the key pieces both builders read
  *   forward.ts / backward.ts   the two phases
  *
  * Same problem and options give a byte-identical plan: every stage is deterministic (ties broken
@@ -25,13 +27,30 @@ import { computeImbalance, distributeUnits } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
 import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
-import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import { type FcpOptions, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
-import { expandCompute, tileTasks } from './tiles.ts';
+import { type TileGeometry } from './grid.ts';
+import { TimeModel } from './time-model.ts';
+import { weighBlocks } from './weights.ts';
+
+/** Geometry of the weights when tasks are not tiled: every block one rectangle-free square walk with tiny tiles disabled. */
+const UNTILED: TileGeometry = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
+
+/** Tile geometry of the options, or null when tiling is off (`tile: 0`). */
+export function tileGeometry(o: FcpOptions): TileGeometry | null {
+  if (o.tile <= 0) return null;
+  return { tmax: o.tile, minTile: o.minTile, wholeMax: WHOLE_TILES * o.tile };
+}
+
+/** Largest K/V message when tasks are not tiled, in tokens. */
+const FETCH_CHUNK = 4096;
+
+/** A run that starts a sequence and spans at most this many tiles is one causal square. */
+const WHOLE_TILES = 8;
 
 /** Milliseconds spent in each stage of one planning run. */
 export type StageTimings = Record<
-  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'tiles' | 'total',
+  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total',
   number
 >;
 
@@ -47,23 +66,22 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const { sequences, world, mask } = problem;
   const t0 = performance.now();
   const blocks = splitBlocks(sequences, mask, world, o, problem.memoryTokens);
+  const grid = tileGeometry(o);
+  const tm = o.balance === 'time' ? new TimeModel(problem.model, o.calibration) : null;
+  const weights = weighBlocks(blocks, sequences, mask, tm, grid ?? UNTILED);
   const t1 = performance.now();
   const userRows = rowsBySeq(problem.userLayout, sequences.length);
-  const placement = distributeUnits(blocks, sequences, mask, userRows, world, problem.memoryTokens, o);
+  const placement = distributeUnits(blocks, weights, userRows, world, problem.memoryTokens, o);
   const t2 = performance.now();
   const runs = homeRuns(blocks, placement.blockRank, world);
   const pieces = reshufflePieces(runs, userRows);
-  const ctx = { runs, userRows, pieces, sequences, mask };
-  const req = fetchRequests(runs, userRows, sequences, mask);
+  const ctx = { runs, userRows, pieces, sequences, mask, blockSize: blocks.blockSizeOfSeq, grid };
+  const req = fetchRequests(runs, userRows, sequences, mask, o.tile > 0 ? o.tile : FETCH_CHUNK);
   const t3 = performance.now();
   const fwd = planForward(ctx, req, world, o);
   const t4 = performance.now();
   const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o);
   const t5 = performance.now();
-  const tiling = tileTasks(fwd.tasks.table, mask, o.tile, o.minTile);
-  const forward = { ...fwd.phase, compute: expandCompute(fwd.phase.compute, tiling) };
-  const backward = { ...bwd.phase, compute: expandCompute(bwd.phase.compute, tiling) };
-  const t6 = performance.now();
 
   let minBlock = Number.POSITIVE_INFINITY;
   let maxBlock = 0;
@@ -81,8 +99,8 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
       units: blocks.unitSeq.length,
       blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
       homeRuns: runs.rank.length,
-      tasks: tiling.table.rank.length,
-      untiledTasks: fwd.tasks.table.rank.length,
+      tasks: fwd.tasks.table.rank.length,
+      balance: o.balance,
       computeImbalance: computeImbalance(placement.computeLoad),
       greedyImbalance: placement.greedyImbalance,
       refineSteps: placement.refineSteps,
@@ -99,8 +117,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     layout: t3 - t2,
     forward: t4 - t3,
     backward: t5 - t4,
-    tiles: t6 - t5,
-    total: t6 - t0,
+    total: t5 - t0,
   };
   // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
   Object.defineProperty(meta, 'timings', { value: timings, enumerable: false });
@@ -113,9 +130,9 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     sequences,
     userLayout: problem.userLayout,
     homeLayout: homeLayoutOf(runs),
-    tasks: tiling.table,
-    forward,
-    backward,
+    tasks: fwd.tasks.table,
+    forward: fwd.phase,
+    backward: bwd.phase,
     meta,
   };
   return { plan, timings };

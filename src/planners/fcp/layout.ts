@@ -43,6 +43,34 @@ export function rowOnRank(rows: SeqRows, s: number, rank: number): number {
   return -1;
 }
 
+/** Per block, the rank holding most of its tokens in the user layout `rows` (ties: the first row). */
+export function blockUserRanks(
+  seq: Int32Array,
+  start: Int32Array,
+  length: Int32Array,
+  rows: SeqRows,
+): Int32Array {
+  const out = new Int32Array(seq.length);
+  for (let b = 0; b < seq.length; b++) {
+    const s = seq[b]!;
+    const a = start[b]!;
+    const e = a + length[b]!;
+    let best = -1;
+    let bestTok = 0;
+    for (let i = firstEndingAfter(rows.start, rows.length, rows.off[s]!, rows.off[s + 1]!, a); i < rows.off[s + 1]!; i++) {
+      const ra = rows.start[i]!;
+      if (ra >= e) break;
+      const ov = Math.min(e, ra + rows.length[i]!) - Math.max(a, ra);
+      if (ov > bestTok) {
+        bestTok = ov;
+        best = rows.rank[i]!;
+      }
+    }
+    out[b] = best;
+  }
+  return out;
+}
+
 /**
  * The home layout as runs: maximal ranges of consecutive blocks of one sequence on one rank.
  * Runs are numbered sequence-major (by sequence, then start); `byRank` lists them rank-major

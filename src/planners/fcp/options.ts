@@ -4,7 +4,11 @@
  * `option.<name>` (every problem found is listed, not just the first).
  */
 import { FcpError, type FcpIssue, issue } from '../../core/issues.ts';
+import type { Calibration } from '../../cost/calibration.ts';
 import type { PlannerOptions } from '../types.ts';
+
+/** What the distributor balances: modelled kernel time (default) or attended pairs (the paper's load). */
+export type BalanceMode = 'time' | 'pairs';
 
 /** FCP-only knobs beyond the shared {@link PlannerOptions} bag (library callers, tests, benches). */
 export interface FcpPlannerOptions extends PlannerOptions {
@@ -16,6 +20,10 @@ export interface FcpPlannerOptions extends PlannerOptions {
   noAffinity?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 4 x world)). */
   refineSteps?: number;
+  /** Balance modelled kernel time (`time`, default) or attended pairs (`pairs`). */
+  balance?: BalanceMode;
+  /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
+  calibration?: Calibration;
 }
 
 /** Fully resolved FCP options (every field set). */
@@ -37,10 +45,13 @@ export interface FcpOptions {
   readonly noAffinity: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
-  /** Square tile side for dense kernels (0: tasks are not tiled). */
+  /** Largest square tile side for dense kernels (0: tasks are not tiled). */
   readonly tile: number;
   /** Smallest tile side for the remainder strips (<= tile). */
   readonly minTile: number;
+  readonly balance: BalanceMode;
+  /** Calibration of the time model; undefined: the default tables. */
+  readonly calibration: Calibration | undefined;
 }
 
 /** Defaults (refineSteps: -1 means max(2048, 4 x world), resolved by the distributor). */
@@ -59,6 +70,8 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   refineSteps: -1,
   tile: 4096,
   minTile: 1024,
+  balance: 'time',
+  calibration: undefined,
 });
 
 const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
@@ -128,6 +141,9 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const minTile = o.minTile ?? d.minTile;
   if (!(Number.isInteger(minTile) && minTile >= 1))
     issues.push(issue('option.minTile', `minTile must be a positive integer (got ${minTile})`, 'minTile'));
+  const balance = o.balance ?? d.balance;
+  if (balance !== 'time' && balance !== 'pairs')
+    issues.push(issue('option.balance', `balance must be time or pairs (got ${String(balance)})`, 'balance'));
   const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
   for (const f of flags)
     if (o[f] !== undefined && !isBool(o[f]))
@@ -148,10 +164,13 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     refineSteps,
     tile,
     minTile: Math.min(minTile, Math.max(tile, 1)),
+    balance,
+    calibration: o.calibration,
   };
 }
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  return { ...o };
+  const { calibration, ...rest } = o;
+  return { ...rest, calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default' };
 }

@@ -8,21 +8,23 @@
  * rank already holds, then any block, so that long sequences stay on few ranks. Stops at 0.5% above
  * the mean, when nothing helps, or after `maxSteps`.
  */
-import { attendedPairs } from '../../cluster/model.ts';
 import type { Blocks } from './blocks.ts';
+
 import { RankHeap } from './rank-heap.ts';
+import type { Weights } from './weights.ts';
 
 /**
  * Refines a unit placement block by block; `load` and `mem` are updated in place. Why blocks: the
  * units of one long sequence all carry the same compute, so loads built from them are quantised
  * (on `longtail` at 64 ranks a 512K sequence cut at the 256-token floor gives units of ~5% of a
  * rank's share), while its early blocks carry almost nothing and fill gaps finely. Returns the
- * rank of every block and the number of steps applied.
+ * rank of every block and the number of steps applied. `userOf`: the rank holding most of each
+ * block's tokens in the user layout (see `blockUserRanks` in layout.ts).
  */
 export function refine(
   blocks: Blocks,
-  causal: boolean,
-  sequences: Int32Array,
+  weights: Weights,
+  userOf: Int32Array,
   unitRank: Int32Array,
   load: Float64Array,
   mem: Float64Array,
@@ -34,12 +36,11 @@ export function refine(
   const blockRank = new Int32Array(B);
   for (let b = 0; b < B; b++) blockRank[b] = unitRank[blocks.unit[b]!]!;
   if (world < 2) return { blockRank, steps: 0 };
-  const pairs = new Float64Array(B);
+  const pairs = weights.block;
   const tok = blocks.length;
   const single = new Uint8Array(B);
   for (let b = 0; b < B; b++) {
     const s = blocks.seq[b]!;
-    pairs[b] = attendedPairs(causal, blocks.start[b]!, tok[b]!, 0, sequences[s]!);
     single[b] = blocks.seqBlocks[s + 1]! - blocks.seqBlocks[s]! === 1 ? 1 : 0;
   }
   // Per rank and pass (0: blocks of single-block sequences only, 1: all blocks), the blocks in
@@ -74,7 +75,7 @@ export function refine(
     }
     return lo;
   };
-  const avg = blocks.totalPairs / world;
+  const avg = weights.total / world;
   const eps = 1e-9 * avg;
   const goal = avg * (1 + REFINE_GOAL);
   // Most loaded rank: a min-heap on -load; partners in ascending load: a min-heap on load.
@@ -119,6 +120,17 @@ export function refine(
     minHeap.update(from);
     minHeap.update(to);
   };
+  /**
+   * Whether block b may move from `from` to `to` at a level: 0, only a block that is not on its
+   * user rank (moving it again adds no reshuffle) and that joins no new rank to its sequence's
+   * fetch graph; 1, a whole short sequence (the list of pass 0); 2, a short sequence or a block
+   * of a sequence `to` holds; 3, any block.
+   */
+  const eligible = (level: number, b: number, from: number, to: number): boolean => {
+    if (level === 0) return userOf[b] !== from && (single[b] === 1 || holds(to, b));
+    if (level === 2) return single[b] === 1 || holds(to, b);
+    return true;
+  };
   let M = -1;
   const notM = (r: number): boolean => r !== M;
   let steps = 0;
@@ -134,10 +146,11 @@ export function refine(
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
       partners.length = 0;
       minHeap.smallest(wide === 0 ? PARTNERS : world, notM, partners);
-      // Levels: 0 moves only whole short sequences; 1 also blocks of sequences that the receiving
-      // rank already holds (no new rank joins a sequence's fetch graph); 2 anything.
-      for (let level = 0; level < 3 && bu < 0; level++) {
-        const pass = level === 0 ? 0 : 1;
+      // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway; 1 whole
+      // short sequences; 2 also blocks of sequences that the receiving rank already holds (no new
+      // rank joins a sequence's fetch graph); 3 anything.
+      for (let level = 0; level < LEVELS && bu < 0; level++) {
+        const pass = level === 1 ? 0 : 1;
         const mine = lists[pass]![M]!;
         if (mine.length === 0) continue;
         for (let k = wide === 0 ? 0 : PARTNERS; k < partners.length && bu < 0; k++) {
@@ -154,11 +167,11 @@ export function refine(
             if (pairs[mine[mid]!]! >= gap / 2) lo = mid + 1;
             else hi = mid;
           }
-          const reach = level === 1 ? 4 * MOVERS : MOVERS;
+          const reach = level === 0 || level === 2 ? 4 * MOVERS : MOVERS;
           for (let j = Math.max(0, lo - reach), je = Math.min(mine.length, lo + reach); j < je; j++) {
             const u = mine[j]!;
             const cu = pairs[u]!;
-            if (cu <= 0 || (level === 1 && single[u] === 0 && !holds(m, u))) continue;
+            if (cu <= 0 || !eligible(level, u, M, m)) continue;
             // Move u to m and hand back the largest blocks that keep the handed-back compute at
             // most cu - gap/2: both ranks then end near the middle of the gap.
             const target = cu - gap / 2;
@@ -168,7 +181,7 @@ export function refine(
             if (target > 0)
               for (let q = where(cand, u); q < cand.length; q++) {
                 const v = cand[q]!;
-                if (level === 1 && single[v] === 0 && !holds(M, v)) continue;
+                if (!eligible(level, v, m, M)) continue;
                 if (sum + pairs[v]! <= target) {
                   sum += pairs[v]!;
                   tokBack += tok[v]!;
@@ -181,7 +194,7 @@ export function refine(
               for (const v of sparseOf(pass, m)) {
                 if (mem[m]! + tok[u]! - tokBack <= memoryTokens) break;
                 if (taken[v] === 1 || sum + pairs[v]! >= cu - eps) continue;
-                if (level === 1 && single[v] === 0 && !holds(M, v)) continue;
+                if (!eligible(level, v, m, M)) continue;
                 sum += pairs[v]!;
                 tokBack += tok[v]!;
                 back.push(v);
@@ -214,3 +227,5 @@ const REFINE_GOAL = 0.005;
 const PARTNERS = 16;
 /** Blocks of the most loaded rank tried per partner, on each side of half the gap. */
 const MOVERS = 3;
+/** Eligibility levels of {@link refine}. */
+const LEVELS = 4;

@@ -16,18 +16,23 @@
  * is entirely masked. The tasks of a segment tile [0, qb) and the segments tile the runs, so the
  * tasks cover every attended pair exactly once.
  *
- * These tasks are what the pipeline reasons about; tiles.ts cuts them into square tiles for dense
- * kernels at the end (every tile inherits its task's op).
+ * These are the untiled tasks (`tile: 0`); by default grid-tasks.ts cuts the runs into squares of
+ * the block grid instead, over the same key pieces.
  */
 import { IntColumn } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
 import type { KvEdges } from './fetch.ts';
+import type { TileGeometry } from './grid.ts';
 import { type HomeRuns, rowOnRank, type SeqRows, subtractInto } from './layout.ts';
 import type { Pieces } from './reshuffle.ts';
 
 /** What the task builder reads. */
 export interface TaskContext {
   readonly runs: HomeRuns;
+  /** Block size of each sequence (the tile grid). */
+  readonly blockSize: Int32Array;
+  /** Tile geometry; null: tasks are not tiled (one per query segment and key run). */
+  readonly grid: TileGeometry | null;
   readonly userRows: SeqRows;
   readonly pieces: Pieces;
   readonly sequences: Int32Array;
@@ -261,23 +266,33 @@ export function taskReady(
   const t = tasks.table;
   const out = new Int32Array(t.rank.length);
   const kp = newKeyPieces();
+  const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
     keyPiecesOf(ctx, rs, keyPieceGroup, edges, byRs, edgeGroup, kp);
+    // The RS's run pieces in position order (its runs are in position order).
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    const np = rsPieces.length;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
       const qb = qa + t.qLength[i]!;
       const ka = t.kvStart[i]!;
       const kb = ka + t.kvLength[i]!;
       let g = -1;
-      for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-        const run = runs.byRank[p]!;
-        for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) {
-          const a = pieces.start[j]!;
-          if (a < qb && a + pieces.length[j]! > qa) g = Math.max(g, pieceGroup[j]!);
-        }
-      }
       let lo = 0;
-      let hi = kp.a.length;
+      let hi = np;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        const pm = rsPieces[mid]!;
+        if (pieces.start[pm]! + pieces.length[pm]! <= qa) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < qb; k++) g = Math.max(g, pieceGroup[rsPieces[k]!]!);
+      lo = 0;
+      hi = kp.a.length;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
         if (kp.b[mid]! <= ka) lo = mid + 1;

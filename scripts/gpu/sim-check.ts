@@ -1,0 +1,65 @@
+/**
+ * Simulator check (issue 6): the simulator's predicted compute time of the replayed ranks against
+ * the time the GPU script measured for the same rank programs (no SMs reserved for communication,
+ * as in the replay). Reads docs/results-gpu/h200-run*.json, writes docs/results-gpu/sim-check.json.
+ *   npx tsx scripts/gpu/sim-check.ts
+ * Kernel policy `auto` is compared with the runtime's `auto`, `varlen` with its `flash`.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { loadCalibration } from '../../src/cost/calibration.ts';
+import { resolveCluster } from '../../src/cost/cluster.ts';
+import { dataPath } from '../../src/core/data-dir.ts';
+import { simulatePlan } from '../../src/executors/sim/index.ts';
+import { readPlan } from '../../src/plan/io.ts';
+
+interface Run {
+  rank: number;
+  which: string;
+  kernel: string;
+  forward_ms: number;
+  backward_ms: number;
+  kernel_only_ms?: Record<string, number> | null;
+}
+const root = new URL('../../', import.meta.url).pathname;
+const runs = new Map<string, Run[]>();
+for (const f of ['h200-run1.json', 'h200-run2.json']) {
+  const r = JSON.parse(readFileSync(`${root}docs/results-gpu/${f}`, 'utf8')) as { replay: Record<string, { runs?: Run[] }> };
+  for (const [name, v] of Object.entries(r.replay)) if (v.runs?.length) runs.set(name, v.runs); // run 2 overrides run 1
+}
+const calibrations = {
+  measured: loadCalibration([dataPath('calibration/h200-measured.json')]),
+  shipped: loadCalibration([dataPath('calibration/h200-torch2.11-flash-varlen.json'), dataPath('calibration/h200-torch2.11-sdpa.json')]),
+};
+const cluster = resolveCluster('hopper-ib', { commSms: 0 });
+const rows: Record<string, unknown>[] = [];
+console.log('plan               rank      policy  calib     fwd meas  fwd sim  err    bwd meas  bwd sim  err');
+for (const [name, list] of runs) {
+  const plan = readPlan(`${root}scripts/gpu/plans/${name}.json.gz`);
+  for (const [calName, calibration] of Object.entries(calibrations))
+    for (const policy of ['auto', 'varlen'] as const) {
+      const sim = simulatePlan(plan, { cluster, calibration, kernel: policy });
+      for (const r of list.filter((x) => x.kernel === (policy === 'auto' ? 'auto' : 'flash'))) {
+        const f = sim.forward.computeMs[r.rank]!;
+        const b = sim.backward.computeMs[r.rank]!;
+        const row = {
+          plan: name,
+          which: r.which,
+          rank: r.rank,
+          policy,
+          calibration: calName,
+          forwardMeasuredMs: r.forward_ms,
+          forwardSimMs: f,
+          forwardError: f / r.forward_ms - 1,
+          backwardMeasuredMs: r.backward_ms,
+          backwardSimMs: b,
+          backwardError: b / r.backward_ms - 1,
+        };
+        rows.push(row);
+        const pct = (x: number) => `${(100 * x).toFixed(0).padStart(4)}%`;
+        console.log(
+          `${name.padEnd(18)} ${r.which.padEnd(8)} ${policy.padEnd(7)} ${calName.padEnd(8)} ${r.forward_ms.toFixed(1).padStart(8)} ${f.toFixed(1).padStart(8)} ${pct(row.forwardError)} ${r.backward_ms.toFixed(1).padStart(9)} ${b.toFixed(1).padStart(8)} ${pct(row.backwardError)}`,
+        );
+      }
+    }
+}
+writeFileSync(`${root}docs/results-gpu/sim-check.json`, `${JSON.stringify({ cluster: 'hopper-ib, commSms 0', rows }, null, 1)}\n`);

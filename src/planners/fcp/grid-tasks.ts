@@ -1,0 +1,128 @@
+/**
+ * Owner-computes tasks as grid tiles (grid.ts): every rank computes the attention of its home
+ * query runs, cut into squares on the sequence's block grid. Each tile becomes usable when the
+ * last of its data has arrived on the rank: the latest group of the query pieces it covers (their
+ * forward `in`) and of the key pieces it covers (home runs, user row, or `kv` transfers; see
+ * {@link keyPiecesOf}). Tiles of one rank and ready group form one compute op (pipeline.ts), so a
+ * rank computes whatever squares each group completes while the next group is in flight.
+ *
+ * Waiting for a tile's latest piece costs a little pipelining against cutting tiles at every
+ * arrival boundary, but keeps every tile a square of the grid: the key pieces of a rank are cut at
+ * user-row and home-run boundaries, which lie anywhere.
+ */
+import { IntColumn } from '../../core/int-column.ts';
+import type { KvEdges } from './fetch.ts';
+import { type TileGeometry, type TileSink, walkTiles } from './grid.ts';
+import {
+  type EdgesByRs,
+  type KeyPieces,
+  keyPiecesOf,
+  newKeyPieces,
+  type TaskContext,
+  type Tasks,
+} from './tasks.ts';
+
+/** Latest group of the key pieces overlapping [ka, kb) (pieces sorted, tiling the span). */
+function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
+  let lo = 0;
+  let hi = kp.a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (kp.b[mid]! <= ka) lo = mid + 1;
+    else hi = mid;
+  }
+  let g = -1;
+  for (let k = lo; k < kp.a.length && kp.a[k]! < kb; k++) if (kp.t[k]! > g) g = kp.t[k]!;
+  return g;
+}
+
+/** Builds the grid tiles of every RS with their ready groups (see the module comment). */
+export function buildGridTasks(
+  ctx: TaskContext,
+  blockSize: Int32Array,
+  g: TileGeometry,
+  pieceGroup: Int32Array,
+  edges: KvEdges,
+  byRs: EdgesByRs,
+  edgeGroup: Int32Array,
+): Tasks {
+  const { runs, pieces, sequences } = ctx;
+  const causal = ctx.mask === 'causal';
+  const RS = runs.rsRank.length;
+  const cols = {
+    rank: new IntColumn(),
+    seq: new IntColumn(),
+    qStart: new IntColumn(),
+    qLength: new IntColumn(),
+    kvStart: new IntColumn(),
+    kvLength: new IntColumn(),
+  };
+  const ready = new IntColumn();
+  const rsOff = new Int32Array(RS + 1);
+  const kp = newKeyPieces();
+  let h = 0;
+  let s = 0;
+  let p0 = 0;
+  let p1 = 0;
+  /** Latest `in` group of the run pieces p0..p1-1 overlapping queries [qa, qb). */
+  const queryGroup = (qa: number, qb: number): number => {
+    let t = -1;
+    for (let i = p0; i < p1; i++) {
+      const a = pieces.start[i]!;
+      if (a >= qb) break;
+      if (a + pieces.length[i]! > qa && pieceGroup[i]! > t) t = pieceGroup[i]!;
+    }
+    return t;
+  };
+  const emit = (qa: number, qb: number, ka: number, kb: number, t: number): void => {
+    cols.rank.push(h);
+    cols.seq.push(s);
+    cols.qStart.push(qa);
+    cols.qLength.push(qb - qa);
+    cols.kvStart.push(ka);
+    cols.kvLength.push(kb - ka);
+    ready.push(t);
+  };
+  const sink: TileSink = {
+    squares(qa, side, ka, count) {
+      const tq = queryGroup(qa, qa + side);
+      for (let i = 0; i < count; i++) {
+        const k = ka + i * side;
+        emit(qa, qa + side, k, k + side, Math.max(tq, keyGroup(kp, k, k + side)));
+      }
+    },
+    diagonal(qa, side) {
+      emit(qa, qa + side, qa, qa + side, Math.max(queryGroup(qa, qa + side), keyGroup(kp, qa, qa + side)));
+    },
+    rect(qa, qb, ka, kb) {
+      emit(qa, qb, ka, kb, Math.max(queryGroup(qa, qb), keyGroup(kp, ka, kb)));
+    },
+  };
+  for (let rs = 0; rs < RS; rs++) {
+    h = runs.rsRank[rs]!;
+    s = runs.rsSeq[rs]!;
+    keyPiecesOf(ctx, rs, pieceGroup, edges, byRs, edgeGroup, kp);
+    const len = sequences[s]!;
+    const b = blockSize[s]!;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      p0 = pieces.runOff[run]!;
+      p1 = pieces.runOff[run + 1]!;
+      const a = runs.start[run]!;
+      walkTiles(a, a + runs.length[run]!, len, b, causal, g, sink);
+    }
+    rsOff[rs + 1] = cols.rank.length;
+  }
+  return {
+    table: {
+      rank: cols.rank.toArray(),
+      seq: cols.seq.toArray(),
+      qStart: cols.qStart.toArray(),
+      qLength: cols.qLength.toArray(),
+      kvStart: cols.kvStart.toArray(),
+      kvLength: cols.kvLength.toArray(),
+    },
+    rsOff,
+    ready: ready.toArray(),
+  };
+}
