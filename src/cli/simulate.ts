@@ -28,7 +28,7 @@ export function addSimOptions(cmd: Command, withGpusPerNode = true): Command {
     )
     .option(
       '--kernel <policy>',
-      'auto (dense batched equal blocks where cheaper, varlen otherwise) or varlen',
+      "the GPU runtime's kernel policy: auto (dense cuDNN for pieces >= 512, varlen flash otherwise), varlen (= flash), or cudnn",
       'auto',
     )
     .option('--peak-tflops <x>', 'GPU peak TFLOP/s (preset: 989)')
@@ -78,14 +78,20 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
       .map((s) => intOption(s, 'torusDims'));
   const out: SimOptions = { cluster: resolveCluster(String(o.cluster ?? 'hopper-ib'), ov) };
   if (o.calibration !== undefined) out.calibration = calibrationFromOption(String(o.calibration));
-  const kernel = String(o.kernel ?? 'auto') as KernelPolicy;
+  const raw = String(o.kernel ?? 'auto');
+  const kernel = (raw === 'flash' ? 'varlen' : raw) as KernelPolicy;
   if (!KERNEL_POLICIES.includes(kernel))
-    fail('option.kernel', `--kernel must be one of ${KERNEL_POLICIES.join(', ')} (got ${kernel})`, 'kernel');
+    fail(
+      'option.kernel',
+      `--kernel must be one of ${KERNEL_POLICIES.join(', ')} or flash (got ${raw})`,
+      'kernel',
+    );
   out.kernel = kernel;
   const mode = String(o.rates ?? 'local');
   if (mode !== 'local' && mode !== 'exact')
     fail('option.rates', `--rates must be local or exact (got ${mode})`, 'rates');
   out.rates = { mode };
+  if (o.padding === false) out.padding = false;
   if (o.rateHops !== undefined) {
     const hops = intOption(o.rateHops, 'rateHops');
     if (hops < 1) fail('option.rateHops', `--rate-hops must be at least 1 (got ${hops})`, 'rateHops');

@@ -1,16 +1,15 @@
 /**
- * Kernel calibration tables: measured attention launch times on one GPU, loaded from the two JSON
- * formats of `data/calibration/` (see its README):
+ * Kernel calibration tables: measured attention launch times on one GPU, loaded from the JSON
+ * formats of `data/calibration/` (see its README). Rows with `segments` are varlen flash launches
+ * of `segments` equal segments (causal bottom-right aligned); rows of `kind: "batch"` are dense
+ * launches of `pairs` equal squares, one backend per `name`; rows of `kind: "rect"` whose name
+ * mentions cuDNN are dense full rectangles; other `varlen`/`rect` rows (forward-only spot checks of
+ * the first SDPA file) are read but not used. A single segment of at most 64 x 64 is the launch
+ * floor.
  *
- * - the SDPA file (`rows[]` with `name`, `kind`, `pairs`, `lq`, `lk`, `causal`, `fwd_ms`, `bwd_ms`):
- *   `kind: "batch"` rows are dense batched launches of `pairs` equal squares, one backend per `name`;
- *   `kind: "varlen"`/`"rect"` rows (forward-only varlen spot checks) are read but not used;
- * - the varlen grid (`rows[]` with `kernel`, `segments`, `lq`, `lk`, `causal`, `fwd_ms`, `bwd_ms`):
- *   `segments` equal segments of `lq` queries against `lk` keys (causal bottom-right aligned).
- *
- * Default: the shipped H200 tables. The varlen path comes from the grid (forward and backward); the
- * dense path from the `sdpa-cudnn` rows, since the GPU runtime batches FCP's uniform blocks densely
- * where it can and uses varlen flash otherwise.
+ * Default: `h200-measured.json`, the GPU runtime's own kernel calls on an H200: its varlen grid for
+ * the varlen path and its cuDNN squares and rectangles for the dense path, which is how the runtime
+ * runs pieces (see kernel.ts).
  */
 import { readFileSync } from 'node:fs';
 import { dataPath } from '../core/data-dir.ts';
@@ -44,14 +43,21 @@ export interface Calibration {
   readonly peakTflops: number;
 }
 
-/** The shipped calibration files, relative to `data/`. */
-export const DEFAULT_CALIBRATION_FILES = [
+/**
+ * The default calibration, relative to `data/`: the GPU runtime's own kernel calls measured on an
+ * H200 (varlen grid, dense cuDNN squares and full rectangles, launch floor).
+ */
+export const DEFAULT_CALIBRATION_FILES = ['calibration/h200-measured.json'] as const;
+
+/** The first shipped tables (same H200, measured before the runtime existed). */
+export const SHIPPED_CALIBRATION_FILES = [
   'calibration/h200-torch2.11-flash-varlen.json',
   'calibration/h200-torch2.11-sdpa.json',
 ] as const;
 
-/** Preferred dense backend when a file holds several (the one the GPU runtime calls). */
-export const PREFERRED_DENSE_BACKEND = 'sdpa-cudnn';
+/** The dense backend the GPU runtime calls: every row whose name mentions cuDNN (batch or rect). */
+export const PREFERRED_DENSE_BACKEND = 'cudnn';
+const CUDNN = PREFERRED_DENSE_BACKEND;
 
 /** A launch at or below this many query and key tokens with one segment is a launch-floor probe. */
 const FLOOR_MAX_TOKENS = 64;
@@ -176,12 +182,15 @@ function readRow(raw: unknown, sets: RowSets): string | undefined {
     return undefined;
   }
   const kind = r.kind;
-  if (kind === 'batch') {
-    if (lq !== lk) return 'dense batch rows must be squares (lq = lk)';
-    const name = typeof r.name === 'string' ? r.name : 'dense';
-    const list = sets.dense.get(name) ?? [];
+  const name = typeof r.name === 'string' ? r.name : 'dense';
+  // Dense launches: batches of equal squares, and cuDNN's full rectangles (kind rect, with backward).
+  if (kind === 'batch' || (kind === 'rect' && name.includes('cudnn'))) {
+    if (kind === 'batch' && lq !== lk) return 'dense batch rows must be squares (lq = lk)';
+    if (kind === 'rect' && r.causal) return 'dense rectangle rows must be full (causal: false)';
+    const backend = name.includes('cudnn') ? CUDNN : name;
+    const list = sets.dense.get(backend) ?? [];
     list.push(p);
-    sets.dense.set(name, list);
+    sets.dense.set(backend, list);
     return undefined;
   }
   if (kind !== 'varlen' && kind !== 'rect')

@@ -6,65 +6,60 @@
  * `padTo`, every sequence counts as padded to a multiple of it (TE computes and sends its padding:
  * charged as time, never as useful FLOPs).
  *
- * Per (set, P) an index groups the sequences by part size c. A sequence's parts are
- * [c, ..., c, last, 0, ...]: a chunk segment (query part a against key parts kvLo..kvHi) costs the
- * same for every sequence of a c-group whose parts up to max(a, kvHi) are all full ("regular"); the
- * few sequences whose last (short) part or end falls inside the segment are costed one by one.
- * Regular costs are summed per (keys in parts, diagonal) into suffix arrays over the threshold, so
- * a segment costs O(1) plus its irregular sequences.
- *
- * Sequences whose part size reaches the smallest dense block (512 on H200) could run on the dense
- * path; they are handed to the op as explicit tasks, exactly as their expansion would be. There are
- * few: a ring over N ranks holds 2N parts per sequence, so at most tokens / (512 * 2N) of them.
+ * A sequence's parts are [c, ..., c, last, 0, ...]. A chunk task (query part a, key part b) is a
+ * c x c piece (causal on the diagonal, full below it) for every sequence whose parts up to
+ * max(a, b) are full ("regular"); the sequences whose short last part is part max(a, b) are cut
+ * into pieces one by one, exactly as their expansion would be. Per (set, P) an index groups the
+ * sequences by part size c: regular varlen costs are summed into suffix arrays over the threshold
+ * max(a, b), so a chunk task costs O(1) plus its irregular sequences plus the few c-groups whose
+ * pieces run dense (c >= 512 under the `auto` policy).
  */
 import type { Plan } from '../plan/types.ts';
-import type { Direction, KernelModel, SegmentShape } from './kernel.ts';
-import { segmentShape } from './kernel.ts';
-import type { OpCost } from './op-cost.ts';
+import type { Direction, KernelModel } from './kernel.ts';
+import { type OpCost, tiles } from './op-cost.ts';
+import { decompose } from './pieces.ts';
 
 /** Sequences of one (set, P), grouped for costing. */
 interface PartIndex {
   parts: number;
-  /** Distinct part sizes, ascending, and per group the sorted "full up to" indices of its sequences. */
+  /** Distinct part sizes, ascending, and per group the sorted "full up to" part indices. */
   groupC: Int32Array;
   groupFull: Int32Array[];
-  /** Sequences bucketed by their last non-empty part t = n-1: CSR over t, with L and c. */
-  truncOff: Int32Array; // sequences whose last part is short (last < c)
+  /** Sequences whose last part is short (last < c), by that part's index t (CSR): padded lengths. */
+  truncOff: Int32Array;
   truncLen: Int32Array;
-  fullOff: Int32Array; // sequences whose last part is full
-  fullLen: Int32Array;
-  /** Sequences with part size >= the smallest dense side: ids and padded lengths. */
-  bigSeq: Int32Array;
-  bigLen: Int32Array;
   /** Tokens of part i summed over the set (padded). */
   tokens: Float64Array;
-  /** Regular-cost suffix arrays, by key (nEff, diag, dir). */
-  suffix: Map<number, Float64Array>;
+  /** First c-group whose piece runs dense, for [visible, diagonal] pieces. */
+  firstDense: [number, number];
+  /** Regular varlen suffix sums by key (diagonal, dir). */
+  suffix: Map<number, Suffix>;
+}
+
+/**
+ * Suffix sums over the threshold m of the regular sequences' varlen pieces, per mask kind
+ * [full, causal]: milliseconds, segments, query and key tiles; and the largest part size present.
+ */
+interface Suffix {
+  ms: [Float64Array, Float64Array];
+  segments: [Float64Array, Float64Array];
+  tiles: [Float64Array, Float64Array];
+  /** Largest piece side present. */
+  maxC: [Int32Array, Int32Array];
 }
 
 /** Chunk-row coster of one plan. */
 export class ChunkCoster {
   private readonly index = new Map<number, PartIndex>();
   private readonly causal: boolean;
-  private readonly shape: SegmentShape = { lq: 0, lk: 0, causal: false, pairs: 0 };
-  private readonly denseMin: number;
 
+  /** `padding: false` ignores the sets' `padTo` (what a runtime that does not pad executes). */
   constructor(
     private readonly plan: Plan,
     private readonly kernel: KernelModel,
+    private readonly padding = true,
   ) {
     this.causal = plan.mask === 'causal';
-    // Smallest side the dense path accepts in any direction or mask; Infinity when unavailable.
-    let min = Number.POSITIVE_INFINITY;
-    if (kernel.policy !== 'varlen')
-      for (const dir of ['forward', 'backward'] as const)
-        for (const c of [false, true])
-          for (let l = 1; l <= 1 << 20; l *= 2)
-            if (kernel.denseEfficiency(dir, l, c) > 0) {
-              min = Math.min(min, refineMin(kernel, dir, c, l));
-              break;
-            }
-    this.denseMin = min;
   }
 
   /** Tokens of part `part` of `parts` summed over the sequences of `set` (padding included). */
@@ -73,96 +68,104 @@ export class ChunkCoster {
     return part >= 0 && part < ix.parts ? ix.tokens[part]! : 0;
   }
 
-  /**
-   * Adds the work of one query part to `op`: for every sequence of `set`, queries of part `a` of
-   * `parts` against key parts `kv` (ascending, distinct), merged as the explicit tasks would be (see
-   * {@link OpCost}): visible parts in one segment, the diagonal part appended, causal bottom-right.
-   */
-  addSegment(op: OpCost, dir: Direction, set: number, parts: number, a: number, kv: readonly number[]): void {
-    const causal = this.causal;
+  /** Adds to `op`, for every sequence of `set`, the queries of part `a` against the keys of part `b`. */
+  addTask(op: OpCost, dir: Direction, set: number, parts: number, a: number, b: number): void {
+    if (this.causal && b > a) return; // entirely masked
     const ix = this.partIndex(set, parts);
-    if (a >= ix.parts) return;
-    // Dense-capable sequences: as explicit tasks, one per part pair.
-    for (let i = 0; i < ix.bigSeq.length; i++) {
-      const len = ix.bigLen[i]!;
+    const m = Math.max(a, b);
+    if (m >= ix.parts) return;
+    const diag = this.causal && a === b;
+    // Regular sequences: varlen c-groups through the suffix arrays, dense c-groups one by one.
+    const sfx = this.suffix(ix, dir, diag);
+    for (const kind of [0, 1] as const) {
+      const n = sfx.segments[kind][m]!;
+      // Regular pieces are c x c (a 1 x 1 diagonal piece is full): query and key tiles are equal.
+      if (n > 0)
+        op.addVarlen(
+          sfx.ms[kind][m]!,
+          kind === 1,
+          n,
+          sfx.tiles[kind][m]!,
+          sfx.tiles[kind][m]!,
+          sfx.maxC[kind][m]!,
+          sfx.maxC[kind][m]!,
+        );
+    }
+    for (let g = ix.firstDense[diag ? 1 : 0]; g < ix.groupC.length; g++) {
+      const cnt = countAtLeast(ix.groupFull[g]!, m);
+      if (cnt === 0) continue;
+      const c = ix.groupC[g]!;
+      this.regularPiece(c, diag, (lq, lk, causal) => op.addPiece(lq, lk, causal, cnt));
+    }
+    // Irregular: the sequences whose short last part is part m, cut one by one.
+    for (let i = ix.truncOff[m]!; i < ix.truncOff[m + 1]!; i++) {
+      const len = ix.truncLen[i]!;
       const c = Math.ceil(len / parts);
       const qs = a * c;
-      const ql = Math.min(c, len - qs);
-      if (ql <= 0) continue;
-      for (const b of kv) {
-        if (causal && b > a) break;
-        const ks = b * c;
-        const kl = Math.min(c, len - ks);
-        if (kl > 0) op.addTask(ix.bigSeq[i]!, qs, ql, ks, kl);
-      }
+      const ks = b * c;
+      op.addTask(qs, Math.min(c, len - qs), ks, Math.min(c, len - ks));
     }
-    let nVis = 0;
-    let diag = false;
-    let m = a;
-    for (const b of kv) {
-      if (causal && b > a) break; // masked
-      if (causal && b === a) diag = true;
-      else {
-        nVis++;
-        if (b > m) m = b;
-      }
-    }
-    if (nVis === 0 && !diag) return;
-    if (m >= ix.parts) m = ix.parts - 1;
-    // Regular sequences (every involved part full): suffix sums.
-    op.addVarlenMs(this.suffix(ix, dir, nVis + (diag ? 1 : 0), diag)[m]!);
-    // Irregular: sequences whose last non-empty part t lies in [a, m] and is not full at m.
-    const sh = this.shape;
-    let ms = 0;
-    for (let t = a; t <= m; t++) {
-      for (let i = ix.truncOff[t]!; i < ix.truncOff[t + 1]!; i++)
-        ms += this.exact(dir, ix.truncLen[i]!, parts, a, kv, diag, sh);
-      if (t < m)
-        for (let i = ix.fullOff[t]!; i < ix.fullOff[t + 1]!; i++)
-          ms += this.exact(dir, ix.fullLen[i]!, parts, a, kv, diag, sh);
-    }
-    op.addVarlenMs(ms);
   }
 
-  /** Varlen time of one sequence of (padded) length len for the query part. */
-  private exact(
-    dir: Direction,
-    len: number,
-    parts: number,
-    a: number,
-    kv: readonly number[],
+  /** The piece(s) of a c x c part pair: a causal square on the diagonal, a full square below it. */
+  private regularPiece(
+    c: number,
     diag: boolean,
-    sh: SegmentShape,
-  ): number {
-    const c = Math.ceil(len / parts);
-    const ql = Math.min(c, len - a * c);
-    if (ql <= 0) return 0;
-    let vis = 0;
-    for (const b of kv) {
-      if (this.causal && b >= a) break;
-      vis += Math.max(0, Math.min(c, len - b * c));
-    }
-    if (diag) segmentShape(true, vis, ql, 0, vis + ql, sh);
-    else if (vis > 0) segmentShape(false, 0, ql, 0, vis, sh);
-    else return 0;
-    return this.kernel.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
+    emit: (lq: number, lk: number, causal: boolean) => void,
+  ): void {
+    if (diag) decompose(true, this.kernel.pieceMode, 0, c, 0, c, emit);
+    else emit(c, c, false);
   }
 
-  private suffix(ix: PartIndex, dir: Direction, nEff: number, diag: boolean): Float64Array {
-    const key = (nEff * 2 + (diag ? 1 : 0)) * 2 + (dir === 'forward' ? 0 : 1);
+  private suffix(ix: PartIndex, dir: Direction, diag: boolean): Suffix {
+    const key = (diag ? 2 : 0) + (dir === 'forward' ? 0 : 1);
     let s = ix.suffix.get(key);
     if (s) return s;
-    s = new Float64Array(ix.parts + 1);
+    const len = ix.parts + 1;
+    s = {
+      ms: [new Float64Array(len), new Float64Array(len)],
+      segments: [new Float64Array(len), new Float64Array(len)],
+      tiles: [new Float64Array(len), new Float64Array(len)],
+      maxC: [new Int32Array(len), new Int32Array(len)],
+    };
     const k = this.kernel;
-    for (let g = 0; g < ix.groupC.length; g++) {
+    const end = ix.firstDense[diag ? 1 : 0];
+    const cost = [0, 0];
+    const count = [0, 0];
+    const tileCount = [0, 0];
+    const side = [0, 0];
+    for (let g = 0; g < end; g++) {
       const c = ix.groupC[g]!;
-      // Relative geometry: keys [0, nEff*c); queries the last part (diagonal) or after all keys.
-      const sh = segmentShape(this.causal, diag ? (nEff - 1) * c : nEff * c, c, 0, nEff * c, this.shape);
-      const cost = k.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
+      cost[0] = cost[1] = count[0] = count[1] = tileCount[0] = tileCount[1] = side[0] = side[1] = 0;
+      this.regularPiece(c, diag, (lq, lk, causal) => {
+        const kind = causal ? 1 : 0;
+        cost[kind]! += k.varlenMs(dir, lq, lk, causal);
+        count[kind]!++;
+        tileCount[kind]! += tiles(lq);
+        side[kind] = Math.max(side[kind]!, lq, lk);
+      });
       const full = ix.groupFull[g]!;
-      for (let i = 0; i < full.length; i++) s[full[i]!]! += cost;
+      for (const v of full)
+        for (const kind of [0, 1] as const) {
+          s.ms[kind][v]! += cost[kind]!;
+          s.segments[kind][v]! += count[kind]!;
+          s.tiles[kind][v]! += tileCount[kind]!;
+        }
+      if (full.length > 0) {
+        const top = full[full.length - 1]!;
+        for (const kind of [0, 1] as const)
+          if (side[kind]! > s.maxC[kind][top]!) s.maxC[kind][top] = side[kind]!;
+      }
     }
-    for (let i = ix.parts - 1; i >= 0; i--) s[i]! += s[i + 1]!;
+    for (let i = ix.parts - 1; i >= 0; i--) {
+      for (const kind of [0, 1] as const) {
+        s.ms[kind][i]! += s.ms[kind][i + 1]!;
+        s.segments[kind][i]! += s.segments[kind][i + 1]!;
+        s.tiles[kind][i]! += s.tiles[kind][i + 1]!;
+      }
+      for (const kind of [0, 1] as const)
+        if (s.maxC[kind][i + 1]! > s.maxC[kind][i]!) s.maxC[kind][i] = s.maxC[kind][i + 1]!;
+    }
     ix.suffix.set(key, s);
     return s;
   }
@@ -171,23 +174,29 @@ export class ChunkCoster {
     const key = set * 1048576 + parts;
     let ix = this.index.get(key);
     if (!ix) {
-      ix = buildIndex(this.plan, set, parts, this.denseMin);
+      ix = buildIndex(this.plan, set, parts, this.padding, (c, diag) => {
+        let dense = true;
+        this.regularPiece(c, diag, (lq, lk, causal) => {
+          if (!this.kernel.isDense(lq, lk, causal)) dense = false;
+        });
+        return dense;
+      });
       this.index.set(key, ix);
     }
     return ix;
   }
 }
 
-/** The exact smallest dense side between l/2 and l (the dense table starts at its smallest measured L). */
-function refineMin(kernel: KernelModel, dir: Direction, causal: boolean, l: number): number {
-  let lo = Math.max(1, l >> 1);
-  let hi = l;
-  while (hi - lo > 1) {
+/** Number of values >= m in a sorted array. */
+function countAtLeast(sorted: Int32Array, m: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (kernel.denseEfficiency(dir, mid, causal) > 0) hi = mid;
-    else lo = mid;
+    if (sorted[mid]! >= m) hi = mid;
+    else lo = mid + 1;
   }
-  return kernel.denseEfficiency(dir, lo, causal) > 0 ? lo : hi;
+  return sorted.length - lo;
 }
 
 /** Padded length of a sequence in a set padded to a multiple of padTo (0: none). */
@@ -195,9 +204,15 @@ export function paddedLength(len: number, padTo: number): number {
   return padTo > 1 ? Math.ceil(len / padTo) * padTo : len;
 }
 
-function buildIndex(plan: Plan, set: number, parts: number, denseMin: number): PartIndex {
+function buildIndex(
+  plan: Plan,
+  set: number,
+  parts: number,
+  padding: boolean,
+  isDense: (c: number, diag: boolean) => boolean,
+): PartIndex {
   const sets = plan.seqSets!;
-  const padTo = sets.padTo?.[set] ?? 0;
+  const padTo = padding ? (sets.padTo?.[set] ?? 0) : 0;
   const from = sets.offsets[set]!;
   const to = sets.offsets[set + 1]!;
   const n = to - from;
@@ -208,12 +223,8 @@ function buildIndex(plan: Plan, set: number, parts: number, denseMin: number): P
   const shortLast = new Uint8Array(n);
   const tokDiff = new Float64Array(parts + 1);
   const tokens = new Float64Array(parts);
-  const big = new Uint8Array(n);
-  const bigSeq: number[] = [];
-  const bigLen: number[] = [];
   for (let i = 0; i < n; i++) {
-    const seq = sets.seqs[from + i]!;
-    const len = paddedLength(plan.sequences[seq]!, padTo);
+    const len = paddedLength(plan.sequences[sets.seqs[from + i]!]!, padTo);
     const c = Math.ceil(len / parts);
     const cnt = Math.ceil(len / c); // non-empty parts, <= parts
     const last = len - (cnt - 1) * c;
@@ -225,55 +236,46 @@ function buildIndex(plan: Plan, set: number, parts: number, denseMin: number): P
     // tokens: c on parts 0..cnt-2, last on cnt-1.
     tokDiff[cnt - 1]! += c;
     tokens[cnt - 1]! += last;
-    if (c >= denseMin) {
-      big[i] = 1;
-      bigSeq.push(seq);
-      bigLen.push(len);
-    }
   }
   let run = 0;
   for (let i = parts - 1; i >= 0; i--) {
     run += tokDiff[i + 1]!;
     tokens[i]! += run;
   }
-  // c-groups.
-  const order = Array.from({ length: n }, (_, i) => i)
-    .filter((i) => big[i] === 0)
-    .sort((x, y) => cs[x]! - cs[y]! || fullUpTo[x]! - fullUpTo[y]!);
+  // c-groups, ascending c; "full up to" sorted within each.
+  const order = Array.from({ length: n }, (_, i) => i).sort(
+    (x, y) => cs[x]! - cs[y]! || fullUpTo[x]! - fullUpTo[y]!,
+  );
   const groupC: number[] = [];
   const groupFull: Int32Array[] = [];
   for (let i = 0; i < order.length; ) {
     let j = i;
     while (j < order.length && cs[order[j]!] === cs[order[i]!]) j++;
     groupC.push(cs[order[i]!]!);
-    const f = new Int32Array(j - i);
-    for (let k = i; k < j; k++) f[k - i] = fullUpTo[order[k]!]!;
-    groupFull.push(f.filter((v) => v >= 0));
+    const f: number[] = [];
+    for (let k = i; k < j; k++) if (fullUpTo[order[k]!]! >= 0) f.push(fullUpTo[order[k]!]!);
+    groupFull.push(Int32Array.from(f));
     i = j;
   }
-  // Buckets by last part index.
-  const bucket = (want: number): { off: Int32Array; len: Int32Array } => {
-    const off = new Int32Array(parts + 1);
-    for (let i = 0; i < n; i++) if (!big[i] && shortLast[i] === want) off[lastIdx[i]! + 1]!++;
-    for (let t = 0; t < parts; t++) off[t + 1]! += off[t]!;
-    const pos = off.slice(0, parts);
-    const out = new Int32Array(off[parts]!);
-    for (let i = 0; i < n; i++) if (!big[i] && shortLast[i] === want) out[pos[lastIdx[i]!]!++] = lens[i]!;
-    return { off, len: out };
-  };
-  const tr = bucket(1);
-  const fl = bucket(0);
+  // Dense pieces form a suffix of the c-groups (the policy's threshold is on the side).
+  const firstDense: [number, number] = [groupC.length, groupC.length];
+  for (const d of [0, 1] as const)
+    while (firstDense[d] > 0 && isDense(groupC[firstDense[d] - 1]!, d === 1)) firstDense[d]--;
+  // Sequences with a short last part, by its index.
+  const truncOff = new Int32Array(parts + 1);
+  for (let i = 0; i < n; i++) if (shortLast[i]) truncOff[lastIdx[i]! + 1]!++;
+  for (let t = 0; t < parts; t++) truncOff[t + 1]! += truncOff[t]!;
+  const pos = truncOff.slice(0, parts);
+  const truncLen = new Int32Array(truncOff[parts]!);
+  for (let i = 0; i < n; i++) if (shortLast[i]) truncLen[pos[lastIdx[i]!]!++] = lens[i]!;
   return {
     parts,
     groupC: Int32Array.from(groupC),
     groupFull,
-    truncOff: tr.off,
-    truncLen: tr.len,
-    fullOff: fl.off,
-    fullLen: fl.len,
-    bigSeq: Int32Array.from(bigSeq),
-    bigLen: Int32Array.from(bigLen),
+    truncOff,
+    truncLen,
     tokens,
+    firstDense,
     suffix: new Map(),
   };
 }

@@ -1,16 +1,16 @@
 /**
  * Efficiency (fraction of peak FLOP/s) of attention launches, interpolated from calibration points.
  *
- * Varlen: a 2-D table over x = log2(lq) and y = log2(lk / lq), one per (direction, causal). The grid
- * need not be a full product (the H200 grid lacks 8K x 128K): each measured lq is a row, piecewise
- * linear in y and clamped at its ends; between rows, linear in x. Exact at every measured point.
- * Dense: a 1-D table over log2(L) of equal L x L squares, per (direction, causal).
+ * A 2-D table over x = log2(lq) and y = log2(lk / lq), one per (path, direction, causal): varlen
+ * segments, or dense launches (equal squares and full rectangles). The grid need not be a full
+ * product (the H200 grid lacks 8K x 128K): each measured lq is a row, piecewise linear in y and
+ * clamped at its ends; between rows, linear in x. Exact at every measured point.
  *
  * Outside the table: longer launches keep the efficiency of the largest measured one (attention
  * efficiency saturates by 8K). A segment shorter than the smallest measured length (128) in queries
- * or keys takes as long as the 128-padded segment (flash kernels compute whole 128-row query tiles
- * and whole key tiles, so a 2 x 2 segment costs what a 128 x 128 one does): its efficiency is scaled
- * by its pairs over the padded segment's pairs. A segment with fewer keys than queries is costed at
+ * or keys pays a fraction `floor` of the 128-padded segment's time whatever its size (flash kernels
+ * compute whole 128-row query tiles), plus the rest in proportion to its pairs; `floor` = 1 prices
+ * a 2 x 2 segment like a 128 x 128 one. A segment with fewer keys than queries is costed at
  * the efficiency of the square of its key length (the per-tile key loop is what amortises the tile
  * prologue and epilogue).
  */
@@ -52,11 +52,17 @@ export class VarlenGrid {
   private readonly rows: Row[];
   /** Smallest measured query length. */
   readonly minLq: number;
+  /** Number of measured points. */
+  readonly size: number;
 
-  /** `points`: (lq, lk, efficiency) with lk >= lq; `causal`: bottom-right aligned segments. */
+  /**
+   * `points`: (lq, lk, efficiency) with lk >= lq; `causal`: bottom-right aligned segments; `floor`:
+   * the fraction of a 128-padded segment's time a smaller segment pays regardless of its size.
+   */
   constructor(
     points: readonly { lq: number; lk: number; eff: number }[],
     private readonly causal: boolean,
+    private readonly floor = 1,
   ) {
     const byLq = new Map<number, { y: number; v: number }[]>();
     for (const p of points) {
@@ -65,6 +71,7 @@ export class VarlenGrid {
       byLq.set(p.lq, list);
     }
     const lqs = [...byLq.keys()].sort((a, b) => a - b);
+    this.size = points.length;
     this.minLq = lqs[0] ?? 1;
     this.xs = Float64Array.from(lqs, (l) => Math.log2(l));
     this.rows = lqs.map((l) => {
@@ -88,10 +95,12 @@ export class VarlenGrid {
     let scale = 1;
     const m = this.minLq;
     if (lq < m || lk < m) {
-      // Tile floor: the segment costs what its 128-padded version costs.
+      // Tile floor: a fraction `floor` of the 128-padded segment's time is paid whatever the size,
+      // the rest in proportion to the pairs actually attended.
       const lq2 = Math.max(lq, m);
       const lk2 = Math.max(lk, lq2);
-      scale = pointPairs(lq, lk, this.causal) / pointPairs(lq2, lk2, this.causal);
+      const r = pointPairs(lq, lk, this.causal) / pointPairs(lq2, lk2, this.causal);
+      scale = r / (this.floor + (1 - this.floor) * r);
       lq = lq2;
       lk = lk2;
     }
@@ -114,26 +123,5 @@ export class VarlenGrid {
   private rowAt(i: number, y: number): number {
     const r = this.rows[i]!;
     return interp1(r.ys, r.vs, y);
-  }
-}
-
-/** Dense efficiency table of one (direction, causal): equal L x L squares. */
-export class DenseLine {
-  private readonly xs: Float64Array;
-  private readonly vs: Float64Array;
-  /** Smallest measured L; below it the dense path is not used. */
-  readonly minL: number;
-
-  constructor(points: readonly { l: number; eff: number }[]) {
-    const sorted = [...points].sort((a, b) => a.l - b.l);
-    this.xs = Float64Array.from(sorted, (p) => Math.log2(p.l));
-    this.vs = Float64Array.from(sorted, (p) => p.eff);
-    this.minL = sorted[0]?.l ?? Number.POSITIVE_INFINITY;
-  }
-
-  /** Efficiency of squares of side L, or NaN when L is below the table. */
-  eval(l: number): number {
-    if (this.xs.length === 0 || l < this.minL) return Number.NaN;
-    return interp1(this.xs, this.vs, Math.log2(l));
   }
 }

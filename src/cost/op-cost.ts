@@ -1,184 +1,138 @@
 /**
- * Time of one compute op (one launch group on one rank) from its tasks, following the kernel model:
- *
- * 1. Equal square blocks (lq = lk; a causal diagonal block or a fully visible block) are dense
- *    candidates, bucketed by (side, causal). A bucket runs as one dense batched launch when that is
- *    cheaper than running its blocks on the varlen path (policy `auto`).
- * 2. Everything else goes to one varlen launch. Tasks of the same query range merge into one segment
- *    with their keys laid out contiguously (DESIGN.md, component 3): fully visible keys in any
- *    order, then the diagonal piece, causal bottom-right aligned (see {@link OpCost.mergedPoolMs}).
- *
- * Chunk-row work arrives pre-costed (see chunks.ts) as varlen milliseconds plus dense candidates.
+ * Time of one compute op (the launches of one rank for one op), as the GPU runtime runs it
+ * (python/fcp_torch/kernels.py, `plan_launches`): every task is cut into pieces (pieces.ts, never
+ * merged across tasks); pieces the policy sends to the dense path are batched per identical shape
+ * (lq, lk, causal), each batch split into powers of two, one launch each; the other pieces run as
+ * varlen flash, one launch per mask kind (full, causal), whose grid is sized by the longest
+ * segment (see {@link KernelModel.emptyTilesMs}). Chunk-row work arrives as pieces with
+ * multiplicities or as pre-summed varlen work with its segment statistics (chunks.ts).
  */
-import type { Direction, KernelModel, SegmentShape } from './kernel.ts';
-import { segmentShape } from './kernel.ts';
+import type { Direction, KernelModel } from './kernel.ts';
+import { decompose } from './pieces.ts';
 
-/** Reusable accumulator: `reset`, add work, `finish` for the op's milliseconds. */
+/** Reusable accumulator: `reset`, add tasks or pieces, `finish` for the op's milliseconds. */
 export class OpCost {
   private readonly causal: boolean;
   private dir: Direction = 'forward';
-  // Varlen pool of explicit task geometry.
-  private seq: Int32Array = new Int32Array(64);
-  private qs: Int32Array = new Int32Array(64);
-  private ql: Int32Array = new Int32Array(64);
-  private ks: Int32Array = new Int32Array(64);
-  private kl: Int32Array = new Int32Array(64);
-  private n = 0;
-  private order: number[] = [];
   private varlenMs = 0;
-  private varlenUsed = false;
-  /** Dense candidates: key side*2+causal -> count. */
+  /** Varlen launch statistics per mask kind [full, causal] (the kernel grid: kernel.ts). */
+  private readonly vl = [newLaunchStats(), newLaunchStats()];
+  /** Dense batches: key (lq, lk, causal) -> count. */
   private readonly dense = new Map<number, number>();
-  private readonly shape: SegmentShape = { lq: 0, lk: 0, causal: false, pairs: 0 };
+  private readonly sink: (lq: number, lk: number, causal: boolean) => void;
 
   constructor(
     private readonly kernel: KernelModel,
     mask: 'causal' | 'full',
   ) {
     this.causal = mask === 'causal';
+    this.sink = (lq, lk, c) => this.addPiece(lq, lk, c, 1);
   }
 
   /** Starts a new op. */
   reset(dir: Direction): void {
     this.dir = dir;
-    this.n = 0;
     this.varlenMs = 0;
-    this.varlenUsed = false;
+    resetLaunchStats(this.vl[0]!);
+    resetLaunchStats(this.vl[1]!);
     this.dense.clear();
   }
 
-  /** Adds an explicit task (queries [qs, qs+ql) against keys [ks, ks+kl) of sequence `seq`). */
-  addTask(seq: number, qs: number, ql: number, ks: number, kl: number): void {
-    if (ql <= 0 || kl <= 0) return;
-    if (ql === kl && this.kernel.policy !== 'varlen') {
-      const diag = this.causal && qs === ks;
-      const visible = !this.causal || ks + kl - 1 <= qs;
-      if ((diag || visible) && this.kernel.denseEfficiency(this.dir, ql, diag) > 0) {
-        this.addDense(ql, diag, 1);
-        return;
-      }
-    }
-    if (this.n === this.seq.length) this.grow();
-    const i = this.n++;
-    this.seq[i] = seq;
-    this.qs[i] = qs;
-    this.ql[i] = ql;
-    this.ks[i] = ks;
-    this.kl[i] = kl;
+  /** Adds a task (queries [qs, qs+ql) against keys [ks, ks+kl) of one sequence). */
+  addTask(qs: number, ql: number, ks: number, kl: number): void {
+    decompose(this.causal, this.kernel.pieceMode, qs, ql, ks, kl, this.sink);
   }
 
-  /** Adds varlen work already costed (ms without launch overhead). */
-  addVarlenMs(ms: number): void {
-    if (ms > 0) {
-      this.varlenMs += ms;
-      this.varlenUsed = true;
+  /** Adds `count` pieces of one shape. */
+  addPiece(lq: number, lk: number, causal: boolean, count: number): void {
+    if (count <= 0 || lq <= 0 || lk <= 0) return;
+    const k = this.kernel;
+    if (k.isDense(lq, lk, causal)) {
+      const key = (lq * 1048576 + lk) * 2 + (causal ? 1 : 0);
+      this.dense.set(key, (this.dense.get(key) ?? 0) + count);
+      return;
     }
+    this.varlenMs += k.varlenMs(this.dir, lq, lk, causal, count);
+    this.addSegments(causal, count, count * tiles(lq), count * tiles(lk), lq, lk);
   }
 
-  /** Adds `count` dense-candidate squares of side `l`. */
-  addDense(l: number, causal: boolean, count: number): void {
-    const key = l * 2 + (causal ? 1 : 0);
-    this.dense.set(key, (this.dense.get(key) ?? 0) + count);
+  /** Adds varlen work already costed (ms, no launch) of one mask kind, with its segment statistics. */
+  addVarlen(
+    ms: number,
+    causal: boolean,
+    segments: number,
+    qTiles: number,
+    kTiles: number,
+    maxLq: number,
+    maxLk: number,
+  ): void {
+    if (segments <= 0) return;
+    this.varlenMs += ms;
+    this.addSegments(causal, segments, qTiles, kTiles, maxLq, maxLk);
+  }
+
+  private addSegments(
+    causal: boolean,
+    segments: number,
+    qTiles: number,
+    kTiles: number,
+    maxLq: number,
+    maxLk: number,
+  ): void {
+    const v = this.vl[causal ? 1 : 0]!;
+    v.segments += segments;
+    v.qTiles += qTiles;
+    v.kTiles += kTiles;
+    if (maxLq > v.maxLq) v.maxLq = maxLq;
+    if (maxLk > v.maxLk) v.maxLk = maxLk;
   }
 
   /** The op's time in ms (launch overheads included). */
   finish(): number {
     const k = this.kernel;
     const dir = this.dir;
-    let total = 0;
+    const launch = k.launchMs(dir);
+    let total = this.varlenMs;
+    for (const v of this.vl)
+      if (v.segments > 0)
+        total += launch + k.emptyTilesMs(dir, v.segments, v.qTiles, v.kTiles, v.maxLq, v.maxLk);
     for (const [key, count] of this.dense) {
-      const l = Math.floor(key / 2);
       const causal = key % 2 === 1;
-      const pairs = causal ? (l * (l + 1)) / 2 : l * l;
-      const asVarlen = count * k.varlenMs(dir, l, l, causal, pairs);
-      const asDense = k.denseMs(dir, l, causal, count) + k.launchMs(dir);
-      if (asDense < asVarlen) total += asDense;
-      else {
-        this.varlenMs += asVarlen;
-        this.varlenUsed = true;
-      }
+      const rest = (key - (causal ? 1 : 0)) / 2;
+      const lk = rest % 1048576;
+      const lq = (rest - lk) / 1048576;
+      total += k.denseMs(dir, lq, lk, causal, count) + popcount(count) * launch;
     }
-    if (this.n > 0) {
-      this.varlenMs += this.mergedPoolMs();
-      this.varlenUsed = true;
-    }
-    if (this.varlenUsed) total += this.varlenMs + k.launchMs(dir);
     return total;
   }
+}
 
-  /**
-   * Varlen time of the explicit pool. Per query range: every fully visible key piece (all keys at or
-   * before the first query) joins one segment whatever its position, since full attention does not
-   * depend on key order; other pieces merge while contiguous; a merged piece that ends at the last
-   * query and starts at or before the first (the diagonal) is appended after the visible keys, so
-   * the whole is one bottom-right aligned causal segment.
-   */
-  private mergedPoolMs(): number {
-    const { seq, qs, ql, ks, kl } = this;
-    const causal = this.causal;
-    const order = this.order;
-    order.length = this.n;
-    for (let i = 0; i < this.n; i++) order[i] = i;
-    order.sort((a, b) => seq[a]! - seq[b]! || qs[a]! - qs[b]! || ql[a]! - ql[b]! || ks[a]! - ks[b]!);
-    let ms = 0;
-    const sh = this.shape;
-    const k = this.kernel;
-    const dir = this.dir;
-    for (let i = 0; i < order.length; ) {
-      const first = order[i]!;
-      const q0 = qs[first]!;
-      const qn = ql[first]!;
-      const qe = q0 + qn;
-      let j = i;
-      while (j < order.length) {
-        const b = order[j]!;
-        if (seq[b] !== seq[first] || qs[b] !== q0 || ql[b] !== qn) break;
-        j++;
-      }
-      // Tasks i..j-1 share the query range; sorted by key start.
-      let visible = 0;
-      for (let x = i; x < j; x++) {
-        const t = order[x]!;
-        if (!causal || ks[t]! + kl[t]! - 1 <= q0) visible += kl[t]!;
-      }
-      let joined = visible === 0;
-      for (let x = i; x < j; ) {
-        const t = order[x]!;
-        if (!causal || ks[t]! + kl[t]! - 1 <= q0) {
-          x++;
-          continue;
-        }
-        const k0 = ks[t]!;
-        let k1 = k0 + kl[t]!;
-        let y = x + 1;
-        while (y < j && ks[order[y]!] === k1) {
-          k1 += kl[order[y]!]!;
-          y++;
-        }
-        segmentShape(true, q0, qn, k0, k1 - k0, sh);
-        if (!joined && k0 <= q0 && k1 >= qe && sh.pairs > 0) {
-          // The diagonal run after all visible keys: one bottom-right causal segment.
-          ms += k.varlenMs(dir, qn, visible + sh.lk, true, qn * visible + sh.pairs);
-          joined = true;
-        } else ms += k.varlenMs(dir, sh.lq, sh.lk, sh.causal, sh.pairs);
-        x = y;
-      }
-      if (!joined) ms += k.varlenMs(dir, qn, visible, false, qn * visible);
-      i = j;
-    }
-    return ms;
-  }
+/** Query or key tiles of a varlen segment (128 rows each). */
+export const tiles = (l: number): number => Math.ceil(l / 128);
 
-  private grow(): void {
-    const g = (a: Int32Array): Int32Array => {
-      const b = new Int32Array(a.length * 2);
-      b.set(a);
-      return b;
-    };
-    this.seq = g(this.seq);
-    this.qs = g(this.qs);
-    this.ql = g(this.ql);
-    this.ks = g(this.ks);
-    this.kl = g(this.kl);
-  }
+interface LaunchStats {
+  segments: number;
+  qTiles: number;
+  kTiles: number;
+  maxLq: number;
+  maxLk: number;
+}
+
+function newLaunchStats(): LaunchStats {
+  return { segments: 0, qTiles: 0, kTiles: 0, maxLq: 0, maxLk: 0 };
+}
+
+function resetLaunchStats(v: LaunchStats): void {
+  v.segments = 0;
+  v.qTiles = 0;
+  v.kTiles = 0;
+  v.maxLq = 0;
+  v.maxLk = 0;
+}
+
+/** Number of set bits: launches of a batch split into powers of two. */
+function popcount(n: number): number {
+  let c = 0;
+  for (let x = n; x > 0; x = Math.floor(x / 2)) c += x % 2;
+  return c;
 }

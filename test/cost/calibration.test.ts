@@ -36,11 +36,13 @@ test('both shipped formats load, alone or together', () => {
   const both = calibrationFromOption(
     `${dataPath('calibration/h200-torch2.11-sdpa.json')},${dataPath('calibration/h200-torch2.11-flash-varlen.json')}`,
   );
-  assert.equal(both.denseBackend, 'sdpa-cudnn');
+  assert.equal(both.denseBackend, 'cudnn');
+  assert.equal(both.dense.length, 14); // sdpa-cudnn squares; sdpa-flash and flash-rect-single rows are not dense cuDNN
   assert.equal(both.varlen.length, 68);
   // A varlen-only calibration runs everything on the varlen path.
   const k = new KernelModel(LLAMA3_70B, { calibration: grid });
-  assert.ok(Number.isNaN(k.denseMs('forward', 4096, true, 1)));
+  assert.ok(Number.isNaN(k.denseMs('forward', 4096, 4096, true)));
+  assert.ok(!k.isDense(4096, 4096, true));
 });
 
 test('an SDPA file alone lacks varlen backward timings', () => {
@@ -117,7 +119,7 @@ test('a custom grid with a launch floor: overhead and efficiency come out as con
     bwd_ms: floorMs(2.5),
   });
   const cal = calibrationFromJson([{ path: 'synthetic', json: { peak_tflops: peak, rows } }]);
-  const k = new KernelModel(LLAMA3_70B, { calibration: cal });
+  const k = new KernelModel(LLAMA3_70B, { calibration: cal, tileFloor: 1 });
   assert.ok(Math.abs(k.launchMs('forward') - launch) < 1e-9, `${k.launchMs('forward')}`);
   assert.ok(Math.abs(k.launchMs('backward') - launch) < 1e-9);
   for (const [lq, lk] of [

@@ -28,10 +28,19 @@ export interface SimOptions {
   kernel?: KernelPolicy | undefined;
   /** Per-launch overhead override, ms. */
   launchMs?: { forward: number; backward: number } | undefined;
+  /** Tile floor of pieces below 128 tokens (kernel.ts). */
+  tileFloor?: number | undefined;
+  /** Cost of an empty varlen grid tile per head, ms (kernel.ts). */
+  emptyTileMs?: number | undefined;
   /** Rate solver neighbourhood. */
   rates?: Partial<RateOptions> | undefined;
   /** Also build a Chrome trace. */
   trace?: boolean | undefined;
+  /**
+   * Charge the padding recorded in sequence sets (`padTo`, TE's padding to a multiple of 2N);
+   * default true. False costs what a runtime that does not pad executes (the GPU runtime's replay).
+   */
+  padding?: boolean | undefined;
 }
 
 /** Results of one phase. Times in ms; per-rank arrays indexed by rank. */
@@ -94,9 +103,16 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   };
   if (options.calibration) kernelOpts.calibration = options.calibration;
   if (options.launchMs) kernelOpts.launchMs = options.launchMs;
+  if (options.tileFloor !== undefined) kernelOpts.tileFloor = options.tileFloor;
+  if (options.emptyTileMs !== undefined) kernelOpts.emptyTileMs = options.emptyTileMs;
   const kernel = new KernelModel(plan.model, kernelOpts);
   const network = new Network(cluster, plan.world);
-  const ctx = { plan, network, op: new OpCost(kernel, plan.mask), chunks: new ChunkCoster(plan, kernel) };
+  const ctx = {
+    plan,
+    network,
+    op: new OpCost(kernel, plan.mask),
+    chunks: new ChunkCoster(plan, kernel, options.padding ?? true),
+  };
   let pairs = 0;
   for (let i = 0; i < plan.sequences.length; i++)
     pairs += sequencePairs(plan.mask === 'causal', plan.sequences[i]!);

@@ -317,24 +317,15 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
   const nTasks = tasks.rank.length;
   const nChunk = ct ? ct.rank.length : 0;
   const dur = new Float64Array(c.rank.length);
-  const chunkIds: number[] = [];
-  const kvParts: number[] = [];
   for (let i = 0; i < c.rank.length; i++) {
     op.reset(dir);
     for (let k = c.taskOffsets[i]!; k < c.taskOffsets[i + 1]!; k++) {
       const id = c.taskIds[k]!;
       if (id < 0 || id >= nTasks)
         fail('sim.plan.task', `compute op ${i} lists task ${id}, not a row of tasks`, `${dir}.compute`, i);
-      op.addTask(
-        tasks.seq[id]!,
-        tasks.qStart[id]!,
-        tasks.qLength[id]!,
-        tasks.kvStart[id]!,
-        tasks.kvLength[id]!,
-      );
+      op.addTask(tasks.qStart[id]!, tasks.qLength[id]!, tasks.kvStart[id]!, tasks.kvLength[id]!);
     }
-    if (ct && c.chunkTaskOffsets && c.chunkTaskIds) {
-      chunkIds.length = 0;
+    if (ct && c.chunkTaskOffsets && c.chunkTaskIds)
       for (let k = c.chunkTaskOffsets[i]!; k < c.chunkTaskOffsets[i + 1]!; k++) {
         const id = c.chunkTaskIds[k]!;
         if (id < 0 || id >= nChunk)
@@ -344,31 +335,8 @@ function opDurations(ctx: PrepareContext, phase: Phase, dir: Direction): Float64
             `${dir}.compute`,
             i,
           );
-        chunkIds.push(id);
+        chunks.addTask(op, dir, ct.set[id]!, ct.parts[id]!, ct.qPart[id]!, ct.kvPart[id]!);
       }
-      // Per (set, parts, query part): its key parts, costed together for every sequence of the set.
-      chunkIds.sort(
-        (a, b) =>
-          ct.set[a]! - ct.set[b]! ||
-          ct.parts[a]! - ct.parts[b]! ||
-          ct.qPart[a]! - ct.qPart[b]! ||
-          ct.kvPart[a]! - ct.kvPart[b]!,
-      );
-      for (let x = 0; x < chunkIds.length; ) {
-        const a = chunkIds[x]!;
-        kvParts.length = 0;
-        let y = x;
-        while (y < chunkIds.length) {
-          const b = chunkIds[y]!;
-          if (ct.set[b] !== ct.set[a] || ct.parts[b] !== ct.parts[a] || ct.qPart[b] !== ct.qPart[a]) break;
-          if (kvParts.length === 0 || kvParts[kvParts.length - 1] !== ct.kvPart[b])
-            kvParts.push(ct.kvPart[b]!);
-          y++;
-        }
-        chunks.addSegment(op, dir, ct.set[a]!, ct.parts[a]!, ct.qPart[a]!, kvParts);
-        x = y;
-      }
-    }
     dur[i] = op.finish();
   }
   return dur;

@@ -17,12 +17,23 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { KvEdges } from './fetch.ts';
-import { applyAblations, hunger, type PhaseStats, PUSH_SLACK, placeIn, placeKv } from './forward.ts';
+import {
+  applyAblations,
+  buildPhaseOps,
+  hunger,
+  type PhaseEnv,
+  type PhaseStats,
+  placeIn,
+  placeKv,
+  RAMP,
+  timingContext,
+} from './forward.ts';
 import { firstEndingAfter, subtractInto } from './layout.ts';
 import type { FcpOptions } from './options.ts';
-import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
+import { finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, placePushes } from './rounds.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
+import { estimateTimeline, pushGroup, taskTimes } from './timing.ts';
 
 /** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
 interface DkvPushes {
@@ -154,9 +165,10 @@ export function planBackward(
   inColouring: Colouring,
   world: number,
   o: FcpOptions,
+  env: PhaseEnv,
 ): { phase: Phase; stats: PhaseStats } {
   const { runs, pieces } = ctx;
-  const placer = new GroupPlacer(o.coalesce);
+  const placer = new GroupPlacer(o.coalesce, world, RAMP);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
   const kv = placeKv(
@@ -172,13 +184,20 @@ export function planBackward(
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const ready = taskReady(ctx, tasks, pieceGroup, null, edges, byRs, kv.group);
   const after = applyAblations(ready, pieceGroup, placer.groups - 1, o);
-  const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
+  const tctx = timingContext(ctx, world, env, 'backward');
+  const ms = taskTimes(tctx, tasks.table);
+  const { compute, opOfTask } = buildPhaseOps(ctx, tasks, after, ms, true, tctx, placer, list, world, o);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
 
   const d = dkvPushes(ctx, tasks, opOfTask);
   const nd = d.src.length;
+  const tl = estimateTimeline(tctx, placer, list, compute, ms);
+  const slice = tl.meanOpMs;
   const dReady = new Int32Array(nd);
-  for (let e = 0; e < nd; e++) dReady[e] = compute.after[d.op[e]!]! + 1 + PUSH_SLACK;
+  for (let e = 0; e < nd; e++) {
+    const op = d.op[e]!;
+    dReady[e] = pushGroup(tl, d.src[e]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice);
+  }
   const dkv = placePushes(placer, d.src, d.dst, dReady, world, o.rounds);
   // Latest dkv arrival into each piece, for `out` (pushes land inside one home run).
   const dkvInto = new Int32Array(pieces.seq.length).fill(-1);
@@ -200,7 +219,8 @@ export function planBackward(
   const outReady = new Int32Array(m.length);
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
-    outReady[i] = Math.max(compute.after[lastOp[p]!]! + 1 + PUSH_SLACK, dkvInto[p]! + 1);
+    const op = lastOp[p]!;
+    outReady[i] = Math.max(pushGroup(tl, outSrc[i]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice), dkvInto[p]! + 1);
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   for (let i = 0; i < m.length; i++) {

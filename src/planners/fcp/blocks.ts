@@ -19,6 +19,7 @@
  */
 import { attendedPairs, sequencePairs } from '../../cluster/model.ts';
 import type { Mask } from '../../plan/types.ts';
+import type { SeqRows } from './layout.ts';
 import type { FcpOptions } from './options.ts';
 
 /** Blocks and placement units of a batch. Block ids of sequence s are seqBlocks[s]..seqBlocks[s+1]-1, by position. */
@@ -77,15 +78,19 @@ export function refinedBlockSize(
  */
 export const memoryBlockCap = (memoryTokens: number): number => Math.max(1, Math.floor(memoryTokens / 4));
 
-/** Splits every sequence into blocks and units (see the module comment). */
+/**
+ * Splits every sequence into blocks and units (see the module comment). `capDivisor` shrinks the
+ * memory cap on block sizes (the planner retries with smaller blocks when units do not pack).
+ */
 export function splitBlocks(
   sequences: Int32Array,
   mask: Mask,
   world: number,
   o: FcpOptions,
   memoryTokens = Number.POSITIVE_INFINITY,
+  capDivisor = 1,
 ): Blocks {
-  const maxBlock = memoryBlockCap(memoryTokens);
+  const maxBlock = Math.max(1, Math.floor(memoryBlockCap(memoryTokens) / capDivisor));
   const causal = mask === 'causal';
   const S = sequences.length;
   let totalPairs = 0;
@@ -155,6 +160,47 @@ export function splitBlocks(
     seqUnits,
     unitBlockA,
     unitBlockB,
+    totalPairs,
+    totalTokens,
+  };
+}
+
+/**
+ * Blocks that are exactly the user layout's rows, each its own unit: the fallback when memory is
+ * too tight for any block split to pack (a batch that fills every rank's memory exactly), since the
+ * user layout itself always fits (no rank holds more than ceil(total / world) tokens there).
+ */
+export function userLayoutBlocks(sequences: Int32Array, rows: SeqRows, mask: Mask, o: FcpOptions): Blocks {
+  const causal = mask === 'causal';
+  const S = sequences.length;
+  const B = rows.rank.length;
+  const seq = new Int32Array(B);
+  const unitPairs = new Float64Array(B);
+  const blockSizeOfSeq = new Int32Array(S).fill(o.blockSize);
+  let totalPairs = 0;
+  let totalTokens = 0;
+  for (let s = 0; s < S; s++) {
+    totalPairs += sequencePairs(causal, sequences[s]!);
+    totalTokens += sequences[s]!;
+    for (let i = rows.off[s]!; i < rows.off[s + 1]!; i++) {
+      seq[i] = s;
+      unitPairs[i] = attendedPairs(causal, rows.start[i]!, rows.length[i]!, 0, sequences[s]!);
+    }
+  }
+  const ids = Int32Array.from({ length: B }, (_, i) => i);
+  return {
+    seq,
+    start: rows.start,
+    length: rows.length,
+    unit: ids,
+    seqBlocks: rows.off,
+    blockSizeOfSeq,
+    unitSeq: seq,
+    unitTokens: rows.length,
+    unitPairs,
+    seqUnits: rows.off,
+    unitBlockA: ids,
+    unitBlockB: new Int32Array(B).fill(-1),
     totalPairs,
     totalTokens,
   };

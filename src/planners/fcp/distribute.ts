@@ -66,6 +66,21 @@ export function computeImbalance(load: Float64Array): number {
   return sum > 0 ? (max * load.length) / sum - 1 : 0;
 }
 
+/** The placement that keeps every block on its user rank (for `userLayoutBlocks`, blocks.ts). */
+export function userPlacement(blocks: Blocks, weights: Weights, userRows: SeqRows, world: number): Placement {
+  const blockRank = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
+  const load = new Float64Array(world);
+  const mem = new Float64Array(world);
+  for (let b = 0; b < blockRank.length; b++) {
+    load[blockRank[b]!]! += weights.block[b]!;
+    mem[blockRank[b]!]! += blocks.length[b]!;
+  }
+  const unitRank = new Int32Array(blocks.unitSeq.length);
+  for (let b = 0; b < blockRank.length; b++) unitRank[blocks.unit[b]!] = blockRank[b]!;
+  const imb = computeImbalance(load);
+  return { unitRank, blockRank, computeLoad: load, memoryLoad: mem, greedyImbalance: imb, refineSteps: 0 };
+}
+
 /** Candidates read off each heap per unit. */
 const HEAP_CANDIDATES = 4;
 
@@ -77,6 +92,7 @@ export function distributeUnits(
   world: number,
   memoryTokens: number,
   o: FcpOptions,
+  gpusPerNode = world,
 ): Placement {
   const U = blocks.unitSeq.length;
   const { unitTokens, unitSeq } = blocks;
@@ -165,6 +181,13 @@ export function distributeUnits(
     }
     return pick;
   };
+  /** The least loaded rank of node `n` that takes the unit under the average compute, or -1. */
+  const leastInNode = (n: number): number => {
+    let pick = -1;
+    for (let r = n * gpusPerNode, e = Math.min(world, (n + 1) * gpusPerNode); r < e; r++)
+      if (room(r) && load[r]! + pairs <= avg && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+    return pick;
+  };
   // The unit being placed (read by `room` and `score`, created once: no closures in the loop).
   let tok = 0;
   let pairs = 0;
@@ -230,6 +253,14 @@ export function distributeUnits(
       // Locality tie-break among ranks whose score is within the tolerance of the best.
       const within = bestScore + o.tolerance;
       if (pick < 0 && !o.noLocality) pick = mostOverlap(-1, (r) => room(r) && score(r) <= within);
+      // Topology: a long sequence's next rank from the node of its previous units, else from the
+      // node holding most of the unit's tokens, while such a rank takes it under the average:
+      // its reshuffle and most of its K/V then move over NVLink instead of the NIC.
+      if (pick < 0 && dense && !o.noLocality && gpusPerNode < world) {
+        if (prev >= 0) pick = leastInNode(Math.floor(prev / gpusPerNode));
+        const home = mostOverlap(-1, () => true);
+        if (pick < 0 && home >= 0) pick = leastInNode(Math.floor(home / gpusPerNode));
+      }
       if (pick < 0) pick = best;
     }
     unitRank[u] = pick;

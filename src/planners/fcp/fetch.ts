@@ -132,6 +132,9 @@ export function fetchRequests(
   };
 }
 
+/** NVLink bandwidth over NIC bandwidth (400 over 50 GB/s on Hopper). */
+const NVLINK_SPEEDUP = 8;
+
 /** Per-message overhead in the sender choice, in tokens (a message's latency at link speed, roughly). */
 const MESSAGE_TOKENS = 512;
 
@@ -159,6 +162,7 @@ export function chooseSenders(
   world: number,
   homesReady: boolean,
   inWeight = 0,
+  gpusPerNode = world,
 ): KvEdges {
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
@@ -182,11 +186,23 @@ export function chooseSenders(
   // Sender load in K/V-token units, starting from the forward `in` each user rank must send
   // (Q,K,V: `inWeight` K/V tokens' worth per token), so that K/V leaves the user ranks of a long
   // sequence, already busy with its reshuffle, for its homes.
+  // NIC and NVLink are separate links: a sender's load is the larger of its NIC tokens and its
+  // NVLink tokens over NVLINK_SPEEDUP, and a transfer inside a node loads only the latter.
   const cost = new Float64Array(world);
+  const nvl = new Float64Array(world);
+  const sameNode = (a: number, b: number): boolean => Math.floor(a / gpusPerNode) === Math.floor(b / gpusPerNode);
+  const charge = (from: number, to: number, tokens: number): void => {
+    if (sameNode(from, to)) nvl[from]! += tokens;
+    else cost[from]! += tokens;
+  };
+  const after = (from: number, to: number, tokens: number): number =>
+    sameNode(from, to)
+      ? Math.max(cost[from]!, (nvl[from]! + tokens) / NVLINK_SPEEDUP)
+      : Math.max(cost[from]! + tokens, nvl[from]! / NVLINK_SPEEDUP);
   if (inWeight > 0)
     for (let i = 0; i < pieces.moving.length; i++) {
       const p = pieces.moving[i]!;
-      cost[pieces.user[p]!]! += inWeight * pieces.length[p]!;
+      charge(pieces.user[p]!, pieces.home[p]!, inWeight * pieces.length[p]!);
     }
   // Per segment: sent by its home (1) or by the request's user rank (0). Each segment goes to the
   // less loaded of the two (ties: the user rank, which holds the data from time zero).
@@ -194,13 +210,14 @@ export function chooseSenders(
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
+    const v = runs.rsRank[req.rs[i]!]!;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const h = runs.rank[segRun[j]!]!;
       const add = segLen[j]! + MESSAGE_TOKENS;
-      if (h !== u && cost[h]! < cost[u]!) {
+      if (h !== u && after(h, v, add) < after(u, v, add)) {
         viaHome[j] = 1;
-        cost[h]! += add;
-      } else cost[u]! += add;
+        charge(h, v, add);
+      } else charge(u, v, add);
     }
   }
   const src: number[] = [];

@@ -17,14 +17,18 @@
  */
 
 import { IntColumn } from '../../core/int-column.ts';
-import type { Phase } from '../../plan/types.ts';
+import type { Direction } from '../../cost/kernel.ts';
+import type { ComputeTable, ModelShape, Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import { buildGridTasks } from './grid-tasks.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, colourEdges, orderRounds, placeColouring, placePushes } from './rounds.ts';
-import { buildTasks, edgesByRs, type TaskContext, type Tasks } from './tasks.ts';
+import { orderOps } from './order.ts';
+import { buildTasks, edgesByRs, exportFlags, type TaskContext, type Tasks } from './tasks.ts';
+import type { TimeModel } from './time-model.ts';
+import { estimateGroups, estimateTimeline, pushGroup, type TimingContext, taskTimes } from './timing.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
 export interface PhaseStats {
@@ -47,9 +51,21 @@ export interface ForwardResult {
 
 /** Bytes of a forward `in` token (Q,K,V) over those of a `kv` token (K,V), for the default model. */
 const IN_WEIGHT = 5;
+export const RAMP = process.env.RAMP === "1";
+const PRIO = process.env.PRIO === "1";
+const ORDER = process.env.ORDER !== "0";
 
-/** Pushes the group placement leaves between an op and the result it pushes (overlap with the next op). */
-export const PUSH_SLACK = 1;
+/** The timing estimate's view of a phase. */
+export function timingContext(ctx: TaskContext, world: number, env: PhaseEnv, dir: Direction): TimingContext {
+  return {
+    world,
+    gpusPerNode: env.gpusPerNode,
+    model: env.model,
+    causal: ctx.mask === 'causal',
+    dir,
+    tm: env.tm,
+  };
+}
 
 /**
  * Weight of a transfer to `dst` for the round order: receivers with little work present from the
@@ -80,10 +96,13 @@ export function placeKv(
   o: FcpOptions,
   colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
-  const c = colouring ?? colourEdges(edges.src, edges.dst, world, o.rounds);
+  // Rounds by priority: edges that may start earlier first, then keys in position order, so that a
+  // receiver's early query rows (the front run of a zig-zag pair) complete early.
+  const prio = Float64Array.from(edges.start, (st, e) => ready[e]! * 2 ** 31 + st);
+  const c = colouring ?? colourEdges(edges.src, edges.dst, world, o.rounds, PRIO ? prio : undefined);
   const weight = Float64Array.from(edges.dst, (d) => weightOfRank[d]!);
   const { order, readyOf } = orderRounds(c, ready, weight);
-  const slot = placeColouring(placer, c, order, readyOf);
+  const slot = placeColouring(placer, c, order, readyOf, edges.src, edges.dst);
   const group = new Int32Array(edges.src.length);
   for (let e = 0; e < slot.length; e++) {
     list.add(
@@ -104,7 +123,9 @@ export function placeKv(
 export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContext, c: Colouring): Int32Array {
   const { pieces } = ctx;
   const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
-  const slot = placeColouring(placer, c, order, readyOf);
+  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
+  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  const slot = placeColouring(placer, c, order, readyOf, src, dst);
   const group = new Int32Array(pieces.seq.length).fill(-1);
   for (let i = 0; i < pieces.moving.length; i++) {
     const p = pieces.moving[i]!;
@@ -128,6 +149,36 @@ export function colourIn(ctx: TaskContext, world: number, o: FcpOptions): Colour
   const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
   const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
   return colourEdges(src, dst, world, o.rounds);
+}
+
+/** Longest compute op of the exporting work, ms (order.ts): pushes leave after at most this much compute. */
+const MAX_OP_MS = Number(process.env.MAXOP ?? 4);
+/** Local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
+const RESERVE_MS = Number(process.env.RESERVE ?? 10);
+
+/**
+ * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
+ * (order.ts), or, under the pipeline ablations, one op per ready group.
+ */
+export function buildPhaseOps(
+  ctx: TaskContext,
+  tasks: Tasks,
+  after: Int32Array,
+  ms: Float64Array,
+  backward: boolean,
+  tctx: TimingContext,
+  placer: GroupPlacer,
+  list: TransferList,
+  world: number,
+  o: FcpOptions,
+): { compute: ComputeTable; opOfTask: Int32Array } {
+  if (o.noPipeline || o.noReshuffleOverlap || !ORDER) return buildOps(tasks.table.rank, after, world);
+  const t = tasks.table;
+  const key = new Float64Array(t.rank.length);
+  for (let i = 0; i < key.length; i++) key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
+  const { groupEnd, groups } = estimateGroups(tctx, placer, list);
+  const input = { rank: t.rank, ready: after, exported: exportFlags(ctx, tasks, backward), ms, key };
+  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, RESERVE_MS);
 }
 
 /** Applies the pipeline ablations to tasks' ready groups. */
@@ -181,19 +232,27 @@ export function lastWriter(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array)
   return lastOp;
 }
 
+/** What the phases need besides the layout: the time model and the machine shape it assumes. */
+export interface PhaseEnv {
+  readonly tm: TimeModel;
+  readonly model: ModelShape;
+  readonly gpusPerNode: number;
+}
+
 /** Plans the forward phase. */
 export function planForward(
   ctx: TaskContext,
   req: FetchRequests,
   world: number,
   o: FcpOptions,
+  env: PhaseEnv,
 ): ForwardResult {
   const { runs, pieces } = ctx;
-  const placer = new GroupPlacer(o.coalesce);
+  const placer = new GroupPlacer(o.coalesce, world, RAMP);
   const list = new TransferList();
   const inColouring = colourIn(ctx, world, o);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT);
+  const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT, env.gpusPerNode);
   const ready = Int32Array.from(edges.dep, (d) => (d >= 0 ? pieceGroup[d]! + 1 : 0));
   const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);
   const byRs = edgesByRs(edges, runs.rsRank.length);
@@ -201,7 +260,9 @@ export function planForward(
     ? buildGridTasks(ctx, ctx.blockSize, ctx.grid, pieceGroup, edges, byRs, kv.group)
     : buildTasks(ctx, pieceGroup, edges, byRs, kv.group);
   const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
-  const { compute, opOfTask } = buildOps(tasks.table.rank, after, world);
+  const tctx = timingContext(ctx, world, env, 'forward');
+  const ms = taskTimes(tctx, tasks.table);
+  const { compute, opOfTask } = buildPhaseOps(ctx, tasks, after, ms, false, tctx, placer, list, world, o);
 
   // `out`: O of each moving piece after the last op writing its rows (binary search among the
   // pieces of the task's RS, which are in position order).
@@ -209,7 +270,11 @@ export function planForward(
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
-  const outReady = Int32Array.from(m, (p) => compute.after[lastOp[p]!]! + 1 + PUSH_SLACK);
+  const tl = estimateTimeline(tctx, placer, list, compute, ms);
+  const outReady = Int32Array.from(m, (p) => {
+    const op = lastOp[p]!;
+    return pushGroup(tl, pieces.home[p]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, tl.meanOpMs);
+  });
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
   for (let i = 0; i < m.length; i++) {

@@ -1,6 +1,7 @@
 /**
  * The FCP planner (DESIGN.md, components 1-4), stage by stage:
  *
+ *   place.ts       blocks, weights and distribution, retried with smaller blocks when memory is tight
  *   blocks.ts      split + zig-zag pairing into placement units (per-sequence block size)
  *   weights.ts     compute load of blocks: modelled kernel time (time-model.ts) or pairs
  *   distribute.ts  multi-dimensional LPT with affinity and the locality tie-break, refinement
@@ -22,31 +23,17 @@ import type { Problem } from '../../cluster/problem.ts';
 import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { planBackward } from './backward.ts';
-import { splitBlocks } from './blocks.ts';
-import { computeImbalance, distributeUnits } from './distribute.ts';
+import { computeImbalance } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
 import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
 import { type FcpOptions, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
-import { type TileGeometry } from './grid.ts';
 import { TimeModel } from './time-model.ts';
-import { weighBlocks } from './weights.ts';
-
-/** Geometry of the weights when tasks are not tiled: every block one rectangle-free square walk with tiny tiles disabled. */
-const UNTILED: TileGeometry = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
-
-/** Tile geometry of the options, or null when tiling is off (`tile: 0`). */
-export function tileGeometry(o: FcpOptions): TileGeometry | null {
-  if (o.tile <= 0) return null;
-  return { tmax: o.tile, minTile: o.minTile, wholeMax: WHOLE_TILES * o.tile };
-}
+import { placeBlocks, tileGeometry } from './place.ts';
 
 /** Largest K/V message when tasks are not tiled, in tokens. */
 const FETCH_CHUNK = 4096;
-
-/** A run that starts a sequence and spans at most this many tiles is one causal square. */
-const WHOLE_TILES = 8;
 
 /** Milliseconds spent in each stage of one planning run. */
 export type StageTimings = Record<
@@ -65,22 +52,21 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const o = resolveFcpOptions(options);
   const { sequences, world, mask } = problem;
   const t0 = performance.now();
-  const blocks = splitBlocks(sequences, mask, world, o, problem.memoryTokens);
-  const grid = tileGeometry(o);
-  const tm = o.balance === 'time' ? new TimeModel(problem.model, o.calibration) : null;
-  const weights = weighBlocks(blocks, sequences, mask, tm, grid ?? UNTILED);
-  const t1 = performance.now();
+  const tm = new TimeModel(problem.model, o.calibration);
   const userRows = rowsBySeq(problem.userLayout, sequences.length);
-  const placement = distributeUnits(blocks, weights, userRows, world, problem.memoryTokens, o);
+  const { blocks, placement, attempts, splitMs } = placeBlocks(problem, o, tm, userRows);
+  const t1 = t0 + splitMs;
   const t2 = performance.now();
   const runs = homeRuns(blocks, placement.blockRank, world);
   const pieces = reshufflePieces(runs, userRows);
+  const grid = tileGeometry(o);
   const ctx = { runs, userRows, pieces, sequences, mask, blockSize: blocks.blockSizeOfSeq, grid };
   const req = fetchRequests(runs, userRows, sequences, mask, o.tile > 0 ? o.tile : FETCH_CHUNK);
   const t3 = performance.now();
-  const fwd = planForward(ctx, req, world, o);
+  const env = { tm, model: problem.model, gpusPerNode: problem.gpusPerNode };
+  const fwd = planForward(ctx, req, world, o, env);
   const t4 = performance.now();
-  const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o);
+  const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o, env);
   const t5 = performance.now();
 
   let minBlock = Number.POSITIVE_INFINITY;
@@ -104,6 +90,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
       computeImbalance: computeImbalance(placement.computeLoad),
       greedyImbalance: placement.greedyImbalance,
       refineSteps: placement.refineSteps,
+      memoryAttempts: attempts,
       maxHomeTokens: maxMem,
       movedTokens: movedTokens(pieces),
       reshuffleBytes: reshuffleBytes(pieces, problem.model),

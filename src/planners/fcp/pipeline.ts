@@ -15,15 +15,42 @@
 import { IntColumn } from '../../core/int-column.ts';
 import type { ComputeTable, KindCode, Phase } from '../../plan/types.ts';
 
-/** Assigns rounds to groups (module comment). */
+/**
+ * Assigns rounds to groups and keeps, per round, which ranks already send or receive in it, so
+ * that single transfers (pushes, reshuffle pieces) can join existing rounds where both their ranks
+ * are free: they then cost no extra round, and a round stays a matching. Group g holds at most
+ * `capacity(g)` rounds: `coalesce`, or with `ramp` 1, 2, 4, ... up to `coalesce`, so that the first
+ * groups are short and every rank starts computing after one round instead of `coalesce`.
+ */
 export class GroupPlacer {
   private readonly count: number[] = [];
   private readonly slotGroup: number[] = [];
-  constructor(readonly coalesce: number) {}
+  private readonly groupSlots: number[][] = [];
+  private send: Uint8Array;
+  private recv: Uint8Array;
+  /** Per rank: groups below this are full and hold no free send (receive) slot for the rank. */
+  private readonly sendFrom: Int32Array;
+  private readonly recvFrom: Int32Array;
+
+  constructor(
+    readonly coalesce: number,
+    readonly world = 0,
+    readonly ramp = false,
+  ) {
+    this.send = new Uint8Array(64 * world);
+    this.recv = new Uint8Array(64 * world);
+    this.sendFrom = new Int32Array(world);
+    this.recvFrom = new Int32Array(world);
+  }
 
   /** Number of groups opened so far. */
   get groups(): number {
     return this.count.length;
+  }
+
+  /** Rounds group g may hold. */
+  capacity(g: number): number {
+    return this.ramp && g < 30 ? Math.min(this.coalesce, 2 ** g) : this.coalesce;
   }
 
   /**
@@ -32,11 +59,71 @@ export class GroupPlacer {
    */
   place(ready: number): number {
     let g = Math.max(0, Math.min(ready, this.count.length));
-    while (g < this.count.length && this.count[g]! >= this.coalesce) g++;
-    if (g === this.count.length) this.count.push(0);
+    while (g < this.count.length && this.count[g]! >= this.capacity(g)) g++;
+    return this.open(g);
+  }
+
+  private open(g: number): number {
+    if (g === this.count.length) {
+      this.count.push(0);
+      this.groupSlots.push([]);
+    }
     this.count[g]!++;
+    const slot = this.slotGroup.length;
     this.slotGroup.push(g);
-    return this.slotGroup.length - 1;
+    this.groupSlots[g]!.push(slot);
+    const W = this.world;
+    if ((slot + 1) * W > this.send.length) {
+      const grow = (a: Uint8Array): Uint8Array => {
+        const b = new Uint8Array(a.length * 2);
+        b.set(a);
+        return b;
+      };
+      this.send = grow(this.send);
+      this.recv = grow(this.recv);
+    }
+    return slot;
+  }
+
+  /** Records that `src` sends to `dst` in `slot`. */
+  mark(slot: number, src: number, dst: number): void {
+    this.send[slot * this.world + src] = 1;
+    this.recv[slot * this.world + dst] = 1;
+  }
+
+  /**
+   * Places one transfer src -> dst: into the first round of the earliest group >= min(ready,
+   * groups) where both ranks are free, or a new round in the earliest such group with room.
+   * `naive`: any round of the group (no matching). Returns the slot.
+   */
+  fill(src: number, dst: number, ready: number, naive = false): number {
+    const W = this.world;
+    let g = Math.max(0, Math.min(ready, this.count.length));
+    if (!naive) g = Math.max(g, Math.min(this.sendFrom[src]!, this.recvFrom[dst]!));
+    for (; g < this.count.length; g++) {
+      const slots = this.groupSlots[g]!;
+      const full = this.count[g]! >= this.capacity(g);
+      let sendFree = false;
+      let recvFree = false;
+      for (const slot of slots) {
+        const sf = this.send[slot * W + src] === 0;
+        const rf = this.recv[slot * W + dst] === 0;
+        if (naive || (sf && rf)) {
+          this.mark(slot, src, dst);
+          return slot;
+        }
+        sendFree ||= sf;
+        recvFree ||= rf;
+      }
+      if (!full) break;
+      if (!naive) {
+        if (!sendFree && this.sendFrom[src] === g) this.sendFrom[src] = g + 1;
+        if (!recvFree && this.recvFrom[dst] === g) this.recvFrom[dst] = g + 1;
+      }
+    }
+    const slot = this.open(g);
+    this.mark(slot, src, dst);
+    return slot;
   }
 
   /** Group of a placed slot. */

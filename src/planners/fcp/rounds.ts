@@ -8,9 +8,11 @@
  * Ablation `rounds: 'naive'`: no matching decomposition; each batch of transfers is issued at once
  * as one round, so a rank may send or receive many messages in it (the incast the rounds avoid).
  *
- * Rounds are then ordered for the pipeline and handed to the group placer (pipeline.ts).
+ * Rounds are then ordered for the pipeline and handed to the group placer (pipeline.ts); single
+ * transfers (pushes) fill the gaps the rounds leave.
  */
 import { colorBipartiteEdges } from './edge-coloring.ts';
+import { priorityColouring } from './priority-colouring.ts';
 import type { GroupPlacer } from './pipeline.ts';
 
 /** A split of edges into rounds (local round ids 0..rounds-1). */
@@ -32,17 +34,24 @@ export function degreeOf(src: Int32Array, dst: Int32Array, world: number): numbe
   return d;
 }
 
-/** Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). */
+/**
+ * Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). With
+ * `prio`, the matchings follow it (priority-colouring.ts: edges of low priority value in low
+ * rounds); without, the faster order-blind colouring.
+ */
 export function colourEdges(
   src: Int32Array,
   dst: Int32Array,
   world: number,
   mode: 'matching' | 'naive',
+  prio?: Float64Array,
 ): Colouring {
   const delta = degreeOf(src, dst, world);
   if (src.length === 0) return { round: new Int32Array(0), rounds: 0, delta: 0 };
   if (mode === 'naive') return { round: new Int32Array(src.length), rounds: 1, delta };
-  const { color, colors } = colorBipartiteEdges(src, dst, world);
+  const { color, colors } = prio
+    ? priorityColouring(src, dst, prio, world)
+    : colorBipartiteEdges(src, dst, world);
   return { round: color, rounds: colors, delta };
 }
 
@@ -76,6 +85,8 @@ export function placeColouring(
   c: Colouring,
   order: Int32Array,
   readyOf: Int32Array,
+  src: Int32Array,
+  dst: Int32Array,
 ): Int32Array {
   const slotOfRound = new Int32Array(c.rounds);
   for (let i = 0; i < order.length; i++) {
@@ -83,18 +94,21 @@ export function placeColouring(
     slotOfRound[r] = placer.place(readyOf[r]!);
   }
   const slot = new Int32Array(c.round.length);
-  for (let e = 0; e < slot.length; e++) slot[e] = slotOfRound[c.round[e]!]!;
+  for (let e = 0; e < slot.length; e++) {
+    slot[e] = slotOfRound[c.round[e]!]!;
+    placer.mark(slot[e]!, src[e]!, dst[e]!);
+  }
   return slot;
 }
 
 /**
- * Places pushes (results that become ready at different times: `out`, `dkv`). One colouring of all
- * of them would make an early push wait for the latest push of its round, and a colouring per ready
- * group makes many sparse rounds; instead pushes are taken by ready group and each joins the first
- * push round, at its ready group or later, where its sender and receiver are both free (first-fit
- * greedy colouring: at most 2Δ-1 rounds, usually close to Δ), or opens a new round. Still one
- * message per rank and round. `naive`: one round per ready group. Returns each edge's slot and
- * the number of rounds.
+ * Places pushes and other single transfers (results that become ready at different times: `out`,
+ * `dkv`): taken by ready group, each joins the first round at its ready group or later where its
+ * sender and receiver are both free, whatever kind that round carries, or opens a new round
+ * (first-fit greedy colouring over the rounds already placed: still one message per rank and
+ * round, and a push costs no extra round where the phase's other rounds leave a gap). `naive`:
+ * the first round of its ready group. Returns each edge's slot, the number of rounds the pushes
+ * opened and their Δ.
  */
 export function placePushes(
   placer: GroupPlacer,
@@ -114,62 +128,11 @@ export function placePushes(
   for (let g = 0; g <= maxReady; g++) first[g + 1]! += first[g]!;
   const order = new Int32Array(n);
   for (let e = 0; e < n; e++) order[first[ready[e]!]!++] = e;
-  // Push rounds in creation order. Edges come in ready order and a group never regains room, so
-  // the rounds open in non-decreasing group order: creation order is group order, and a rank's
-  // first free round (from the current ready group on) only moves forward.
-  const groupOf: number[] = [];
-  const slotOf: number[] = [];
-  let cap = 64;
-  let sendBusy = new Uint8Array(cap * world);
-  let recvBusy = new Uint8Array(cap * world);
-  const sendFree = new Int32Array(world);
-  const recvFree = new Int32Array(world);
-  let lo = 0; // first round whose group is >= the current ready group
-  let curReady = -1;
+  const seen = new Set<number>();
   for (let k = 0; k < n; k++) {
     const e = order[k]!;
-    const g = ready[e]!;
-    const s = src[e]!;
-    const d = dst[e]!;
-    if (g !== curReady) {
-      curReady = g;
-      while (lo < groupOf.length && groupOf[lo]! < g) lo++;
-    }
-    const R = groupOf.length;
-    let c: number;
-    if (mode === 'naive') c = lo;
-    else {
-      c = Math.max(lo, sendFree[s]!, recvFree[d]!);
-      const sb = s * cap;
-      const db = d * cap;
-      while (c < R && (sendBusy[sb + c] === 1 || recvBusy[db + c] === 1)) c++;
-    }
-    if (c === R) {
-      if (R === cap) {
-        const c2 = cap * 2;
-        const s2 = new Uint8Array(c2 * world);
-        const r2 = new Uint8Array(c2 * world);
-        for (let r = 0; r < world; r++) {
-          s2.set(sendBusy.subarray(r * cap, (r + 1) * cap), r * c2);
-          r2.set(recvBusy.subarray(r * cap, (r + 1) * cap), r * c2);
-        }
-        sendBusy = s2;
-        recvBusy = r2;
-        cap = c2;
-      }
-      const sl = placer.place(g);
-      slotOf.push(sl);
-      groupOf.push(placer.groupOf(sl));
-    }
-    sendBusy[s * cap + c] = 1;
-    recvBusy[d * cap + c] = 1;
-    slot[e] = slotOf[c]!;
-    let fs = Math.max(sendFree[s]!, lo);
-    while (fs < groupOf.length && sendBusy[s * cap + fs] === 1) fs++;
-    sendFree[s] = fs;
-    let fd = Math.max(recvFree[d]!, lo);
-    while (fd < groupOf.length && recvBusy[d * cap + fd] === 1) fd++;
-    recvFree[d] = fd;
+    slot[e] = placer.fill(src[e]!, dst[e]!, ready[e]!, mode === 'naive');
+    seen.add(slot[e]!);
   }
-  return { slot, rounds: slotOf.length, delta: degreeOf(src, dst, world) };
+  return { slot, rounds: seen.size, delta: degreeOf(src, dst, world) };
 }

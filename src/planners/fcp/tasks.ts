@@ -304,3 +304,54 @@ export function taskReady(
   }
   return out;
 }
+
+/**
+ * Whether each task exports results (order.ts): its query rows overlap a piece that moves (the
+ * output goes back to the user rank), or, with `keys` (backward), its key range is not entirely
+ * this rank's own unmoved rows (dK,dV partials or rows leave the rank).
+ */
+export function exportFlags(ctx: TaskContext, tasks: Tasks, keys: boolean): Uint8Array {
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
+  const out = new Uint8Array(t.rank.length);
+  const rsPieces: number[] = [];
+  const first = (pos: number): number => {
+    let lo = 0;
+    let hi = rsPieces.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const pm = rsPieces[mid]!;
+      if (pieces.start[pm]! + pieces.length[pm]! <= pos) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const qa = t.qStart[i]!;
+      const qb = qa + t.qLength[i]!;
+      let x = 0;
+      for (let k = first(qa); k < rsPieces.length && pieces.start[rsPieces[k]!]! < qb && x === 0; k++)
+        if (pieces.movingIndex[rsPieces[k]!]! >= 0) x = 1;
+      if (x === 0 && keys) {
+        // Keys must be covered, without a gap, by own pieces that stay.
+        const ka = t.kvStart[i]!;
+        const kb = ka + t.kvLength[i]!;
+        let pos = ka;
+        for (let k = first(ka); k < rsPieces.length && pos < kb; k++) {
+          const p = rsPieces[k]!;
+          if (pieces.start[p]! > pos || pieces.movingIndex[p]! >= 0) break;
+          pos = pieces.start[p]! + pieces.length[p]!;
+        }
+        if (pos < kb) x = 1;
+      }
+      out[i] = x;
+    }
+  }
+  return out;
+}

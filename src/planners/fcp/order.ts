@@ -1,0 +1,163 @@
+/**
+ * Compute op order per rank (DESIGN.md, components 3-4): which work runs when, so that transfers
+ * and compute overlap at both ends of a phase.
+ *
+ * A task either exports results (its output rows must move: forward O of queries whose user rank
+ * is elsewhere; backward dQ of such queries and dK,dV partials of keys that are not this rank's
+ * own, unmoved rows) or is local (nothing it writes leaves the rank). Exports should finish early,
+ * so their pushes overlap the remaining compute; local work is what fills the gaps:
+ *
+ * 1. local work present from the start runs first, for about as long as the rank waits for its
+ *    first exported work's data (the estimated end of that work's group);
+ * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
+ *    so that partials and rows complete progressively, cut into ops of at most `maxOpMs` so that
+ *    each push can leave after a short op rather than a long one;
+ * 3. local work last (at least `reserve` ms of it when there is that much): it covers the last
+ *    pushes and the `out` reshuffle instead of leaving them exposed.
+ *
+ * Every op waits for the latest group of its tasks; ops of a rank run in table order.
+ */
+import { IntColumn } from '../../core/int-column.ts';
+import type { ComputeTable } from '../../plan/types.ts';
+
+/** Per task: rank, ready group (-1: from the start), export flag, estimated ms, position key. */
+export interface OrderInput {
+  readonly rank: Int32Array;
+  readonly ready: Int32Array;
+  readonly exported: Uint8Array;
+  readonly ms: Float64Array;
+  /** Sort key inside a ready group (e.g. sequence and key start). */
+  readonly key: Float64Array;
+}
+
+/** Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r, ms. */
+export function orderOps(
+  t: OrderInput,
+  groupEnd: Float64Array,
+  groups: number,
+  world: number,
+  maxOpMs: number,
+  reserveMs: number,
+): { compute: ComputeTable; opOfTask: Int32Array } {
+  const n = t.rank.length;
+  // Tasks by rank (counting sort, ids ascending).
+  const off = new Int32Array(world + 1);
+  for (let i = 0; i < n; i++) off[t.rank[i]! + 1]!++;
+  for (let r = 0; r < world; r++) off[r + 1]! += off[r]!;
+  const byRank = new Int32Array(n);
+  const fill = off.slice(0, world);
+  for (let i = 0; i < n; i++) byRank[fill[t.rank[i]!]!++] = i;
+
+  const rank = new IntColumn();
+  const after = new IntColumn();
+  const offsets = new IntColumn();
+  const ids = new IntColumn();
+  const opOfTask = new Int32Array(n);
+  let opAfter = -2;
+  let opMs = 0;
+  const open = (r: number, a: number): void => {
+    offsets.push(ids.length);
+    rank.push(r);
+    after.push(a);
+    opAfter = a;
+    opMs = 0;
+  };
+  const add = (task: number): void => {
+    opOfTask[task] = rank.length - 1;
+    ids.push(task);
+    opMs += t.ms[task]!;
+  };
+  const local: number[] = [];
+  const exp: number[] = [];
+  let r = 0;
+  const readyAt = (g: number): number =>
+    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
+  // Min-heap of task ids by (key, id).
+  const heap: number[] = [];
+  const less = (a: number, b: number): boolean => t.key[a]! < t.key[b]! || (t.key[a] === t.key[b] && a < b);
+  const push = (x: number): void => {
+    let i = heap.length;
+    heap.push(x);
+    while (i > 0) {
+      const up = (i - 1) >> 1;
+      if (!less(heap[i]!, heap[up]!)) break;
+      [heap[i], heap[up]] = [heap[up]!, heap[i]!];
+      i = up;
+    }
+  };
+  const pop = (): number => {
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        if (l >= heap.length) break;
+        const c = l + 1 < heap.length && less(heap[l + 1]!, heap[l]!) ? l + 1 : l;
+        if (!less(heap[c]!, heap[i]!)) break;
+        [heap[i], heap[c]] = [heap[c]!, heap[i]!];
+        i = c;
+      }
+    }
+    return top;
+  };
+  for (r = 0; r < world; r++) {
+    local.length = 0;
+    exp.length = 0;
+    let localMs = 0;
+    for (let k = off[r]!; k < off[r + 1]!; k++) {
+      const i = byRank[k]!;
+      if (t.exported[i] === 0 && t.ready[i]! < 0) {
+        local.push(i);
+        localMs += t.ms[i]!;
+      } else exp.push(i);
+    }
+    // Exported work as a list schedule over the estimated timeline: at each point, of the tasks
+    // whose group has (by the estimate) arrived, the one with the smallest position key; so the
+    // order follows positions once the data is in, and arrival while it is not.
+    exp.sort((a, b) => t.ready[a]! - t.ready[b]! || t.key[a]! - t.key[b]! || a - b);
+    // 1. Local work while the first exported work's data is on its way, keeping the reserve.
+    const firstReady = exp.length > 0 ? t.ready[exp[0]!]! : -1;
+    const wait = readyAt(firstReady);
+    const head = Math.min(wait, Math.max(0, localMs - reserveMs));
+    let li = 0;
+    let now = 0;
+    if (head > 0 && local.length > 0) {
+      open(r, -1);
+      while (li < local.length && opMs < head) add(local[li++]!);
+      now = opMs;
+    }
+    // 2. Exporting (and late-ready) work, in ops of at most maxOpMs.
+    heap.length = 0;
+    let next = 0;
+    opAfter = -2;
+    while (next < exp.length || heap.length > 0) {
+      if (heap.length === 0) now = Math.max(now, readyAt(t.ready[exp[next]!]!));
+      while (next < exp.length && readyAt(t.ready[exp[next]!]!) <= now) push(exp[next++]!);
+      const i = pop();
+      const a = t.ready[i]!;
+      if (opAfter === -2 || opMs >= maxOpMs) open(r, a);
+      else if (a > opAfter) {
+        opAfter = a;
+        after.set(after.length - 1, a);
+      }
+      add(i);
+      now += t.ms[i]!;
+    }
+    // 3. The rest of the local work.
+    if (li < local.length) {
+      open(r, -1);
+      while (li < local.length) add(local[li++]!);
+    }
+  }
+  offsets.push(ids.length);
+  return {
+    compute: {
+      rank: rank.toArray(),
+      after: after.toArray(),
+      taskOffsets: offsets.toArray(),
+      taskIds: ids.toArray(),
+    },
+    opOfTask,
+  };
+}

@@ -1,0 +1,72 @@
+/**
+ * Placement with its fallbacks: blocks (blocks.ts), their weights (weights.ts) and the distributor
+ * (distribute.ts), retried so that memory never makes a valid problem fail. resolveProblem only
+ * accepts batches whose tokens fit the ranks' memory in total; units of a block split may still not
+ * pack (a batch that fills every rank exactly, or blocks large against the memory), so when the
+ * distributor reports `plan.memory` the split is retried with half the memory cap on block sizes,
+ * and after {@link MEMORY_ATTEMPTS} splits the user layout itself becomes the home layout: it always
+ * fits (no rank holds more than ceil(total / world) tokens there) and moves nothing.
+ */
+import type { Problem } from '../../cluster/problem.ts';
+import { FcpError } from '../../core/issues.ts';
+import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
+import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
+import type { TileGeometry } from './grid.ts';
+import type { SeqRows } from './layout.ts';
+import type { FcpOptions } from './options.ts';
+import type { TimeModel } from './time-model.ts';
+import { type Weights, weighBlocks } from './weights.ts';
+
+/** Block splits tried (each with half the previous memory cap on block sizes) before the user layout. */
+export const MEMORY_ATTEMPTS = 6;
+
+/** A run that starts a sequence and spans at most this many tiles is one causal square. */
+const WHOLE_TILES = 8;
+
+/** Geometry the weights assume when tasks are not tiled (`tile: 0`): whole runs, no strips. */
+const UNTILED: TileGeometry = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
+
+/** Tile geometry of the options, or null when tiling is off (`tile: 0`). */
+export function tileGeometry(o: FcpOptions): TileGeometry | null {
+  if (o.tile <= 0) return null;
+  return { tmax: o.tile, minTile: o.minTile, wholeMax: WHOLE_TILES * o.tile };
+}
+
+/** Blocks, weights and placement, and how many splits it took (0: the user layout). */
+export interface Placed {
+  readonly blocks: Blocks;
+  readonly weights: Weights;
+  readonly placement: Placement;
+  /** Block splits tried; 0 when the user layout was kept. */
+  readonly attempts: number;
+  /** Milliseconds spent splitting and weighing (the rest is distribution). */
+  readonly splitMs: number;
+}
+
+/** Splits, weighs and places the blocks of `problem` (module comment). */
+export function placeBlocks(
+  problem: Problem,
+  o: FcpOptions,
+  tm: TimeModel,
+  userRows: SeqRows,
+): Placed {
+  const { sequences, mask, world, memoryTokens } = problem;
+  const grid = tileGeometry(o) ?? UNTILED;
+  const weigh = (b: Blocks): Weights => weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
+  let splitMs = 0;
+  for (let attempt = 0; attempt < MEMORY_ATTEMPTS; attempt++) {
+    const t0 = performance.now();
+    const blocks = splitBlocks(sequences, mask, world, o, memoryTokens, 2 ** attempt);
+    const weights = weigh(blocks);
+    splitMs += performance.now() - t0;
+    try {
+      const placement = distributeUnits(blocks, weights, userRows, world, memoryTokens, o, problem.gpusPerNode);
+      return { blocks, weights, placement, attempts: attempt + 1, splitMs };
+    } catch (e) {
+      if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;
+    }
+  }
+  const blocks = userLayoutBlocks(sequences, userRows, mask, o);
+  const weights = weigh(blocks);
+  return { blocks, weights, placement: userPlacement(blocks, weights, userRows, world), attempts: 0, splitMs };
+}
