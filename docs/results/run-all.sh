@@ -8,7 +8,6 @@ run() { local name=$1; shift; echo "=== $name: fcp compare $*" ; /usr/bin/time -
 ALL=fcp,ring,bytescale,wlb,magi
 run weak-longtail --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5
 run weak-longtail-varlen --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --kernel varlen
-run weak-longtail-dense --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --kernel dense
 run weak-magi --strategies $ALL --world 16,32,64,128,256 --batch magi --batches 5
 run weak-longtail-ratio5920 --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --cluster ratio-5920
 for c in hopper-ib ratio-5920; do

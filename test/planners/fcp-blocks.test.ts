@@ -1,6 +1,6 @@
 /**
- * FCP block split, zig-zag pairing and per-sequence block size refinement (blocks.ts), and the
- * option defaults and validation (options.ts).
+ * FCP block split on each sequence's grid, zig-zag pairing and per-sequence block size refinement
+ * (blocks.ts), and the option defaults and validation (options.ts).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -60,30 +60,35 @@ test('blocks cover every sequence exactly once (causal and full, fixed and refin
   );
 });
 
-test('zig-zag pairs carry equal work, whatever the sequence length', () => {
+test('blocks lie on their sequence grid; zig-zag pairs j and m-1-j carry equal work', () => {
   fc.assert(
     fc.property(fc.integer({ min: 1, max: 100000 }), fc.integer({ min: 1, max: 4096 }), (len, blockSize) => {
       const o = resolveFcpOptions({ blockSize, fixedBlocks: true });
       const b = splitBlocks(Int32Array.from([len]), 'causal', 1, o);
+      const bs = b.blockSizeOfSeq[0]!;
+      const m = b.seq.length;
+      assert.equal(m, Math.ceil(len / bs));
+      for (let i = 0; i < m; i++) {
+        // Aligned at 0: every block starts on the grid; only the last may be shorter.
+        assert.equal(b.start[i], i * bs);
+        if (i < m - 1) assert.equal(b.length[i], bs);
+        assert.equal(b.unit[i], Math.min(i, m - 1 - i), 'block j shares a unit with block m-1-j');
+      }
       const work = new Set<number>();
       for (let u = 0; u < b.unitSeq.length; u++) {
         const a = b.unitBlockA[u]!;
         const c = b.unitBlockB[u]!;
-        if (c < 0) continue; // the middle block stands alone
-        // A pair is a front block and its mirror: same length, mirrored positions.
-        assert.equal(b.length[a], b.length[c]);
-        assert.equal(b.start[a]! + b.start[c]! + b.length[c]!, len);
         const w =
           attendedPairs(true, b.start[a]!, b.length[a]!, 0, len) +
-          attendedPairs(true, b.start[c]!, b.length[c]!, 0, len);
+          (c >= 0 ? attendedPairs(true, b.start[c]!, b.length[c]!, 0, len) : 0);
         assert.equal(w, b.unitPairs[u]);
-        work.add(w);
+        // Units of two full blocks all carry b·(b(m-1) + b + 1) pairs.
+        if (c >= 0 && b.length[c] === bs) work.add(w);
       }
-      assert.ok(work.size <= 1, `pairs carry ${[...work].join(', ')}`);
-      // At most one middle block, of fewer than 2 blocks' tokens.
+      assert.ok(work.size <= 1, `full pairs carry ${[...work].join(', ')}`);
+      // At most one unit of a single block (the middle of an odd count).
       const singles = [...Array(b.unitSeq.length).keys()].filter((u) => b.unitBlockB[u]! < 0);
-      assert.ok(singles.length <= 1);
-      for (const u of singles) assert.ok(b.unitTokens[u]! < 2 * blockSize || len < 2 * blockSize);
+      assert.ok(singles.length === m % 2);
     }),
     { seed: 7, numRuns: 300 },
   );
@@ -94,28 +99,32 @@ test('a sequence shorter than a block is one block; full mask cuts consecutive b
   const short = splitBlocks(Int32Array.from([3000, 5000]), 'causal', 1, o);
   assert.equal(short.seqBlocks[1], 1);
   assert.equal(short.length[0], 3000);
-  // 5000 < 2 x 4096: one middle block in causal.
-  assert.equal(short.seqBlocks[2]! - short.seqBlocks[1]!, 1);
+  // 5000 tokens: blocks [0, 4096) and [4096, 5000), one zig-zag unit.
+  assert.deepEqual([...short.length.subarray(1)], [4096, 904]);
+  assert.equal(short.seqUnits[2]! - short.seqUnits[1]!, 1);
   const full = splitBlocks(Int32Array.from([10000]), 'full', 1, o);
   assert.deepEqual([...full.length], [4096, 4096, 1808]);
   assert.equal(full.unitSeq.length, 3);
   for (let u = 0; u < 3; u++) assert.equal(full.unitPairs[u], full.unitTokens[u]! * 10000);
 });
 
-test('refined block sizes: within [min, blockSize], multiples of the minimum, units under the share unless at the floor', () => {
+test('refined block sizes: halvings of blockSize, not below the floor, units under the share unless at the floor', () => {
   fc.assert(
     fc.property(
       fc.array(fc.integer({ min: 16, max: 524288 }), { minLength: 1, maxLength: 40 }),
       fc.integer({ min: 1, max: 256 }),
       fc.constantFrom('causal', 'full' as const),
-      (seqs, world, mask) => {
-        const o = resolveFcpOptions({});
+      fc.constantFrom(1, 0.25, 1 / 16),
+      (seqs, world, mask, maxUnitShare) => {
+        const o = resolveFcpOptions({ maxUnitShare });
         const b = splitBlocks(Int32Array.from(seqs), mask as 'causal' | 'full', world, o);
         const target = (o.maxUnitShare * b.totalPairs) / world;
         for (let s = 0; s < seqs.length; s++) {
           const bs = b.blockSizeOfSeq[s]!;
           assert.ok(bs >= o.minBlockSize && bs <= o.blockSize);
-          assert.ok(bs === o.blockSize || bs % o.minBlockSize === 0);
+          // A power-of-two fraction of blockSize: grids of different sequences nest.
+          assert.equal(o.blockSize % bs, 0);
+          assert.equal((o.blockSize / bs) & (o.blockSize / bs - 1), 0);
           if (bs > o.minBlockSize)
             for (let u = b.seqUnits[s]!; u < b.seqUnits[s + 1]!; u++)
               assert.ok(b.unitPairs[u]! <= target * (1 + 1e-9), `unit of sequence ${s} above the share`);
@@ -126,10 +135,14 @@ test('refined block sizes: within [min, blockSize], multiples of the minimum, un
   );
   // Long sequences get smaller blocks than short ones.
   const o = resolveFcpOptions({});
-  assert.equal(refinedBlockSize(524288, true, 1e9, o), 1792);
-  assert.equal(refinedBlockSize(524288, true, 1e6, o), 256); // the floor
+  assert.equal(refinedBlockSize(524288, true, 1.1e9, o), 2048);
+  assert.equal(refinedBlockSize(524288, true, 1.0e9, o), 1024);
+  assert.equal(refinedBlockSize(524288, true, 1e6, o), o.minBlockSize); // the floor
   assert.equal(refinedBlockSize(1000, true, 1e9, o), 4096);
   assert.equal(refinedBlockSize(524288, true, 1e6, { ...o, fixedBlocks: true }), 4096);
+  // Memory caps the block (a quarter of a rank's memory), whatever the share allows.
+  const tight = splitBlocks(Int32Array.from([100000]), 'causal', 1, o, 6000);
+  assert.ok(tight.blockSizeOfSeq[0]! <= 1500);
 });
 
 test('options: defaults in one place, every bad value reported with its code', () => {
@@ -160,5 +173,7 @@ test('options: defaults in one place, every bad value reported with its code', (
   assert.deepEqual(codes({ coalesce: 0 }), ['option.coalesce']);
   assert.deepEqual(codes({ rounds: 'fast' as 'naive' }), ['option.rounds']);
   assert.deepEqual(codes({ maxUnitShare: 0 }), ['option.maxUnitShare']);
+  assert.deepEqual(codes({ balance: 'flops' as 'time' }), ['option.balance']);
+  assert.equal(d.balance, 'time');
   assert.deepEqual(codes({ blockSize: -1, coalesce: 1.5 }), ['option.blockSize', 'option.coalesce']);
 });

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { attendedPairs, LLAMA3_70B } from '../../src/cluster/model.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { Rng } from '../../src/core/rng.ts';
@@ -12,7 +13,14 @@ import { splitBlocks } from '../../src/planners/fcp/blocks.ts';
 import { distributeUnits } from '../../src/planners/fcp/distribute.ts';
 import { homeRuns, rowsBySeq } from '../../src/planners/fcp/layout.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+import { placeBlocks } from '../../src/planners/fcp/place.ts';
 import { RankHeap } from '../../src/planners/fcp/rank-heap.ts';
+import { TimeModel } from '../../src/planners/fcp/time-model.ts';
+import { weighBlocks } from '../../src/planners/fcp/weights.ts';
+
+/** The time model over the default calibration, and the default tile geometry. */
+const TM = new TimeModel(LLAMA3_70B);
+const GRID = { tmax: 4096, minTile: 1024, wholeMax: 32768 };
 import { movedTokens, reshufflePieces } from '../../src/planners/fcp/reshuffle.ts';
 
 function place(
@@ -24,18 +32,9 @@ function place(
 ) {
   const problem = resolveProblem({ batch, world, tokensPerRank, seed });
   const o = resolveFcpOptions(extra);
-  const blocks = splitBlocks(problem.sequences, problem.mask, world, o);
   const userRows = rowsBySeq(problem.userLayout, problem.sequences.length);
-  const placement = distributeUnits(
-    blocks,
-    problem.sequences,
-    problem.mask,
-    userRows,
-    world,
-    problem.memoryTokens,
-    o,
-  );
-  return { problem, blocks, userRows, placement };
+  const { blocks, weights, placement } = placeBlocks(problem, o, TM, userRows);
+  return { problem, blocks, weights, userRows, placement };
 }
 
 const imbalance = (load: Float64Array): number =>
@@ -66,16 +65,38 @@ test('every block is placed, loads add up, and no rank exceeds its memory', () =
   );
 });
 
-test('a memory limit that no placement can meet is a user error (plan.memory)', () => {
-  // Three whole sequences of 3000 tokens on two ranks of 4500: the totals fit, no packing does.
+test('units that cannot pack make the distributor report plan.memory (the planner then falls back)', () => {
+  // Three whole sequences of 3000 tokens on two ranks of 4500: the totals fit, no unit packing does.
   const problem = resolveProblem({ batch: [3000, 3000, 3000], world: 2, memoryTokens: 4500 });
   const o = resolveFcpOptions({});
   const blocks = splitBlocks(problem.sequences, problem.mask, 2, o);
+  const weights = weighBlocks(blocks, problem.sequences, problem.mask, null, GRID);
   const rows = rowsBySeq(problem.userLayout, 3);
   assert.throws(
-    () => distributeUnits(blocks, problem.sequences, problem.mask, rows, 2, problem.memoryTokens, o),
+    () => distributeUnits(blocks, weights, rows, 2, problem.memoryTokens, o),
     (e: unknown) => e instanceof FcpError && e.code === 'plan.memory',
   );
+});
+
+test('balance by time evens modelled time; by pairs, attended pairs', () => {
+  const byTime = place('longtail', 32, 8192, 4);
+  const byPairs = place('longtail', 32, 8192, 4, { balance: 'pairs' });
+  assert.ok(imbalance(byTime.placement.computeLoad) <= 0.02);
+  assert.ok(imbalance(byPairs.placement.computeLoad) <= 0.02);
+  assert.equal(byPairs.weights.total, byPairs.blocks.totalPairs);
+  // Time weights charge a short causal sequence more per attended pair than a block deep in a long one.
+  const { blocks, weights, problem } = byTime;
+  const perPair = (b: number): number =>
+    weights.block[b]! / attendedPairs(true, blocks.start[b]!, blocks.length[b]!, 0, problem.sequences[blocks.seq[b]!]!);
+  let short = -1;
+  let deep = -1;
+  for (let b = 0; b < blocks.seq.length; b++) {
+    const len = problem.sequences[blocks.seq[b]!]!;
+    if (short < 0 && len >= 300 && len < 600) short = b;
+    if (deep < 0 && blocks.start[b]! >= 16384 && blocks.length[b] === blocks.blockSizeOfSeq[blocks.seq[b]!]) deep = b;
+  }
+  assert.ok(short >= 0 && deep >= 0);
+  assert.ok(perPair(short) > 2 * perPair(deep), `${perPair(short)} vs ${perPair(deep)} ms per pair`);
 });
 
 test('compute imbalance on longtail at 64 ranks stays within 2% (several seeds)', () => {
@@ -88,7 +109,7 @@ test('compute imbalance on longtail at 64 ranks stays within 2% (several seeds)'
 
 test('sequence affinity keeps a long sequence on few ranks; plain LPT deals it everywhere', () => {
   const { problem, blocks, placement } = place('longtail', 64, 32768, 3);
-  const plain = place('longtail', 64, 32768, 3, { noAffinity: true }).placement;
+  const plain = place('longtail', 64, 32768, 3, { noAffinity: true });
   let longest = 0;
   for (let s = 1; s < problem.sequences.length; s++)
     if (problem.sequences[s]! > problem.sequences[longest]!) longest = s;
@@ -104,7 +125,8 @@ test('sequence affinity keeps a long sequence on few ranks; plain LPT deals it e
     withAffinity <= Math.ceil(share * 1.3) + 2,
     `longest sequence (${share.toFixed(1)} ranks' worth) on ${withAffinity} ranks`,
   );
-  assert.ok(ranksOf(plain.blockRank) > withAffinity);
+  assert.equal(plain.blocks.seq.length, blocks.seq.length, 'same blocks');
+  assert.ok(ranksOf(plain.placement.blockRank) > withAffinity);
 });
 
 test('the locality tie-break keeps more tokens where the user layout has them', () => {

@@ -25,7 +25,6 @@ import {
   type PhaseStats,
   placeIn,
   placeKv,
-  RAMP,
   timingContext,
 } from './forward.ts';
 import { firstEndingAfter, subtractInto } from './layout.ts';
@@ -168,7 +167,7 @@ export function planBackward(
   env: PhaseEnv,
 ): { phase: Phase; stats: PhaseStats } {
   const { runs, pieces } = ctx;
-  const placer = new GroupPlacer(o.coalesce, world, RAMP);
+  const placer = new GroupPlacer(o.coalesce, world);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
   const kv = placeKv(

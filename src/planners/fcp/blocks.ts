@@ -50,8 +50,8 @@ export interface Blocks {
 
 /**
  * Block size for a sequence of length `len`: the largest of blockSize / 2^k (k >= 0, floored, not
- * below `minBlockSize`) whose units carry at most `target` pairs (a causal unit about b·(len+1), a
- * full-mask block b·len); the smallest such size when none fits; never above `maxBlock`.
+ * below `minBlockSize`) whose units carry at most `target` pairs (see {@link largestUnitPairs});
+ * the smallest such size when none fits; never above `maxBlock`.
  */
 export function refinedBlockSize(
   len: number,
@@ -64,10 +64,20 @@ export function refinedBlockSize(
   const cap = Math.max(1, maxBlock);
   while (b > cap) b = Math.max(1, Math.floor(b / 2));
   if (o.fixedBlocks) return b;
-  const perToken = causal ? len + 1 : len;
   const floor = Math.min(o.minBlockSize, b);
-  while (b * perToken > target && Math.floor(b / 2) >= floor) b = Math.floor(b / 2);
+  while (largestUnitPairs(len, b, causal) > target && Math.floor(b / 2) >= floor) b = Math.floor(b / 2);
   return b;
+}
+
+/**
+ * Attended pairs of the largest unit of a length-`len` sequence cut into blocks of `b`: causal, a
+ * pair of full blocks j and m-1-j carries b·(b·m + 1) (m = ceil(len / b) blocks), or the whole
+ * sequence when it is one block; full mask, b·len.
+ */
+export function largestUnitPairs(len: number, b: number, causal: boolean): number {
+  if (!causal) return Math.min(b, len) * len;
+  const m = Math.ceil(len / b);
+  return m >= 2 ? b * (b * m + 1) : (len * (len + 1)) / 2;
 }
 
 /**

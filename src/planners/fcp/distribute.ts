@@ -181,9 +181,9 @@ export function distributeUnits(
     }
     return pick;
   };
-  /** The least loaded rank of node `n` that takes the unit under the average compute, or -1. */
-  const leastInNode = (n: number): number => {
-    let pick = -1;
+  /** The least loaded of `best` and the ranks of node `n` that take the unit under the average compute (-1: none). */
+  const leastInNode = (n: number, best: number): number => {
+    let pick = best;
     for (let r = n * gpusPerNode, e = Math.min(world, (n + 1) * gpusPerNode); r < e; r++)
       if (room(r) && load[r]! + pairs <= avg && (pick < 0 || load[r]! < load[pick]!)) pick = r;
     return pick;
@@ -253,13 +253,12 @@ export function distributeUnits(
       // Locality tie-break among ranks whose score is within the tolerance of the best.
       const within = bestScore + o.tolerance;
       if (pick < 0 && !o.noLocality) pick = mostOverlap(-1, (r) => room(r) && score(r) <= within);
-      // Topology: a long sequence's next rank from the node of its previous units, else from the
-      // node holding most of the unit's tokens, while such a rank takes it under the average:
-      // its reshuffle and most of its K/V then move over NVLink instead of the NIC.
+      // Topology: a long sequence's next rank from the nodes holding the unit's tokens, else from
+      // the node of its previous units, while such a rank takes it under the average: its
+      // reshuffle and much of its K/V then move over NVLink instead of the NIC.
       if (pick < 0 && dense && !o.noLocality && gpusPerNode < world) {
-        if (prev >= 0) pick = leastInNode(Math.floor(prev / gpusPerNode));
-        const home = mostOverlap(-1, () => true);
-        if (pick < 0 && home >= 0) pick = leastInNode(Math.floor(home / gpusPerNode));
+        for (let k = 0; k < userRank.length; k++) pick = leastInNode(Math.floor(userRank[k]! / gpusPerNode), pick);
+        if (pick < 0 && prev >= 0) pick = leastInNode(Math.floor(prev / gpusPerNode), -1);
       }
       if (pick < 0) pick = best;
     }
@@ -274,7 +273,7 @@ export function distributeUnits(
     mHeap.increased(pick);
   }
   const greedyImbalance = computeImbalance(load);
-  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 4 * world) : o.refineSteps;
+  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 8 * world) : o.refineSteps;
   const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
   const { blockRank, steps } = refine(
     blocks,
@@ -286,6 +285,7 @@ export function distributeUnits(
     world,
     memoryTokens,
     maxSteps,
+    gpusPerNode,
   );
   return { unitRank, blockRank, computeLoad: load, memoryLoad: mem, greedyImbalance, refineSteps: steps };
 }

@@ -167,8 +167,8 @@ export function chooseSenders(
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
   const segOff = new Int32Array(n + 1);
-  const segRun: number[] = [];
-  const segLen: number[] = [];
+  const segRunL: number[] = [];
+  const segLenL: number[] = [];
   for (let i = 0; i < n; i++) {
     const s = runs.rsSeq[req.rs[i]!]!;
     const a = req.start[i]!;
@@ -177,96 +177,98 @@ export function chooseSenders(
     for (let r = firstEndingAfter(runs.start, runs.length, runs.off[s]!, hi, a); r < hi; r++) {
       const ra = runs.start[r]!;
       if (ra >= b) break;
-      segRun.push(r);
-      segLen.push(Math.min(b, ra + runs.length[r]!) - Math.max(a, ra));
+      segRunL.push(r);
+      segLenL.push(Math.min(b, ra + runs.length[r]!) - Math.max(a, ra));
     }
-    segOff[i + 1] = segRun.length;
+    segOff[i + 1] = segRunL.length;
   }
+  const segRun = Int32Array.from(segRunL);
+  const segLen = Int32Array.from(segLenL);
   const order = byDescendingLength(req.length);
   // Sender load in K/V-token units, starting from the forward `in` each user rank must send
   // (Q,K,V: `inWeight` K/V tokens' worth per token), so that K/V leaves the user ranks of a long
-  // sequence, already busy with its reshuffle, for its homes.
-  // NIC and NVLink are separate links: a sender's load is the larger of its NIC tokens and its
-  // NVLink tokens over NVLINK_SPEEDUP, and a transfer inside a node loads only the latter.
+  // sequence, already busy with its reshuffle, for its homes. NIC and NVLink are separate links:
+  // a sender's load is the larger of its NIC tokens and its NVLink tokens over NVLINK_SPEEDUP, and
+  // a transfer inside a node loads only the latter.
   const cost = new Float64Array(world);
   const nvl = new Float64Array(world);
-  const sameNode = (a: number, b: number): boolean => Math.floor(a / gpusPerNode) === Math.floor(b / gpusPerNode);
-  const charge = (from: number, to: number, tokens: number): void => {
-    if (sameNode(from, to)) nvl[from]! += tokens;
-    else cost[from]! += tokens;
-  };
-  const after = (from: number, to: number, tokens: number): number =>
-    sameNode(from, to)
-      ? Math.max(cost[from]!, (nvl[from]! + tokens) / NVLINK_SPEEDUP)
-      : Math.max(cost[from]! + tokens, nvl[from]! / NVLINK_SPEEDUP);
+  const g = Math.max(1, gpusPerNode);
   if (inWeight > 0)
     for (let i = 0; i < pieces.moving.length; i++) {
       const p = pieces.moving[i]!;
-      charge(pieces.user[p]!, pieces.home[p]!, inWeight * pieces.length[p]!);
+      const from = pieces.user[p]!;
+      const w = inWeight * pieces.length[p]!;
+      if (Math.floor(from / g) === Math.floor(pieces.home[p]! / g)) nvl[from]! += w;
+      else cost[from]! += w;
     }
   // Per segment: sent by its home (1) or by the request's user rank (0). Each segment goes to the
   // less loaded of the two (ties: the user rank, which holds the data from time zero).
   const viaHome = new Uint8Array(segRun.length);
+  let edgeCount = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
-    const v = runs.rsRank[req.rs[i]!]!;
+    const vn = Math.floor(runs.rsRank[req.rs[i]!]! / g);
+    const un = Math.floor(u / g) === vn;
+    let prevUser = false;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const h = runs.rank[segRun[j]!]!;
       const add = segLen[j]! + MESSAGE_TOKENS;
-      if (h !== u && after(h, v, add) < after(u, v, add)) {
+      const hn = Math.floor(h / g) === vn;
+      const viaH = hn
+        ? Math.max(cost[h]!, (nvl[h]! + add) / NVLINK_SPEEDUP)
+        : Math.max(cost[h]! + add, nvl[h]! / NVLINK_SPEEDUP);
+      const viaU = un
+        ? Math.max(cost[u]!, (nvl[u]! + add) / NVLINK_SPEEDUP)
+        : Math.max(cost[u]! + add, nvl[u]! / NVLINK_SPEEDUP);
+      if (h !== u && viaH < viaU) {
         viaHome[j] = 1;
-        charge(h, v, add);
-      } else charge(u, v, add);
+        if (hn) nvl[h]! += add;
+        else cost[h]! += add;
+        edgeCount++;
+        prevUser = false;
+      } else {
+        if (un) nvl[u]! += add;
+        else cost[u]! += add;
+        // Consecutive segments of the user rank merge into one message.
+        if (!prevUser) edgeCount++;
+        prevUser = true;
+      }
     }
   }
-  const src: number[] = [];
-  const dst: number[] = [];
-  const seq: number[] = [];
-  const start: number[] = [];
-  const length: number[] = [];
-  const rsCol: number[] = [];
-  const dep: number[] = [];
+  const src = new Int32Array(edgeCount);
+  const dst = new Int32Array(edgeCount);
+  const seq = new Int32Array(edgeCount);
+  const start = new Int32Array(edgeCount);
+  const length = new Int32Array(edgeCount);
+  const rsCol = new Int32Array(edgeCount);
+  const dep = new Int32Array(edgeCount);
+  let e = 0;
   for (let i = 0; i < n; i++) {
     const rs = req.rs[i]!;
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
-    const b = a + req.length[i]!;
     const u = req.user[i]!;
-    // Consecutive segments of the user rank merge into one message.
-    let userFrom = -1;
-    const flushUser = (to: number): void => {
-      if (userFrom < 0) return;
-      src.push(u);
-      dst.push(h);
-      seq.push(s);
-      start.push(userFrom);
-      length.push(to - userFrom);
-      rsCol.push(rs);
-      dep.push(-1);
-      userFrom = -1;
-    };
+    let userEdge = -1;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const run = segRun[j]!;
       const x = Math.max(a, runs.start[run]!);
-      if (viaHome[j] === 0) {
-        if (userFrom < 0) userFrom = x;
+      if (viaHome[j] === 0 && userEdge >= 0) {
+        length[userEdge]! += segLen[j]!;
         continue;
       }
-      flushUser(x);
-      const from = runs.rank[run]!;
-      src.push(from);
-      dst.push(h);
-      seq.push(s);
-      start.push(x);
-      length.push(segLen[j]!);
-      rsCol.push(rs);
-      // The segment lies in one user row (the request's), so in one piece of the run.
-      dep.push(homesReady ? -1 : pieceAt(pieces, run, x));
+      src[e] = viaHome[j] === 1 ? runs.rank[run]! : u;
+      dst[e] = h;
+      seq[e] = s;
+      start[e] = x;
+      length[e] = segLen[j]!;
+      rsCol[e] = rs;
+      // A home segment lies in one user row (the request's), so in one piece of the run.
+      dep[e] = viaHome[j] === 0 || homesReady ? -1 : pieceAt(pieces, run, x);
+      userEdge = viaHome[j] === 0 ? e : -1;
+      e++;
     }
-    flushUser(b);
   }
-  const I = (v: number[]): Int32Array => Int32Array.from(v);
-  return { src: I(src), dst: I(dst), seq: I(seq), start: I(start), length: I(length), rs: I(rsCol), dep: I(dep) };
+  return { src, dst, seq, start, length, rs: rsCol, dep };
 }

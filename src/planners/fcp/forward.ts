@@ -51,9 +51,6 @@ export interface ForwardResult {
 
 /** Bytes of a forward `in` token (Q,K,V) over those of a `kv` token (K,V), for the default model. */
 const IN_WEIGHT = 5;
-export const RAMP = process.env.RAMP === "1";
-const PRIO = process.env.PRIO === "1";
-const ORDER = process.env.ORDER !== "0";
 
 /** The timing estimate's view of a phase. */
 export function timingContext(ctx: TaskContext, world: number, env: PhaseEnv, dir: Direction): TimingContext {
@@ -96,11 +93,9 @@ export function placeKv(
   o: FcpOptions,
   colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
-  // Rounds by priority: edges that may start earlier first, then keys in position order, so that a
-  // receiver's early query rows (the front run of a zig-zag pair) complete early.
-  const prio = Float64Array.from(edges.start, (st, e) => ready[e]! * 2 ** 31 + st);
-  const c = colouring ?? colourEdges(edges.src, edges.dst, world, o.rounds, PRIO ? prio : undefined);
-  const weight = Float64Array.from(edges.dst, (d) => weightOfRank[d]!);
+  const c = colouring ?? colourEdges(edges.src, edges.dst, world, o.rounds);
+  const weight = new Float64Array(edges.dst.length);
+  for (let e = 0; e < weight.length; e++) weight[e] = weightOfRank[edges.dst[e]!]!;
   const { order, readyOf } = orderRounds(c, ready, weight);
   const slot = placeColouring(placer, c, order, readyOf, edges.src, edges.dst);
   const group = new Int32Array(edges.src.length);
@@ -152,9 +147,9 @@ export function colourIn(ctx: TaskContext, world: number, o: FcpOptions): Colour
 }
 
 /** Longest compute op of the exporting work, ms (order.ts): pushes leave after at most this much compute. */
-const MAX_OP_MS = Number(process.env.MAXOP ?? 4);
+const MAX_OP_MS = 2;
 /** Local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
-const RESERVE_MS = Number(process.env.RESERVE ?? 10);
+const RESERVE_MS = 10;
 
 /**
  * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
@@ -172,7 +167,7 @@ export function buildPhaseOps(
   world: number,
   o: FcpOptions,
 ): { compute: ComputeTable; opOfTask: Int32Array } {
-  if (o.noPipeline || o.noReshuffleOverlap || !ORDER) return buildOps(tasks.table.rank, after, world);
+  if (o.noPipeline || o.noReshuffleOverlap) return buildOps(tasks.table.rank, after, world);
   const t = tasks.table;
   const key = new Float64Array(t.rank.length);
   for (let i = 0; i < key.length; i++) key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
@@ -248,12 +243,13 @@ export function planForward(
   env: PhaseEnv,
 ): ForwardResult {
   const { runs, pieces } = ctx;
-  const placer = new GroupPlacer(o.coalesce, world, RAMP);
+  const placer = new GroupPlacer(o.coalesce, world);
   const list = new TransferList();
   const inColouring = colourIn(ctx, world, o);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
   const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT, env.gpusPerNode);
-  const ready = Int32Array.from(edges.dep, (d) => (d >= 0 ? pieceGroup[d]! + 1 : 0));
+  const ready = new Int32Array(edges.dep.length);
+  for (let e = 0; e < ready.length; e++) ready[e] = edges.dep[e]! >= 0 ? pieceGroup[edges.dep[e]!]! + 1 : 0;
   const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const tasks = ctx.grid

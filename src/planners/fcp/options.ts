@@ -57,8 +57,8 @@ export interface FcpOptions {
 /** Defaults (refineSteps: -1 means max(2048, 4 x world), resolved by the distributor). */
 export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   blockSize: 4096,
-  minBlockSize: 256,
-  maxUnitShare: 1 / 16,
+  minBlockSize: 512,
+  maxUnitShare: 1,
   tolerance: 0.01,
   coalesce: 16,
   noPipeline: false,

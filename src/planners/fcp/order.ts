@@ -67,73 +67,85 @@ export function orderOps(
     ids.push(task);
     opMs += t.ms[task]!;
   };
-  const local: number[] = [];
-  const exp: number[] = [];
-  let r = 0;
-  const readyAt = (g: number): number =>
-    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
-  // Min-heap of task ids by (key, id).
-  const heap: number[] = [];
-  const less = (a: number, b: number): boolean => t.key[a]! < t.key[b]! || (t.key[a] === t.key[b] && a < b);
+  // Per rank: local tasks (in id order), exporting tasks by ready group (counting sort, ids
+  // ascending inside a group), and a binary min-heap of available tasks by (key, id).
+  const local = new Int32Array(n);
+  const exp = new Int32Array(n);
+  const heap = new Int32Array(n);
+  let hn = 0;
+  let maxReady = -1;
+  for (let i = 0; i < n; i++) if (t.ready[i]! > maxReady) maxReady = t.ready[i]!;
+  const bucket = new Int32Array(maxReady + 3);
+  const key = t.key;
+  const less = (a: number, b: number): boolean => key[a]! < key[b]! || (key[a] === key[b] && a < b);
   const push = (x: number): void => {
-    let i = heap.length;
-    heap.push(x);
+    let i = hn++;
     while (i > 0) {
       const up = (i - 1) >> 1;
-      if (!less(heap[i]!, heap[up]!)) break;
-      [heap[i], heap[up]] = [heap[up]!, heap[i]!];
+      const y = heap[up]!;
+      if (!less(x, y)) break;
+      heap[i] = y;
       i = up;
     }
+    heap[i] = x;
   };
   const pop = (): number => {
     const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
-      for (let i = 0; ; ) {
-        const l = 2 * i + 1;
-        if (l >= heap.length) break;
-        const c = l + 1 < heap.length && less(heap[l + 1]!, heap[l]!) ? l + 1 : l;
-        if (!less(heap[c]!, heap[i]!)) break;
-        [heap[i], heap[c]] = [heap[c]!, heap[i]!];
-        i = c;
-      }
+    const last = heap[--hn]!;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= hn) break;
+      const c = l + 1 < hn && less(heap[l + 1]!, heap[l]!) ? l + 1 : l;
+      if (!less(heap[c]!, last)) break;
+      heap[i] = heap[c]!;
+      i = c;
     }
+    if (hn > 0) heap[i] = last;
     return top;
   };
-  for (r = 0; r < world; r++) {
-    local.length = 0;
-    exp.length = 0;
+  /** Estimated arrival of group g on rank r (-1: from the start). */
+  const readyAt = (g: number, r: number): number =>
+    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
+  for (let r = 0; r < world; r++) {
+    let nl = 0;
+    let ne = 0;
     let localMs = 0;
+    bucket.fill(0);
     for (let k = off[r]!; k < off[r + 1]!; k++) {
       const i = byRank[k]!;
       if (t.exported[i] === 0 && t.ready[i]! < 0) {
-        local.push(i);
+        local[nl++] = i;
         localMs += t.ms[i]!;
-      } else exp.push(i);
+      } else {
+        bucket[t.ready[i]! + 2]!++;
+        ne++;
+      }
     }
-    // Exported work as a list schedule over the estimated timeline: at each point, of the tasks
-    // whose group has (by the estimate) arrived, the one with the smallest position key; so the
-    // order follows positions once the data is in, and arrival while it is not.
-    exp.sort((a, b) => t.ready[a]! - t.ready[b]! || t.key[a]! - t.key[b]! || a - b);
+    for (let g = 0; g <= maxReady + 1; g++) bucket[g + 1]! += bucket[g]!;
+    for (let k = off[r]!; k < off[r + 1]!; k++) {
+      const i = byRank[k]!;
+      if (!(t.exported[i] === 0 && t.ready[i]! < 0)) exp[bucket[t.ready[i]! + 1]!++] = i;
+    }
     // 1. Local work while the first exported work's data is on its way, keeping the reserve.
-    const firstReady = exp.length > 0 ? t.ready[exp[0]!]! : -1;
-    const wait = readyAt(firstReady);
+    const wait = ne > 0 ? readyAt(t.ready[exp[0]!]!, r) : 0;
     const head = Math.min(wait, Math.max(0, localMs - reserveMs));
     let li = 0;
     let now = 0;
-    if (head > 0 && local.length > 0) {
+    if (head > 0 && nl > 0) {
       open(r, -1);
-      while (li < local.length && opMs < head) add(local[li++]!);
+      while (li < nl && opMs < head) add(local[li++]!);
       now = opMs;
     }
-    // 2. Exporting (and late-ready) work, in ops of at most maxOpMs.
-    heap.length = 0;
+    // 2. Exporting (and late-ready) work as a list schedule over the estimated timeline: of the
+    //    tasks whose group has (by the estimate) arrived, the one with the smallest position key;
+    //    so the order follows positions once the data is in, and arrival while it is not.
+    hn = 0;
     let next = 0;
     opAfter = -2;
-    while (next < exp.length || heap.length > 0) {
-      if (heap.length === 0) now = Math.max(now, readyAt(t.ready[exp[next]!]!));
-      while (next < exp.length && readyAt(t.ready[exp[next]!]!) <= now) push(exp[next++]!);
+    while (next < ne || hn > 0) {
+      if (hn === 0) now = Math.max(now, readyAt(t.ready[exp[next]!]!, r));
+      while (next < ne && readyAt(t.ready[exp[next]!]!, r) <= now) push(exp[next++]!);
       const i = pop();
       const a = t.ready[i]!;
       if (opAfter === -2 || opMs >= maxOpMs) open(r, a);
@@ -145,9 +157,9 @@ export function orderOps(
       now += t.ms[i]!;
     }
     // 3. The rest of the local work.
-    if (li < local.length) {
+    if (li < nl) {
       open(r, -1);
-      while (li < local.length) add(local[li++]!);
+      while (li < nl) add(local[li++]!);
     }
   }
   offsets.push(ids.length);

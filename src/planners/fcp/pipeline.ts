@@ -16,11 +16,9 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { ComputeTable, KindCode, Phase } from '../../plan/types.ts';
 
 /**
- * Assigns rounds to groups and keeps, per round, which ranks already send or receive in it, so
- * that single transfers (pushes, reshuffle pieces) can join existing rounds where both their ranks
- * are free: they then cost no extra round, and a round stays a matching. Group g holds at most
- * `capacity(g)` rounds: `coalesce`, or with `ramp` 1, 2, 4, ... up to `coalesce`, so that the first
- * groups are short and every rank starts computing after one round instead of `coalesce`.
+ * Assigns rounds to groups of at most `coalesce` rounds, and keeps, per round, which ranks already
+ * send or receive in it, so that single transfers (pushes) can join existing rounds where both
+ * their ranks are free: they then cost no extra round, and a round stays a matching.
  */
 export class GroupPlacer {
   private readonly count: number[] = [];
@@ -35,7 +33,6 @@ export class GroupPlacer {
   constructor(
     readonly coalesce: number,
     readonly world = 0,
-    readonly ramp = false,
   ) {
     this.send = new Uint8Array(64 * world);
     this.recv = new Uint8Array(64 * world);
@@ -48,18 +45,13 @@ export class GroupPlacer {
     return this.count.length;
   }
 
-  /** Rounds group g may hold. */
-  capacity(g: number): number {
-    return this.ramp && g < 30 ? Math.min(this.coalesce, 2 ** g) : this.coalesce;
-  }
-
   /**
    * Places one round in the earliest group >= min(ready, groups) with room (a ready group past
    * the last one opens the next group: groups are consecutive); returns its slot.
    */
   place(ready: number): number {
     let g = Math.max(0, Math.min(ready, this.count.length));
-    while (g < this.count.length && this.count[g]! >= this.capacity(g)) g++;
+    while (g < this.count.length && this.count[g]! >= this.coalesce) g++;
     return this.open(g);
   }
 
@@ -102,7 +94,7 @@ export class GroupPlacer {
     if (!naive) g = Math.max(g, Math.min(this.sendFrom[src]!, this.recvFrom[dst]!));
     for (; g < this.count.length; g++) {
       const slots = this.groupSlots[g]!;
-      const full = this.count[g]! >= this.capacity(g);
+      const full = this.count[g]! >= this.coalesce;
       let sendFree = false;
       let recvFree = false;
       for (const slot of slots) {

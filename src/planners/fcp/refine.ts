@@ -31,6 +31,7 @@ export function refine(
   world: number,
   memoryTokens: number,
   maxSteps: number,
+  gpusPerNode = 1 << 30,
 ): { blockRank: Int32Array; steps: number } {
   const B = blocks.seq.length;
   const blockRank = new Int32Array(B);
@@ -122,13 +123,17 @@ export function refine(
   };
   /**
    * Whether block b may move from `from` to `to` at a level: 0, only a block that is not on its
-   * user rank (moving it again adds no reshuffle) and that joins no new rank to its sequence's
-   * fetch graph; 1, a whole short sequence (the list of pass 0); 2, a short sequence or a block
-   * of a sequence `to` holds; 3, any block.
+   * user rank (moving it again adds no reshuffle), to a rank of its user rank's node (its
+   * reshuffle goes over NVLink), joining no new rank to its sequence's fetch graph; 1, the same
+   * anywhere; 2, a whole short sequence (the list of pass 0); 3, a short sequence or a block of a
+   * sequence `to` holds; 4, any block.
    */
+  const node = (r: number): number => Math.floor(r / gpusPerNode);
   const eligible = (level: number, b: number, from: number, to: number): boolean => {
-    if (level === 0) return userOf[b] !== from && (single[b] === 1 || holds(to, b));
-    if (level === 2) return single[b] === 1 || holds(to, b);
+    if (level === 0)
+      return userOf[b] !== from && node(to) === node(userOf[b]!) && (single[b] === 1 || holds(to, b));
+    if (level === 1) return userOf[b] !== from && (single[b] === 1 || holds(to, b));
+    if (level === 3) return single[b] === 1 || holds(to, b);
     return true;
   };
   let M = -1;
@@ -146,11 +151,11 @@ export function refine(
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
       partners.length = 0;
       minHeap.smallest(wide === 0 ? PARTNERS : world, notM, partners);
-      // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway; 1 whole
-      // short sequences; 2 also blocks of sequences that the receiving rank already holds (no new
-      // rank joins a sequence's fetch graph); 3 anything.
+      // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway, within its
+      // node; 1 such blocks anywhere; 2 whole short sequences; 3 also blocks of sequences that the
+      // receiving rank already holds (no new rank joins a sequence's fetch graph); 4 anything.
       for (let level = 0; level < LEVELS && bu < 0; level++) {
-        const pass = level === 1 ? 0 : 1;
+        const pass = level === 2 ? 0 : 1;
         const mine = lists[pass]![M]!;
         if (mine.length === 0) continue;
         for (let k = wide === 0 ? 0 : PARTNERS; k < partners.length && bu < 0; k++) {
@@ -167,7 +172,7 @@ export function refine(
             if (pairs[mine[mid]!]! >= gap / 2) lo = mid + 1;
             else hi = mid;
           }
-          const reach = level === 0 || level === 2 ? 4 * MOVERS : MOVERS;
+          const reach = level === 2 || level === 4 ? MOVERS : 4 * MOVERS;
           for (let j = Math.max(0, lo - reach), je = Math.min(mine.length, lo + reach); j < je; j++) {
             const u = mine[j]!;
             const cu = pairs[u]!;
@@ -228,4 +233,4 @@ const PARTNERS = 16;
 /** Blocks of the most loaded rank tried per partner, on each side of half the gap. */
 const MOVERS = 3;
 /** Eligibility levels of {@link refine}. */
-const LEVELS = 4;
+const LEVELS = 5;

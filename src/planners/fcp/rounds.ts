@@ -12,7 +12,6 @@
  * transfers (pushes) fill the gaps the rounds leave.
  */
 import { colorBipartiteEdges } from './edge-coloring.ts';
-import { priorityColouring } from './priority-colouring.ts';
 import type { GroupPlacer } from './pipeline.ts';
 
 /** A split of edges into rounds (local round ids 0..rounds-1). */
@@ -34,24 +33,17 @@ export function degreeOf(src: Int32Array, dst: Int32Array, world: number): numbe
   return d;
 }
 
-/**
- * Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). With
- * `prio`, the matchings follow it (priority-colouring.ts: edges of low priority value in low
- * rounds); without, the faster order-blind colouring.
- */
+/** Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). */
 export function colourEdges(
   src: Int32Array,
   dst: Int32Array,
   world: number,
   mode: 'matching' | 'naive',
-  prio?: Float64Array,
 ): Colouring {
   const delta = degreeOf(src, dst, world);
   if (src.length === 0) return { round: new Int32Array(0), rounds: 0, delta: 0 };
   if (mode === 'naive') return { round: new Int32Array(src.length), rounds: 1, delta };
-  const { color, colors } = prio
-    ? priorityColouring(src, dst, prio, world)
-    : colorBipartiteEdges(src, dst, world);
+  const { color, colors } = colorBipartiteEdges(src, dst, world);
   return { round: color, rounds: colors, delta };
 }
 
