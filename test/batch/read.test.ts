@@ -4,17 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseBatchText, readBatchFile } from '../../src/batch/read.ts';
-import { FcpError } from '../../src/core/issues.ts';
-
-const codeOf = (f: () => unknown): string => {
-  try {
-    f();
-  } catch (e) {
-    assert.ok(e instanceof FcpError, String(e));
-    return e.code;
-  }
-  assert.fail('expected an FcpError');
-};
+import type { FcpError } from '../../src/core/issues.ts';
+import { codeOf } from '../helpers/errors.ts';
 
 test('parseBatchText reads lines, a JSON array and JSON lines alike', () => {
   assert.deepEqual([...parseBatchText('100\n 20\n\n# comment\n3\n')], [100, 20, 3]);

@@ -3,17 +3,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { attendedPairs, sequencePairs } from '../../src/cluster/model.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
-import { FcpError } from '../../src/core/issues.ts';
-
-const codeOf = (f: () => unknown): string => {
-  try {
-    f();
-  } catch (e) {
-    assert.ok(e instanceof FcpError, String(e));
-    return e.code;
-  }
-  assert.fail('expected an FcpError');
-};
+import { codeOf } from '../helpers/errors.ts';
 
 test('resolveProblem fills defaults: Llama-3-70B attention, causal, 1.5x memory', () => {
   const p = resolveProblem({ world: 4, tokensPerRank: 4096 });

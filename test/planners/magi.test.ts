@@ -3,20 +3,10 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { attendedPairs } from '../../src/cluster/model.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
-import { FcpError } from '../../src/core/issues.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { defaultChunkSize, magiDispatch } from '../../src/planners/magi/dispatch.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
-
-const codeOf = (f: () => unknown): string => {
-  try {
-    f();
-  } catch (e) {
-    assert.ok(e instanceof FcpError, String(e));
-    return e.code;
-  }
-  assert.fail('expected an FcpError');
-};
+import { codeOf } from '../helpers/errors.ts';
 
 test('magi: every rank gets the same number of chunks (padding chunks included)', () => {
   fc.assert(

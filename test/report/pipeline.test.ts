@@ -1,20 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { demoOptionsFrom } from '../../src/cli/demo.ts';
-import { FcpError } from '../../src/core/issues.ts';
 import { plannerNames } from '../../src/planners/registry.ts';
 import { demoSteps, resolveDemoOptions, runDemo } from '../../src/report/pipeline.ts';
 import { resultsToJson } from '../../src/report/results.ts';
-
-const codeOf = (f: () => unknown): string => {
-  try {
-    f();
-  } catch (e) {
-    assert.ok(e instanceof FcpError, String(e));
-    return e.code;
-  }
-  assert.fail('expected an FcpError');
-};
+import { codeOf } from '../helpers/errors.ts';
 
 const PROV = { command: 'fcp demo', fcpVersion: '0', node: 'v20', gitCommit: null, platform: 'x' };
 

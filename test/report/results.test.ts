@@ -3,19 +3,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { FcpError } from '../../src/core/issues.ts';
 import { compactJson, readResults, resultsFromJson, resultsToJson } from '../../src/report/results.ts';
+import { codeOf } from '../helpers/errors.ts';
 import { smallResults } from './fixtures.ts';
-
-const codeOf = (f: () => unknown): string => {
-  try {
-    f();
-  } catch (e) {
-    assert.ok(e instanceof FcpError, String(e));
-    return e.code;
-  }
-  assert.fail('expected an FcpError');
-};
 
 test('results round-trip through JSON unchanged, byte for byte', () => {
   const r = smallResults();
