@@ -129,9 +129,9 @@ export function formatSimResult(r: SimResult): string {
     ['ops / flows / groups', (p) => `${p.ops} / ${p.flows} / ${p.groups}`],
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
-  lines.push(`${''.padEnd(w)}  ${'forward'.padStart(20)}  ${'backward'.padStart(20)}`);
+  lines.push(`${''.padEnd(w)}  ${'forward'.padStart(28)}  ${'backward'.padStart(28)}`);
   for (const [k, fn] of rows)
-    lines.push(`${k.padEnd(w)}  ${fn(r.forward).padStart(20)}  ${fn(r.backward).padStart(20)}`);
+    lines.push(`${k.padEnd(w)}  ${fn(r.forward).padStart(28)}  ${fn(r.backward).padStart(28)}`);
   lines.push(`overall MFU (forward + backward): ${f3(r.mfu)}`);
   return lines.join('\n');
 }

@@ -108,8 +108,9 @@ test('compute imbalance on longtail at 64 ranks stays within 2% (several seeds)'
 });
 
 test('sequence affinity keeps a long sequence on few ranks; plain LPT deals it everywhere', () => {
-  const { problem, blocks, placement } = place('longtail', 64, 32768, 3);
-  const plain = place('longtail', 64, 32768, 3, { noAffinity: true });
+  // Small units (1/16 of a rank's share), where affinity has a choice to make.
+  const { problem, blocks, placement } = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16 });
+  const plain = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16, noAffinity: true });
   let longest = 0;
   for (let s = 1; s < problem.sequences.length; s++)
     if (problem.sequences[s]! > problem.sequences[longest]!) longest = s;

@@ -12,7 +12,7 @@ import { GENERATOR_NAMES } from '../../src/batch/generators.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { formatIssue } from '../../src/core/issues.ts';
 import { planToJson } from '../../src/plan/io.ts';
-import type { Plan } from '../../src/plan/types.ts';
+import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
@@ -131,20 +131,49 @@ test('same problem and options give a byte-identical plan; another seed another 
 });
 
 test('a 512K-token sequence stays at a modest number of tasks and transfers', () => {
-  // One 512K sequence among short ones, 64 ranks: block refinement cuts it at the 256 floor.
+  // One 512K sequence among short ones, 64 ranks.
   const lengths = [524288, ...Array.from({ length: 400 }, (_, i) => 1000 + ((i * 7919) % 3000))];
   const problem = resolveProblem({ batch: lengths, world: 64 });
   const plan = planFcp(problem).plan;
-  const st = plan.meta?.stats as { tasks: number; blocks: number };
-  assert.ok(st.blocks > 1000, `${st.blocks} blocks: the long sequence is cut fine`);
-  // Square tiles for dense kernels multiply tasks a few times; untiled, about one task per key
-  // range that arrives separately.
+  checkPlan(plan, 'one 512K sequence');
+  // Grid tiles: one task per square of the block grid the rank computes.
   assert.ok(plan.tasks.rank.length < 100000, `${plan.tasks.rank.length} tasks`);
-  const untiled = planFcp(problem, { tile: 0 }).plan;
-  assert.ok(untiled.tasks.rank.length < 20000, `${untiled.tasks.rank.length} tasks without tiling`);
   assert.ok(
     plan.forward.transfers.round.length < 20000,
     `${plan.forward.transfers.round.length} forward transfers`,
   );
-  checkPlan(plan, 'one 512K sequence');
+  // Cut finer (units of 1/16 of a rank's share), the sequence gets many small blocks and the
+  // tasks stay bounded; untiled, about one task per key range that arrives separately.
+  const fine = planFcp(problem, { maxUnitShare: 1 / 16 }).plan;
+  const st = fine.meta?.stats as { tasks: number; blocks: number };
+  assert.ok(st.blocks > 1000, `${st.blocks} blocks: the long sequence is cut fine`);
+  assert.ok(fine.tasks.rank.length < 200000, `${fine.tasks.rank.length} tasks`);
+  const untiled = planFcp(problem, { tile: 0 }).plan;
+  assert.ok(untiled.tasks.rank.length < 20000, `${untiled.tasks.rank.length} tasks without tiling`);
+});
+
+test('memory never makes a valid problem fail: blocks shrink, and at worst the user layout stays', () => {
+  const cases: [Parameters<typeof resolveProblem>[0], FcpPlannerOptions][] = [
+    [{ world: 4, tokensPerRank: 128 }, {}],
+    [{ world: 2, tokensPerRank: 64 }, {}],
+    [{ world: 4, tokensPerRank: 140, memoryTokens: 140 }, { blockSize: 100 }],
+    [{ world: 3, tokensPerRank: 140, memoryTokens: 140 }, { blockSize: 100 }],
+    // No slack at all: the batch fills both ranks exactly.
+    [{ batch: [3000, 3000, 3000], world: 2, memoryTokens: 4500 }, {}],
+    [{ batch: [5, 7, 9000], world: 8, memoryTokens: 1127 }, {}],
+    [{ world: 16, tokensPerRank: 100, memoryTokens: 100 }, { blockSize: 4096 }],
+    [{ world: 8, tokensPerRank: 1000, memoryTokens: 1000, seed: 3 }, {}],
+  ];
+  for (const [p, o] of cases) {
+    const problem = resolveProblem({ seed: 1, ...p });
+    const plan = planFcp(problem, o).plan;
+    checkPlan(plan, JSON.stringify(p));
+    const home = new Float64Array(problem.world);
+    for (let i = 0; i < plan.homeLayout.rank.length; i++) home[plan.homeLayout.rank[i]!]! += plan.homeLayout.length[i]!;
+    assert.ok(Math.max(...home) <= problem.memoryTokens, `${JSON.stringify(p)}: a rank over its memory`);
+  }
+  // The user layout fallback reshuffles nothing (only K/V of a sequence split across ranks moves).
+  const exact = planFcp(resolveProblem({ batch: [3000, 3000, 3000], world: 2, memoryTokens: 4500 })).plan;
+  assert.equal((exact.meta?.stats as { memoryAttempts: number }).memoryAttempts, 0);
+  assert.ok(exact.forward.transfers.kind.every((k) => k === Kind.kv));
 });

@@ -32,7 +32,7 @@ export class GroupPlacer {
 
   constructor(
     readonly coalesce: number,
-    readonly world = 0,
+    readonly world: number,
   ) {
     this.send = new Uint8Array(64 * world);
     this.recv = new Uint8Array(64 * world);

@@ -1,0 +1,96 @@
+/**
+ * FCP compute op order (order.ts) and the timeline estimate behind push placement (timing.ts).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { orderOps } from '../../src/planners/fcp/order.ts';
+import { pushGroup, type Timeline } from '../../src/planners/fcp/timing.ts';
+
+const taskArb = fc.record({
+  rank: fc.integer({ min: 0, max: 3 }),
+  ready: fc.integer({ min: -1, max: 5 }),
+  exported: fc.boolean(),
+  ms: fc.double({ min: 0.01, max: 3, noNaN: true }),
+  key: fc.integer({ min: 0, max: 1000 }),
+});
+
+test('ops hold every task once, never before its data, local work only at the ends', () => {
+  fc.assert(
+    fc.property(fc.array(taskArb, { maxLength: 80 }), fc.double({ min: 0.5, max: 5, noNaN: true }), (ts, maxOp) => {
+      const W = 4;
+      const G = 6;
+      const input = {
+        rank: Int32Array.from(ts, (t) => t.rank),
+        ready: Int32Array.from(ts, (t) => t.ready),
+        exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
+        ms: Float64Array.from(ts, (t) => t.ms),
+        key: Float64Array.from(ts, (t) => t.key),
+      };
+      const groupEnd = new Float64Array(G * W);
+      for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
+      const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
+      const seen = new Uint8Array(ts.length);
+      let prevRank = -1;
+      for (let op = 0; op < compute.rank.length; op++) {
+        const r = compute.rank[op]!;
+        assert.ok(r >= prevRank, 'ops are rank-major');
+        prevRank = r;
+        let ms = 0;
+        let exported = 0;
+        for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++) {
+          const i = compute.taskIds[k]!;
+          assert.equal(seen[i], 0, 'a task in one op');
+          seen[i] = 1;
+          assert.equal(opOfTask[i], op);
+          assert.equal(input.rank[i], r);
+          assert.ok(compute.after[op]! >= input.ready[i]!, 'an op waits for its tasks data');
+          ms += input.ms[i]!;
+          if (input.exported[i] || input.ready[i]! >= 0) exported++;
+        }
+        // Exporting ops stay near maxOpMs (the last task may overshoot); local ops are -1.
+        if (exported > 0) assert.ok(ms <= maxOp + 3 + 1e-9);
+        else assert.equal(compute.after[op], -1);
+      }
+      assert.ok(seen.every((x) => x === 1));
+    }),
+    { seed: 5, numRuns: 200 },
+  );
+});
+
+test('exporting work goes by position once its data is in; local work covers the first wait', () => {
+  // One rank: local work of 3 ms, exports ready at group 0 (ends at 2 ms) with keys 3, 1, 2.
+  const input = {
+    rank: new Int32Array(5),
+    ready: Int32Array.from([-1, -1, 0, 0, 0]),
+    exported: Uint8Array.from([0, 0, 1, 1, 1]),
+    ms: Float64Array.from([1.5, 1.5, 1, 1, 1]),
+    key: Float64Array.from([0, 0, 3, 1, 2]),
+  };
+  const { compute } = orderOps(input, Float64Array.from([2]), 1, 1, 10, 1);
+  const order = [...compute.taskIds];
+  assert.deepEqual(order, [0, 1, 3, 4, 2], 'local first (the wait), then exports by key');
+  // With a reserve, part of the local work moves to the end.
+  const reserved = orderOps(input, Float64Array.from([2]), 1, 1, 10, 1.5).compute;
+  assert.deepEqual([...reserved.taskIds], [0, 3, 4, 2, 1]);
+  assert.deepEqual([...reserved.after], [-1, 0, -1]);
+});
+
+test('a push joins the first group its rank enters after the op ends, never before minGroup', () => {
+  // Two ranks, three groups: rank 0 enters at 0, 4, 8; rank 1 at 0, 5, 9.
+  const tl: Timeline = {
+    world: 2,
+    groups: 3,
+    groupStart: Float64Array.from([0, 0, 4, 5, 8, 9]),
+    groupEnd: Float64Array.from([4, 5, 8, 9, 12, 13]),
+    opEnd: new Float64Array(0),
+    meanOpMs: 2,
+    afterUpTo: new Int32Array(0),
+  };
+  assert.equal(pushGroup(tl, 0, 3, 0, 2), 1);
+  assert.equal(pushGroup(tl, 1, 4.5, 0, 2), 1);
+  assert.equal(pushGroup(tl, 0, 3, 2, 2), 2, 'rule 5: after the ops before it');
+  assert.equal(pushGroup(tl, 0, 12, 0, 2), 3, 'past the last group: a new group');
+  assert.equal(pushGroup(tl, 0, 15, 0, 2), 5, 'one new group per slice beyond');
+  for (let t = 0; t < 20; t += 0.5) assert.ok(pushGroup(tl, 0, t + 0.5, 0, 2) >= pushGroup(tl, 0, t, 0, 2));
+});
