@@ -7,28 +7,13 @@
  *
  *   npx tsx bench/simulator-check.ts
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readReplayRuns } from '../scripts/gpu/replay-runs.ts';
 import { resolveCluster } from '../src/cost/cluster.ts';
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { readPlan } from '../src/plan/io.ts';
 
-interface Run {
-  rank: number;
-  which: string;
-  kernel: string;
-  forward_ms: number;
-  backward_ms: number;
-  kernel_only_ms?: Record<string, number> | null;
-}
-
 const root = new URL('../', import.meta.url).pathname;
-const runs = new Map<string, Run[]>();
-for (const f of ['h200-run1.json', 'h200-run2.json']) {
-  const path = `${root}docs/results-gpu/${f}`;
-  if (!existsSync(path)) continue;
-  const r = JSON.parse(readFileSync(path, 'utf8')) as { replay?: Record<string, { runs?: Run[] }> };
-  for (const [name, v] of Object.entries(r.replay ?? {})) if (v.runs?.length) runs.set(name, v.runs); // run 2 overrides run 1
-}
+const runs = readReplayRuns(root, true);
 if (runs.size === 0) {
   console.log('no GPU replay results in docs/results-gpu/');
   process.exit(0);

@@ -5,27 +5,16 @@
  *   npx tsx scripts/gpu/sim-check.ts
  * Kernel policy `auto` is compared with the runtime's `auto`, `varlen` with its `flash`.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { loadCalibration } from '../../src/cost/calibration.ts';
 import { resolveCluster } from '../../src/cost/cluster.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
 import { simulatePlan } from '../../src/executors/sim/index.ts';
 import { readPlan } from '../../src/plan/io.ts';
+import { readReplayRuns } from './replay-runs.ts';
 
-interface Run {
-  rank: number;
-  which: string;
-  kernel: string;
-  forward_ms: number;
-  backward_ms: number;
-  kernel_only_ms?: Record<string, number> | null;
-}
 const root = new URL('../../', import.meta.url).pathname;
-const runs = new Map<string, Run[]>();
-for (const f of ['h200-run1.json', 'h200-run2.json']) {
-  const r = JSON.parse(readFileSync(`${root}docs/results-gpu/${f}`, 'utf8')) as { replay: Record<string, { runs?: Run[] }> };
-  for (const [name, v] of Object.entries(r.replay)) if (v.runs?.length) runs.set(name, v.runs); // run 2 overrides run 1
-}
+const runs = readReplayRuns(root);
 const calibrations = {
   measured: loadCalibration([dataPath('calibration/h200-measured.json')]),
   shipped: loadCalibration([dataPath('calibration/h200-torch2.11-flash-varlen.json'), dataPath('calibration/h200-torch2.11-sdpa.json')]),

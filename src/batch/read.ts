@@ -2,22 +2,12 @@
  * Batch files: one integer per line, a JSON array of integers, or JSON lines with a `length` field.
  * Every problem is reported with its line number.
  */
-import { readFileSync } from 'node:fs';
+import { readInputFile } from '../core/files.ts';
 import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
 
 /** Reads sequence lengths from `path`. Throws FcpError (`io.read`, `batch.parse`, `batch.length`, `batch.empty`). */
 export function readBatchFile(path: string): Int32Array {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    fail(
-      'io.read',
-      `cannot read batch file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-      path,
-    );
-  }
-  return parseBatchText(text, path);
+  return parseBatchText(readInputFile(path, 'batch', 'utf8'), path);
 }
 
 /** Parses batch text in any of the three formats. */

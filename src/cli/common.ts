@@ -46,6 +46,7 @@ export function addPlannerOptions(cmd: Command): Command {
     .option('--fixed-blocks', 'fcp: fixed-size blocks only, no granularity refinement')
     .option('--tile <n>', 'fcp: square tile side for dense kernels (0: no tiling; default 4096)')
     .option('--min-tile <n>', 'fcp: smallest tile side for remainder strips (default 1024)')
+    .option('--balance <mode>', 'fcp: balance modelled kernel time (time, default) or attended pairs (pairs)')
     .option('--chunk-size <n>', 'magi: chunk size in tokens (default total/(8N))')
     .option('--overlap-degree <n>', 'magi: overlap stages', '2');
 }
@@ -119,6 +120,11 @@ export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
   if (o.fixedBlocks === true) out.fixedBlocks = true;
   if (o.tile !== undefined) out.tile = intOption(o.tile, 'tile');
   if (o.minTile !== undefined) out.minTile = intOption(o.minTile, 'minTile');
+  if (o.balance !== undefined) {
+    if (o.balance !== 'time' && o.balance !== 'pairs')
+      fail('option.balance', `--balance must be time or pairs (got ${String(o.balance)})`, 'balance');
+    out.balance = o.balance;
+  }
   if (o.chunkSize !== undefined) out.chunkSize = intOption(o.chunkSize, 'chunkSize');
   if (o.overlapDegree !== undefined) out.overlapDegree = intOption(o.overlapDegree, 'overlapDegree');
   return out;

@@ -14,7 +14,7 @@ import { fail } from '../core/issues.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../planners/registry.ts';
 import type { PlannerOptions } from '../planners/types.ts';
-import { type LinePoint, lineChartSpec, renderChart } from '../report/plots.ts';
+import { type LinePoint, lineChartSpec } from '../report/charts/line.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
@@ -250,7 +250,9 @@ export async function writeCompare(
 ): Promise<void> {
   const target = resolve(outDir);
   const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
-  // Render first: a failing chart leaves nothing behind.
+  // Render first: a failing chart leaves nothing behind. vega is loaded only here: it costs half a
+  // second of every CLI start otherwise.
+  const { renderChart } = await import('../report/plots.ts');
   const rendered: [string, { svg: string; png: Uint8Array }][] = [];
   for (const [name, spec] of Object.entries(charts))
     rendered.push([name, await renderChart(spec as Parameters<typeof renderChart>[0])]);

@@ -11,8 +11,8 @@
  * the varlen path and its cuDNN squares and rectangles for the dense path, which is how the runtime
  * runs pieces (see kernel.ts).
  */
-import { readFileSync } from 'node:fs';
 import { dataPath } from '../core/data-dir.ts';
+import { readInputFile } from '../core/files.ts';
 import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
 
 /** One measured launch: `count` equal segments of `lq` queries against `lk` keys. */
@@ -78,16 +78,7 @@ export function loadCalibration(paths: readonly string[]): Calibration {
   if (paths.length === 0) fail('calibration.incomplete', 'no calibration file given', 'calibration');
   const docs: { path: string; json: unknown }[] = [];
   for (const p of paths) {
-    let text = '';
-    try {
-      text = readFileSync(p, 'utf8');
-    } catch (e) {
-      fail(
-        'io.read',
-        `cannot read calibration file ${p}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-        p,
-      );
-    }
+    const text = readInputFile(p, 'calibration', 'utf8');
     try {
       docs.push({ path: p, json: JSON.parse(text) as unknown });
     } catch (e) {

@@ -14,6 +14,7 @@
  * max(a, b), so a chunk task costs O(1) plus its irregular sequences plus the few c-groups whose
  * pieces run dense (c >= 512 under the `auto` policy).
  */
+import { nonEmptyParts, partSize } from '../plan/parts.ts';
 import type { Plan } from '../plan/types.ts';
 import type { Direction, KernelModel } from './kernel.ts';
 import { type OpCost, tiles } from './op-cost.ts';
@@ -100,7 +101,7 @@ export class ChunkCoster {
     // Irregular: the sequences whose short last part is part m, cut one by one.
     for (let i = ix.truncOff[m]!; i < ix.truncOff[m + 1]!; i++) {
       const len = ix.truncLen[i]!;
-      const c = Math.ceil(len / parts);
+      const c = partSize(len, parts);
       const qs = a * c;
       const ks = b * c;
       op.addTask(qs, Math.min(c, len - qs), ks, Math.min(c, len - ks));
@@ -225,8 +226,8 @@ function buildIndex(
   const tokens = new Float64Array(parts);
   for (let i = 0; i < n; i++) {
     const len = paddedLength(plan.sequences[sets.seqs[from + i]!]!, padTo);
-    const c = Math.ceil(len / parts);
-    const cnt = Math.ceil(len / c); // non-empty parts, <= parts
+    const c = partSize(len, parts);
+    const cnt = nonEmptyParts(len, parts); // <= parts
     const last = len - (cnt - 1) * c;
     lens[i] = len;
     cs[i] = c;

@@ -9,6 +9,7 @@
  */
 import { IntColumn } from '../core/int-column.ts';
 import { fail } from '../core/issues.ts';
+import { partLength, partStart } from './parts.ts';
 import type {
   ChunkLayout,
   ComputeTable,
@@ -52,10 +53,8 @@ function partRanges(
     const len = plan.sequences[seq];
     if (len === undefined)
       fail('plan.chunk.seq', `sequence set ${set} names sequence ${seq}, which does not exist`, path, row);
-    const c = Math.ceil(len / parts);
-    const start = part * c;
-    const length = Math.min(c, len - start);
-    if (length > 0) out.push({ seq, start, length });
+    const length = partLength(len, parts, part);
+    if (length > 0) out.push({ seq, start: partStart(len, parts, part), length });
   }
   return out;
 }

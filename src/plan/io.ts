@@ -5,8 +5,9 @@
  * turns columns into typed arrays; the plan's semantics are the validator's job. Writes go to a
  * temporary file renamed into place, so a failed write never leaves a partial plan behind.
  */
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { readInputFile } from '../core/files.ts';
 import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
 import { COLUMNS, KIND_NAMES, PLAN_FORMAT, type Plan } from './types.ts';
 
@@ -47,16 +48,7 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
 
 /** Reads and structurally checks a plan file. Throws FcpError with `io.read`, `plan.json`, `plan.format` or `plan.schema`. */
 export function readPlan(path: string): Plan {
-  let raw: Buffer;
-  try {
-    raw = readFileSync(path);
-  } catch (e) {
-    fail(
-      'io.read',
-      `cannot read plan file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-      path,
-    );
-  }
+  const raw = readInputFile(path, 'plan');
   let text: string;
   try {
     text =

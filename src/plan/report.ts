@@ -26,7 +26,8 @@ import {
   qBytesPerToken,
   sequencePairs,
 } from '../cluster/model.ts';
-import { chunkTaskPairs, type PartStats, partStats } from '../planners/shared/parts.ts';
+import { imbalance } from '../core/stats.ts';
+import { chunkTaskPairs, type PartStats, partStart, partStats } from './parts.ts';
 import { messageStats } from './report-messages.ts';
 import { residentKvPeak } from './report-resident.ts';
 import { Kind, type Phase, type Plan } from './types.ts';
@@ -87,17 +88,6 @@ export interface PlanReport {
   maxHomeTokens: number;
 }
 
-/** max/mean - 1 over all entries (0 when all are zero). */
-export function imbalance(xs: Float64Array): number {
-  let max = 0;
-  let sum = 0;
-  for (const x of xs) {
-    sum += x;
-    if (x > max) max = x;
-  }
-  return sum > 0 ? (max * xs.length) / sum - 1 : 0;
-}
-
 /** Part statistics per (set, parts), computed on demand. */
 class SetStats {
   private readonly cache = new Map<number, PartStats>();
@@ -123,7 +113,7 @@ class SetStats {
     let n = 0;
     for (let i = ss.offsets[set]!; i < ss.offsets[set + 1]!; i++) {
       const L = this.plan.sequences[ss.seqs[i]!]!;
-      if (part * Math.ceil(L / parts) < L) n++;
+      if (partStart(L, parts, part) < L) n++;
     }
     return n;
   }

@@ -12,6 +12,7 @@
  * one by one. A 256-rank ring plan (one set, P = 512) thus validates one expanded sequence.
  */
 import { IntColumn } from '../core/int-column.ts';
+import { liveParts, nonEmptyParts, partRange, partSize } from './parts.ts';
 import type { ChunkLayout, Layout, Phase, Plan } from './types.ts';
 import { groupCount } from './validate-structure.ts';
 
@@ -133,7 +134,7 @@ function representatives(plan: Plan): { active: Uint8Array; membersOfSet: Int32A
     let n = 0;
     if (ps.size === 1) {
       const P = ps.values().next().value as number;
-      n = Math.ceil(L / Math.ceil(L / P));
+      n = nonEmptyParts(L, P);
       key = `${sets.join(',')}|${P}`;
     } else
       key = `${sets.join(',')}|${boundaryPattern(
@@ -160,8 +161,8 @@ function representatives(plan: Plan): { active: Uint8Array; membersOfSet: Int32A
 function boundaryPattern(L: number, ps: number[]): string {
   const marks: [number, number, number][] = [];
   ps.forEach((P, k) => {
-    const c = Math.ceil(L / P);
-    const n = Math.ceil(L / c);
+    const c = partSize(L, P);
+    const n = nonEmptyParts(L, P);
     for (let i = 0; i <= n; i++) marks.push([Math.min(i * c, L), k, i]);
   });
   marks.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
@@ -184,23 +185,12 @@ export function chunkLiveness(plan: Plan): (set: number, parts: number) => numbe
     const key = `${set}:${parts}`;
     let m = cache.get(key);
     if (m === undefined) {
-      m = 0;
       const ss = plan.seqSets!;
-      for (let i = ss.offsets[set]!; i < ss.offsets[set + 1]!; i++) {
-        const L = plan.sequences[ss.seqs[i]!]!;
-        m = Math.max(m, Math.ceil(L / Math.ceil(L / parts)));
-      }
+      m = liveParts(plan.sequences, ss.seqs.subarray(ss.offsets[set]!, ss.offsets[set + 1]!), parts);
       cache.set(key, m);
     }
     return m;
   };
-}
-
-/** Token range of part `part` of `parts` of a sequence of length L, or null when empty. */
-function partRange(L: number, parts: number, part: number): [number, number] | null {
-  const c = Math.ceil(L / parts);
-  const start = part * c;
-  return start < L ? [start, Math.min(start + c, L)] : null;
 }
 
 /** `base` followed by the rows of `extra` (base itself when there are none). */

@@ -2,8 +2,8 @@
  * Planner registry: every strategy of `fcp plan --strategy NAME`. Planners register here by name.
  */
 import { fail } from '../core/issues.ts';
-import { fcpPlanner } from './fcp/index.ts';
 import { byteScalePlanner } from './bytescale/index.ts';
+import { fcpPlanner } from './fcp/index.ts';
 import { magiPlanner } from './magi/index.ts';
 import { ringPlanner } from './ring/index.ts';
 import type { Planner } from './types.ts';

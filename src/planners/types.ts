@@ -18,7 +18,7 @@ export interface PlannerOptions {
   coalesce?: number;
   /** fcp ablation: all fetches complete before any compute. */
   noPipeline?: boolean;
-  /** fcp ablation: `matching` (congestion-free, default) or `naive` (each rank's fetches at once). */
+  /** fcp ablation: `matching` (congestion-free, default) or `naive` (each rank receives one fetch per round, senders uncoordinated). */
   rounds?: 'matching' | 'naive';
   /** fcp ablation: no compute while the reshuffle is in flight. */
   noReshuffleOverlap?: boolean;
@@ -30,6 +30,8 @@ export interface PlannerOptions {
   tile?: number;
   /** fcp: smallest tile side for the remainder strips (default 1024). */
   minTile?: number;
+  /** fcp: balance modelled kernel time (`time`, default) or attended pairs (`pairs`). */
+  balance?: 'time' | 'pairs';
   /** magi: chunk size in tokens (default total / (8N)). */
   chunkSize?: number;
   /** magi: number of overlap stages (default 2). */

@@ -3,6 +3,7 @@
  * structure (messages per rank per round, from a phase's transfers). Pure functions over a plan;
  * their output is small enough to keep in `results.json`.
  */
+import { partLength } from '../plan/parts.ts';
 import type { Plan } from '../plan/types.ts';
 import type { Placement, RoundStructure } from './results.ts';
 
@@ -10,12 +11,6 @@ import type { Placement, RoundStructure } from './results.ts';
 export interface PlacementOptions {
   /** Longest sequences shown as rows of their own (default 24); the rest share length-class rows. */
   topSequences?: number;
-}
-
-/** Tokens of part `part` of `parts` of a sequence of length `len` (DESIGN.md, chunk rows). */
-export function partLength(len: number, parts: number, part: number): number {
-  const c = Math.ceil(len / parts);
-  return Math.max(0, Math.min((part + 1) * c, len) - part * c);
 }
 
 /** `1.2K`, `412K`, `1.5M`: token counts for labels. */

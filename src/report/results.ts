@@ -5,8 +5,8 @@
  * One zod schema is the single source of truth: the TypeScript types are inferred from it and the
  * reader validates files against it (a hand-edited or truncated file is a user error, not a crash).
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { readInputFile } from '../core/files.ts';
 import { FcpError, fail, issue } from '../core/issues.ts';
 
 /** Format tag written into every results file. */
@@ -205,16 +205,7 @@ export function resultsFromJson(json: unknown, path = 'results.json'): Results {
 
 /** Reads and validates a results file; FcpError `io.read`, `results.json` or the codes above. */
 export function readResults(path: string): Results {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    fail(
-      'io.read',
-      `cannot read results file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-      path,
-    );
-  }
+  const text = readInputFile(path, 'results', 'utf8');
   let json: unknown;
   try {
     json = JSON.parse(text);

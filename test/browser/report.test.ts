@@ -2,7 +2,8 @@
  * Browser test of the HTML report: runs the demo pipeline on a small batch, writes the report,
  * serves it from 127.0.0.1, opens it in Debian's chromium through playwright-core (no browser
  * download), and checks that it loads offline with no console error and that every figure drew
- * its marks. Saves a screenshot to docs/report-screenshot.png.
+ * its marks. Saves a screenshot to $FCP_SCREENSHOT (e.g. docs/report-screenshot.png), or to the
+ * temporary folder when unset, so that a test run never rewrites tracked files.
  *
  * Needs /usr/bin/chromium (`apt-get install chromium`): without it the test fails when CI is set
  * and is skipped otherwise.
@@ -11,9 +12,8 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize } from 'node:path';
+import { dirname, extname, join, normalize } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { figuresOf } from '../../src/report/figures.ts';
 import { resolveDemoOptions, runDemo } from '../../src/report/pipeline.ts';
@@ -32,8 +32,7 @@ const ARGS = [
   '--disable-component-update',
   '--disable-sync',
 ];
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const SCREENSHOT = join(ROOT, 'docs', 'report-screenshot.png');
+const SCREENSHOT = process.env.FCP_SCREENSHOT ?? join(tmpdir(), 'fcp-report-screenshot.png');
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -175,7 +174,7 @@ test('the report opens offline in chromium, with no console error and every figu
       assert.equal(r.status(), 200, href);
       assert.deepEqual([...(await r.body()).subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47], href);
     }
-    mkdirSync(join(ROOT, 'docs'), { recursive: true });
+    mkdirSync(dirname(SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     assert.deepEqual(errors, []);
     assert.deepEqual(external, []);

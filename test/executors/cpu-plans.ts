@@ -4,9 +4,9 @@
  * self-contained chunk rows (`seqSets`, `homeChunks`, `userChunks`, `chunkTasks`,
  * `chunkTransfers`, chunk `sendAfter` pairs).
  */
-import { attendedPairs } from '../../src/cluster/model.ts';
 import type { Problem } from '../../src/cluster/problem.ts';
 import { Kind, type Layout, type Phase, PLAN_FORMAT, type Plan } from '../../src/plan/types.ts';
+import { assignRounds, copyLayout, userRowTasks } from '../fixtures/simple-plan.ts';
 
 interface Xfer {
   src: number;
@@ -31,23 +31,10 @@ function roundsOf<T extends { src: number; dst: number; group: number; round: nu
   const groups = [...new Set(xs.map((x) => x.group))].sort((a, b) => a - b);
   const gor: number[] = [];
   for (let gi = 0; gi < groups.length; gi++) {
-    const base = gor.length;
-    const busyS = new Map<number, Set<number>>();
-    const busyR = new Map<number, Set<number>>();
-    let n = 0;
-    for (const x of xs) {
-      if (x.group !== groups[gi]) continue;
-      const s = busyS.get(x.src) ?? new Set<number>();
-      const r = busyR.get(x.dst) ?? new Set<number>();
-      let k = 0;
-      while (s.has(k) || r.has(k)) k++;
-      s.add(k);
-      r.add(k);
-      busyS.set(x.src, s);
-      busyR.set(x.dst, r);
-      x.round = base + k;
-      n = Math.max(n, k + 1);
-    }
+    const n = assignRounds(
+      xs.filter((x) => x.group === groups[gi]),
+      gor.length,
+    );
     for (let k = 0; k < n; k++) gor.push(gi);
   }
   // Ops refer to group numbers: callers use dense group ids (0..G-1) that all carry a transfer.
@@ -97,13 +84,6 @@ function phaseOf(xs: Xfer[], ops: Op[], sendAfter: [number, number][]): Phase {
   };
 }
 
-const copyLayout = (l: Layout): Layout => ({
-  rank: l.rank.slice(),
-  seq: l.seq.slice(),
-  start: l.start.slice(),
-  length: l.length.slice(),
-});
-
 /**
  * Reshuffle plan: the home of user row i is rank (rank_i + shift) mod world. Forward: group 0
  * moves Q/K/V user -> home (`in`), group 1 sends K/V from homes to the ranks that need them
@@ -115,31 +95,10 @@ const copyLayout = (l: Layout): Layout => ({
 export function shuffledPlan(problem: Problem, shift = 1): Plan {
   const { world } = problem;
   const ul = problem.userLayout;
-  const causal = problem.mask === 'causal';
   const rows = ul.rank.length;
   const home = copyLayout(ul);
   for (let i = 0; i < rows; i++) home.rank[i] = (ul.rank[i]! + shift) % world;
-  const tasks = {
-    rank: [] as number[],
-    seq: [] as number[],
-    qs: [] as number[],
-    ql: [] as number[],
-    ks: [] as number[],
-    kl: [] as number[],
-  };
-  const keyRow: number[] = [];
-  for (let a = 0; a < rows; a++)
-    for (let b = 0; b < rows; b++) {
-      if (ul.seq[a] !== ul.seq[b]) continue;
-      if (attendedPairs(causal, ul.start[a]!, ul.length[a]!, ul.start[b]!, ul.length[b]!) <= 0) continue;
-      tasks.rank.push(home.rank[a]!);
-      tasks.seq.push(ul.seq[a]!);
-      tasks.qs.push(ul.start[a]!);
-      tasks.ql.push(ul.length[a]!);
-      tasks.ks.push(ul.start[b]!);
-      tasks.kl.push(ul.length[b]!);
-      keyRow.push(b);
-    }
+  const { tasks, keyRow } = userRowTasks(problem, (a) => home.rank[a]!);
   const row = (i: number) => ({ seq: ul.seq[i]!, start: ul.start[i]!, length: ul.length[i]! });
   const needs = new Map<string, { dst: number; row: number }>(); // remote K/V a rank needs
   for (let t = 0; t < tasks.rank.length; t++) {
@@ -202,7 +161,7 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
   const bLast = new Map<number, number>();
   const g0 = bx.length > 0 ? 0 : -1;
   for (let r = 0; r < world; r++) {
-    const mine = tasks.rank.flatMap((rk, t) => (rk === r ? [t] : []));
+    const mine = Array.from(tasks.rank).flatMap((rk, t) => (rk === r ? [t] : []));
     if (mine.length) {
       bLast.set(r, bOps.length);
       bOps.push({ rank: r, after: g0, tasks: mine });
@@ -243,14 +202,7 @@ export function shuffledPlan(problem: Problem, shift = 1): Plan {
     sequences: problem.sequences.slice(),
     userLayout: copyLayout(ul),
     homeLayout: home,
-    tasks: {
-      rank: Int32Array.from(tasks.rank),
-      seq: Int32Array.from(tasks.seq),
-      qStart: Int32Array.from(tasks.qs),
-      qLength: Int32Array.from(tasks.ql),
-      kvStart: Int32Array.from(tasks.ks),
-      kvLength: Int32Array.from(tasks.kl),
-    },
+    tasks,
     forward: phaseOf(fx, fOps, fSend),
     backward: phaseOf(bx, bOps, bSend),
   };

@@ -21,6 +21,7 @@ import { weighBlocks } from '../../src/planners/fcp/weights.ts';
 /** The time model over the default calibration, and the default tile geometry. */
 const TM = new TimeModel(LLAMA3_70B);
 const GRID = { tmax: 4096, minTile: 1024, wholeMax: 32768 };
+
 import { movedTokens, reshufflePieces } from '../../src/planners/fcp/reshuffle.ts';
 
 function place(
@@ -87,13 +88,15 @@ test('balance by time evens modelled time; by pairs, attended pairs', () => {
   // Time weights charge a short causal sequence more per attended pair than a block deep in a long one.
   const { blocks, weights, problem } = byTime;
   const perPair = (b: number): number =>
-    weights.block[b]! / attendedPairs(true, blocks.start[b]!, blocks.length[b]!, 0, problem.sequences[blocks.seq[b]!]!);
+    weights.block[b]! /
+    attendedPairs(true, blocks.start[b]!, blocks.length[b]!, 0, problem.sequences[blocks.seq[b]!]!);
   let short = -1;
   let deep = -1;
   for (let b = 0; b < blocks.seq.length; b++) {
     const len = problem.sequences[blocks.seq[b]!]!;
     if (short < 0 && len >= 300 && len < 600) short = b;
-    if (deep < 0 && blocks.start[b]! >= 16384 && blocks.length[b] === blocks.blockSizeOfSeq[blocks.seq[b]!]) deep = b;
+    if (deep < 0 && blocks.start[b]! >= 16384 && blocks.length[b] === blocks.blockSizeOfSeq[blocks.seq[b]!])
+      deep = b;
   }
   assert.ok(short >= 0 && deep >= 0);
   assert.ok(perPair(short) > 2 * perPair(deep), `${perPair(short)} vs ${perPair(deep)} ms per pair`);

@@ -7,7 +7,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { attendedPairs, LLAMA3_70B } from '../../src/cluster/model.ts';
-import { rangeMs, stripTiles, TileCost, type TileGeometry, type TileSink, walkTiles } from '../../src/planners/fcp/grid.ts';
+import {
+  rangeMs,
+  stripTiles,
+  TileCost,
+  type TileGeometry,
+  type TileSink,
+  walkTiles,
+} from '../../src/planners/fcp/grid.ts';
 import { TimeModel } from '../../src/planners/fcp/time-model.ts';
 
 interface Tile {
@@ -60,7 +67,10 @@ test('tiles cover every attended pair of the run exactly once (causal and full)'
         const seen = new Uint8Array(len * len);
         let pairs = 0;
         for (const t of tiles) {
-          assert.ok(t.qa >= qa && t.qb <= qb && t.ka >= 0 && t.kb <= len, 'tile inside the run and the sequence');
+          assert.ok(
+            t.qa >= qa && t.qb <= qb && t.ka >= 0 && t.kb <= len,
+            'tile inside the run and the sequence',
+          );
           if (t.kind !== 'diagonal') {
             // Squares and rectangles are fully visible.
             if (causal) assert.ok(t.kb - 1 <= t.qa, `tile ${JSON.stringify(t)} not fully visible`);
@@ -88,7 +98,10 @@ test('runs of aligned blocks tile into squares of the grid, no strips', () => {
   const g: TileGeometry = { tmax: 4096, minTile: 1024, wholeMax: 0 };
   const { tiles, sink } = collect();
   walkTiles(2048, 2048 + 7 * 512, 100000, 512, true, g, sink);
-  assert.ok(tiles.every((t) => t.kind !== 'rect'), 'no strips');
+  assert.ok(
+    tiles.every((t) => t.kind !== 'rect'),
+    'no strips',
+  );
   const sides = new Set<number>();
   for (const t of tiles) {
     const side = t.qb - t.qa;
@@ -96,7 +109,10 @@ test('runs of aligned blocks tile into squares of the grid, no strips', () => {
     assert.equal(t.qa % side, 0, 'a tile divides its start');
     if (t.kind === 'square') assert.equal(t.ka % side, 0, 'key squares on the grid');
   }
-  assert.deepEqual([...sides].sort((a, b) => a - b), [512, 1024, 2048]);
+  assert.deepEqual(
+    [...sides].sort((a, b) => a - b),
+    [512, 1024, 2048],
+  );
   // A whole short sequence is one causal square.
   const whole = collect();
   walkTiles(0, 3000, 3000, 4096, true, { tmax: 4096, minTile: 1024, wholeMax: 32768 }, whole.sink);
@@ -119,13 +135,15 @@ test('a range costs the sum of its tiles; time weights follow the kernel model',
   const { tiles, sink } = collect();
   walkTiles(65536, 65536 + 8192, 200000, 4096, true, g, sink);
   let sum = 0;
-  for (const t of tiles) sum += t.kind === 'diagonal' ? tm.squareMs(t.qb - t.qa, true) : tm.squareMs(t.qb - t.qa, false);
+  for (const t of tiles)
+    sum += t.kind === 'diagonal' ? tm.squareMs(t.qb - t.qa, true) : tm.squareMs(t.qb - t.qa, false);
   assert.ok(Math.abs(ms - sum) < 1e-9 * sum);
   // Per attended pair, dense 4K squares beat small causal sequences by a wide margin.
   const big = tm.squareMs(4096, false) / (4096 * 4096);
   const small = tm.loneSquareMs(256, true) / ((256 * 257) / 2);
   assert.ok(small > 3 * big, `${small} vs ${big} ms per pair`);
   // taskMs agrees with squareMs for the pieces it is made of.
-  const f = tm.taskMs('forward', true, 8192, 4096, 0, 4096) + tm.taskMs('backward', true, 8192, 4096, 0, 4096);
+  const f =
+    tm.taskMs('forward', true, 8192, 4096, 0, 4096) + tm.taskMs('backward', true, 8192, 4096, 0, 4096);
   assert.ok(Math.abs(f - tm.squareMs(4096, false)) < 1e-9 * f);
 });

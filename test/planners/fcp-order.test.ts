@@ -17,43 +17,47 @@ const taskArb = fc.record({
 
 test('ops hold every task once, never before its data, local work only at the ends', () => {
   fc.assert(
-    fc.property(fc.array(taskArb, { maxLength: 80 }), fc.double({ min: 0.5, max: 5, noNaN: true }), (ts, maxOp) => {
-      const W = 4;
-      const G = 6;
-      const input = {
-        rank: Int32Array.from(ts, (t) => t.rank),
-        ready: Int32Array.from(ts, (t) => t.ready),
-        exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
-        ms: Float64Array.from(ts, (t) => t.ms),
-        key: Float64Array.from(ts, (t) => t.key),
-      };
-      const groupEnd = new Float64Array(G * W);
-      for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
-      const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
-      const seen = new Uint8Array(ts.length);
-      let prevRank = -1;
-      for (let op = 0; op < compute.rank.length; op++) {
-        const r = compute.rank[op]!;
-        assert.ok(r >= prevRank, 'ops are rank-major');
-        prevRank = r;
-        let ms = 0;
-        let exported = 0;
-        for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++) {
-          const i = compute.taskIds[k]!;
-          assert.equal(seen[i], 0, 'a task in one op');
-          seen[i] = 1;
-          assert.equal(opOfTask[i], op);
-          assert.equal(input.rank[i], r);
-          assert.ok(compute.after[op]! >= input.ready[i]!, 'an op waits for its tasks data');
-          ms += input.ms[i]!;
-          if (input.exported[i] || input.ready[i]! >= 0) exported++;
+    fc.property(
+      fc.array(taskArb, { maxLength: 80 }),
+      fc.double({ min: 0.5, max: 5, noNaN: true }),
+      (ts, maxOp) => {
+        const W = 4;
+        const G = 6;
+        const input = {
+          rank: Int32Array.from(ts, (t) => t.rank),
+          ready: Int32Array.from(ts, (t) => t.ready),
+          exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
+          ms: Float64Array.from(ts, (t) => t.ms),
+          key: Float64Array.from(ts, (t) => t.key),
+        };
+        const groupEnd = new Float64Array(G * W);
+        for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
+        const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
+        const seen = new Uint8Array(ts.length);
+        let prevRank = -1;
+        for (let op = 0; op < compute.rank.length; op++) {
+          const r = compute.rank[op]!;
+          assert.ok(r >= prevRank, 'ops are rank-major');
+          prevRank = r;
+          let ms = 0;
+          let exported = 0;
+          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++) {
+            const i = compute.taskIds[k]!;
+            assert.equal(seen[i], 0, 'a task in one op');
+            seen[i] = 1;
+            assert.equal(opOfTask[i], op);
+            assert.equal(input.rank[i], r);
+            assert.ok(compute.after[op]! >= input.ready[i]!, 'an op waits for its tasks data');
+            ms += input.ms[i]!;
+            if (input.exported[i] || input.ready[i]! >= 0) exported++;
+          }
+          // Exporting ops stay near maxOpMs (the last task may overshoot); local ops are -1.
+          if (exported > 0) assert.ok(ms <= maxOp + 3 + 1e-9);
+          else assert.equal(compute.after[op], -1);
         }
-        // Exporting ops stay near maxOpMs (the last task may overshoot); local ops are -1.
-        if (exported > 0) assert.ok(ms <= maxOp + 3 + 1e-9);
-        else assert.equal(compute.after[op], -1);
-      }
-      assert.ok(seen.every((x) => x === 1));
-    }),
+        assert.ok(seen.every((x) => x === 1));
+      },
+    ),
     { seed: 5, numRuns: 200 },
   );
 });

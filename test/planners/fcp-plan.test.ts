@@ -62,7 +62,7 @@ for (const generator of GENERATOR_NAMES) {
         const plan = fcpPlanner.plan(problem, { blockSize });
         checkPlan(plan, `${generator} world ${world} seed ${seed} ${mask} block ${blockSize}`);
       }),
-      { seed: 42, numRuns: 100 },
+      { seed: 42, numRuns: 40 },
     );
   });
 }
@@ -109,7 +109,7 @@ test('ablation variants stay valid', () => {
             assert.deepEqual([...ph.groupOfRound], [...ph.groupOfRound.keys()]);
       },
     ),
-    { seed: 9, numRuns: 120 },
+    { seed: 9, numRuns: 60 },
   );
 });
 
@@ -169,11 +169,12 @@ test('memory never makes a valid problem fail: blocks shrink, and at worst the u
     const plan = planFcp(problem, o).plan;
     checkPlan(plan, JSON.stringify(p));
     const home = new Float64Array(problem.world);
-    for (let i = 0; i < plan.homeLayout.rank.length; i++) home[plan.homeLayout.rank[i]!]! += plan.homeLayout.length[i]!;
+    for (let i = 0; i < plan.homeLayout.rank.length; i++)
+      home[plan.homeLayout.rank[i]!]! += plan.homeLayout.length[i]!;
     assert.ok(Math.max(...home) <= problem.memoryTokens, `${JSON.stringify(p)}: a rank over its memory`);
   }
   // The user layout fallback reshuffles nothing (only K/V of a sequence split across ranks moves).
   const exact = planFcp(resolveProblem({ batch: [3000, 3000, 3000], world: 2, memoryTokens: 4500 })).plan;
-  assert.equal((exact.meta?.stats as { memoryAttempts: number }).memoryAttempts, 0);
+  assert.equal((exact.meta?.stats as { memoryAttempts: number } | undefined)?.memoryAttempts, 0);
   assert.ok(exact.forward.transfers.kind.every((k) => k === Kind.kv));
 });

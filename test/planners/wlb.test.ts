@@ -4,10 +4,10 @@ import fc from 'fast-check';
 import { attendedPairs } from '../../src/cluster/model.ts';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
+import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
-import { chunkTaskPairs, partLength, partStats } from '../../src/planners/shared/parts.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
 import { flopByteWlbEstimate, planWlb, simulatorEstimate } from '../../src/planners/wlb/index.ts';
 

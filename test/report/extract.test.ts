@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { resolveProblem } from '../../src/cluster/problem.ts';
 import { evenUserLayout } from '../../src/plan/layout.ts';
+import { partLength } from '../../src/plan/parts.ts';
 import { emptyPhase, Kind, type Plan } from '../../src/plan/types.ts';
 import {
   congestionOf,
   lengthHistogram,
-  partLength,
   placementOf,
   roundsOf,
   shortTokens,

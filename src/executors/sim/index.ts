@@ -5,6 +5,7 @@
  * {@link simulatePlan} is the synchronous entry point for library use (e.g. the `wlb` oracle).
  */
 import { sequencePairs } from '../../cluster/model.ts';
+import { imbalance } from '../../core/stats.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import { ChunkCoster } from '../../cost/chunks.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../cost/cluster.ts';
@@ -185,19 +186,6 @@ function summarise(
     events: run.events,
     rateSolves: run.rateSolves,
   };
-}
-
-/** max/mean - 1 (0 when the mean is 0). */
-export function imbalance(values: readonly number[]): number {
-  if (values.length === 0) return 0;
-  let sum = 0;
-  let max = 0;
-  for (const v of values) {
-    sum += v;
-    if (v > max) max = v;
-  }
-  const mean = sum / values.length;
-  return mean > 0 ? max / mean - 1 : 0;
 }
 
 function definedOnly<T extends object>(o: T): Partial<T> {

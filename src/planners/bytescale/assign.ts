@@ -8,8 +8,9 @@
  *   rank holding the fewest tokens (the balance is by tokens, not by attention FLOPs, which is
  *   where length-grouped CP loses balance: cost grows with the square of length).
  */
+
+import { partLength } from '../../plan/parts.ts';
 import { MinHeap } from '../shared/min-heap.ts';
-import { partLength } from '../shared/parts.ts';
 
 /** A ring group: its ranks in ring order and the sequences it runs. */
 export interface RingGroup {

@@ -219,7 +219,10 @@ export function planBackward(
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
     const op = lastOp[p]!;
-    outReady[i] = Math.max(pushGroup(tl, outSrc[i]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice), dkvInto[p]! + 1);
+    outReady[i] = Math.max(
+      pushGroup(tl, outSrc[i]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice),
+      dkvInto[p]! + 1,
+    );
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   for (let i = 0; i < m.length; i++) {

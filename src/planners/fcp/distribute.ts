@@ -33,11 +33,11 @@
  */
 import { FcpError, issue } from '../../core/issues.ts';
 import type { Blocks } from './blocks.ts';
-import type { Weights } from './weights.ts';
 import { blockUserRanks, type SeqRows } from './layout.ts';
 import type { FcpOptions } from './options.ts';
 import { RankHeap } from './rank-heap.ts';
 import { refine } from './refine.ts';
+import type { Weights } from './weights.ts';
 
 /** Where every unit lives, and the resulting loads. */
 export interface Placement {
@@ -257,7 +257,8 @@ export function distributeUnits(
       // the node of its previous units, while such a rank takes it under the average: its
       // reshuffle and much of its K/V then move over NVLink instead of the NIC.
       if (pick < 0 && dense && !o.noLocality && gpusPerNode < world) {
-        for (let k = 0; k < userRank.length; k++) pick = leastInNode(Math.floor(userRank[k]! / gpusPerNode), pick);
+        for (let k = 0; k < userRank.length; k++)
+          pick = leastInNode(Math.floor(userRank[k]! / gpusPerNode), pick);
         if (pick < 0 && prev >= 0) pick = leastInNode(Math.floor(prev / gpusPerNode), -1);
       }
       if (pick < 0) pick = best;

@@ -23,9 +23,9 @@ import { Kind } from '../../plan/types.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import { buildGridTasks } from './grid-tasks.ts';
 import type { FcpOptions } from './options.ts';
+import { orderOps } from './order.ts';
 import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, colourEdges, orderRounds, placeColouring, placePushes } from './rounds.ts';
-import { orderOps } from './order.ts';
 import { buildTasks, edgesByRs, exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { TimeModel } from './time-model.ts';
 import { estimateGroups, estimateTimeline, pushGroup, type TimingContext, taskTimes } from './timing.ts';
@@ -167,10 +167,11 @@ export function buildPhaseOps(
   world: number,
   o: FcpOptions,
 ): { compute: ComputeTable; opOfTask: Int32Array } {
-  if (o.noPipeline || o.noReshuffleOverlap) return buildOps(tasks.table.rank, after, world);
+  if (o.noPipeline) return buildOps(tasks.table.rank, after, world);
   const t = tasks.table;
   const key = new Float64Array(t.rank.length);
-  for (let i = 0; i < key.length; i++) key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
+  for (let i = 0; i < key.length; i++)
+    key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
   const input = { rank: t.rank, ready: after, exported: exportFlags(ctx, tasks, backward), ms, key };
   return orderOps(input, groupEnd, groups, world, MAX_OP_MS, RESERVE_MS);
@@ -253,7 +254,7 @@ export function planForward(
   const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const tasks = ctx.grid
-    ? buildGridTasks(ctx, ctx.blockSize, ctx.grid, pieceGroup, edges, byRs, kv.group)
+    ? buildGridTasks(ctx, ctx.blockSize, ctx.grid, env.tm, pieceGroup, edges, byRs, kv.group)
     : buildTasks(ctx, pieceGroup, edges, byRs, kv.group);
   const after = applyAblations(tasks.ready, pieceGroup, placer.groups - 1, o);
   const tctx = timingContext(ctx, world, env, 'forward');

@@ -1,6 +1,9 @@
 /**
  * Owner-computes tasks as grid tiles (grid.ts): every rank computes the attention of its home
- * query runs, cut into squares on the sequence's block grid. Each tile becomes usable when the
+ * query runs, cut into squares on the sequence's block grid; where the kernel model runs a fully
+ * visible rectangle faster than its squares (small sides), consecutive squares of a query tile
+ * that become ready together are one rectangle task of 2^k squares (powers of two keep the shapes
+ * few, so that the dense batches stay large). Each tile becomes usable when the
  * last of its data has arrived on the rank: the latest group of the query pieces it covers (their
  * forward `in`) and of the key pieces it covers (home runs, user row, or `kv` transfers; see
  * {@link keyPiecesOf}). Tiles of one rank and ready group form one compute op (pipeline.ts), so a
@@ -21,6 +24,7 @@ import {
   type TaskContext,
   type Tasks,
 } from './tasks.ts';
+import type { TimeModel } from './time-model.ts';
 
 /** Latest group of the key pieces overlapping [ka, kb) (pieces sorted, tiling the span). */
 function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
@@ -41,6 +45,7 @@ export function buildGridTasks(
   ctx: TaskContext,
   blockSize: Int32Array,
   g: TileGeometry,
+  tm: TimeModel,
   pieceGroup: Int32Array,
   edges: KvEdges,
   byRs: EdgesByRs,
@@ -85,10 +90,23 @@ export function buildGridTasks(
   };
   const sink: TileSink = {
     squares(qa, side, ka, count) {
+      // Consecutive squares that become ready together run as rectangles of 1, 2, 4, ... squares
+      // (largest first) where that is faster (small sides): one task each, few distinct shapes for
+      // the dense batches.
       const tq = queryGroup(qa, qa + side);
-      for (let i = 0; i < count; i++) {
-        const k = ka + i * side;
-        emit(qa, qa + side, k, k + side, Math.max(tq, keyGroup(kp, k, k + side)));
+      const merge = tm.mergeSquares(side);
+      let i = 0;
+      while (i < count) {
+        const t = Math.max(tq, keyGroup(kp, ka + i * side, ka + (i + 1) * side));
+        let j = i + 1;
+        while (merge && j < count && Math.max(tq, keyGroup(kp, ka + j * side, ka + (j + 1) * side)) === t)
+          j++;
+        for (let n = j - i; n > 0; ) {
+          const w = 2 ** Math.floor(Math.log2(n));
+          emit(qa, qa + side, ka + i * side, ka + (i + w) * side, t);
+          i += w;
+          n -= w;
+        }
       }
     },
     diagonal(qa, side) {

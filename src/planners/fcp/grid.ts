@@ -89,7 +89,14 @@ export function walkTiles(
  * from the query length, at least `minTile`) that fits both, then the two remainder strips the
  * same way; a piece below `minTile` in either direction stays one rectangle.
  */
-export function stripTiles(qa: number, qb: number, ka: number, kb: number, g: TileGeometry, sink: TileSink): void {
+export function stripTiles(
+  qa: number,
+  qb: number,
+  ka: number,
+  kb: number,
+  g: TileGeometry,
+  sink: TileSink,
+): void {
   const lq = qb - qa;
   const lk = kb - ka;
   if (lq <= 0 || lk <= 0) return;
@@ -116,7 +123,16 @@ export class TileCost implements TileSink {
     private readonly causal: boolean,
   ) {}
   squares(_qa: number, side: number, _ka: number, count: number): void {
-    this.total += count * this.tm.squareMs(side, false);
+    // As the task builder emits them when all arrive together (grid-tasks.ts).
+    if (!this.tm.mergeSquares(side)) {
+      this.total += count * this.tm.squareMs(side, false);
+      return;
+    }
+    for (let n = count; n > 0; ) {
+      const w = 2 ** Math.floor(Math.log2(n));
+      this.total += this.tm.rectMs(side, w * side);
+      n -= w;
+    }
   }
   diagonal(_qa: number, side: number, whole: boolean): void {
     const c = this.causal;

@@ -27,12 +27,12 @@ import { computeImbalance } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
 import { planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
-import { type FcpOptions, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import { placeBlocks, tileGeometry } from './place.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
 import { TimeModel } from './time-model.ts';
-import { placeBlocks, tileGeometry } from './place.ts';
 
-/** Largest K/V message when tasks are not tiled, in tokens. */
+/** Largest message (K/V or reshuffle piece) when tasks are not tiled, in tokens. */
 const FETCH_CHUNK = 4096;
 
 /** Milliseconds spent in each stage of one planning run. */
@@ -58,10 +58,11 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const t1 = t0 + splitMs;
   const t2 = performance.now();
   const runs = homeRuns(blocks, placement.blockRank, world);
-  const pieces = reshufflePieces(runs, userRows);
+  const chunk = o.tile > 0 ? o.tile : FETCH_CHUNK;
+  const pieces = reshufflePieces(runs, userRows, chunk);
   const grid = tileGeometry(o);
   const ctx = { runs, userRows, pieces, sequences, mask, blockSize: blocks.blockSizeOfSeq, grid };
-  const req = fetchRequests(runs, userRows, sequences, mask, o.tile > 0 ? o.tile : FETCH_CHUNK);
+  const req = fetchRequests(runs, userRows, sequences, mask, chunk);
   const t3 = performance.now();
   const env = { tm, model: problem.model, gpusPerNode: problem.gpusPerNode };
   const fwd = planForward(ctx, req, world, o, env);

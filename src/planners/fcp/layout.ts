@@ -57,7 +57,11 @@ export function blockUserRanks(
     const e = a + length[b]!;
     let best = -1;
     let bestTok = 0;
-    for (let i = firstEndingAfter(rows.start, rows.length, rows.off[s]!, rows.off[s + 1]!, a); i < rows.off[s + 1]!; i++) {
+    for (
+      let i = firstEndingAfter(rows.start, rows.length, rows.off[s]!, rows.off[s + 1]!, a);
+      i < rows.off[s + 1]!;
+      i++
+    ) {
       const ra = rows.start[i]!;
       if (ra >= e) break;
       const ov = Math.min(e, ra + rows.length[i]!) - Math.max(a, ra);

@@ -20,8 +20,6 @@ export interface FcpPlannerOptions extends PlannerOptions {
   noAffinity?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 4 x world)). */
   refineSteps?: number;
-  /** Balance modelled kernel time (`time`, default) or attended pairs (`pairs`). */
-  balance?: BalanceMode;
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
 }
@@ -172,5 +170,8 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
   const { calibration, ...rest } = o;
-  return { ...rest, calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default' };
+  return {
+    ...rest,
+    calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default',
+  };
 }

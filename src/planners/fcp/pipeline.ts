@@ -86,7 +86,7 @@ export class GroupPlacer {
   /**
    * Places one transfer src -> dst: into the first round of the earliest group >= min(ready,
    * groups) where both ranks are free, or a new round in the earliest such group with room.
-   * `naive`: any round of the group (no matching). Returns the slot.
+   * `naive`: only the receiver must be free (senders uncoordinated). Returns the slot.
    */
   fill(src: number, dst: number, ready: number, naive = false): number {
     const W = this.world;
@@ -98,9 +98,9 @@ export class GroupPlacer {
       let sendFree = false;
       let recvFree = false;
       for (const slot of slots) {
-        const sf = this.send[slot * W + src] === 0;
+        const sf = naive || this.send[slot * W + src] === 0;
         const rf = this.recv[slot * W + dst] === 0;
-        if (naive || (sf && rf)) {
+        if (sf && rf) {
           this.mark(slot, src, dst);
           return slot;
         }

@@ -44,15 +44,11 @@ export interface Placed {
 }
 
 /** Splits, weighs and places the blocks of `problem` (module comment). */
-export function placeBlocks(
-  problem: Problem,
-  o: FcpOptions,
-  tm: TimeModel,
-  userRows: SeqRows,
-): Placed {
+export function placeBlocks(problem: Problem, o: FcpOptions, tm: TimeModel, userRows: SeqRows): Placed {
   const { sequences, mask, world, memoryTokens } = problem;
   const grid = tileGeometry(o) ?? UNTILED;
-  const weigh = (b: Blocks): Weights => weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
+  const weigh = (b: Blocks): Weights =>
+    weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
   let splitMs = 0;
   for (let attempt = 0; attempt < MEMORY_ATTEMPTS; attempt++) {
     const t0 = performance.now();
@@ -60,7 +56,15 @@ export function placeBlocks(
     const weights = weigh(blocks);
     splitMs += performance.now() - t0;
     try {
-      const placement = distributeUnits(blocks, weights, userRows, world, memoryTokens, o, problem.gpusPerNode);
+      const placement = distributeUnits(
+        blocks,
+        weights,
+        userRows,
+        world,
+        memoryTokens,
+        o,
+        problem.gpusPerNode,
+      );
       return { blocks, weights, placement, attempts: attempt + 1, splitMs };
     } catch (e) {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;
@@ -68,5 +72,11 @@ export function placeBlocks(
   }
   const blocks = userLayoutBlocks(sequences, userRows, mask, o);
   const weights = weigh(blocks);
-  return { blocks, weights, placement: userPlacement(blocks, weights, userRows, world), attempts: 0, splitMs };
+  return {
+    blocks,
+    weights,
+    placement: userPlacement(blocks, weights, userRows, world),
+    attempts: 0,
+    splitMs,
+  };
 }

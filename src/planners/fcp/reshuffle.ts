@@ -26,8 +26,8 @@ export interface Pieces {
   readonly movingIndex: Int32Array;
 }
 
-/** Intersects the home runs with the user rows (a merge walk per sequence). */
-export function reshufflePieces(runs: HomeRuns, userRows: SeqRows): Pieces {
+/** Intersects the home runs with the user rows (a merge walk per sequence); moving pieces are cut at multiples of `chunk` (0: not cut). */
+export function reshufflePieces(runs: HomeRuns, userRows: SeqRows, chunk = 0): Pieces {
   const S = runs.off.length - 1;
   const seq: number[] = [];
   const start: number[] = [];
@@ -49,14 +49,19 @@ export function reshufflePieces(runs: HomeRuns, userRows: SeqRows): Pieces {
       const ub = ua + userRows.length[j]!;
       const a = Math.max(ra, ua);
       const b = Math.min(rb, ub);
-      if (a < b) {
+      // A moving piece is cut at multiples of `chunk` (sequence positions): messages of bounded
+      // size keep the rounds even in bytes.
+      const cut = chunk > 0 && userRows.rank[j] !== runs.rank[i] ? chunk : 0;
+      for (let x = a; x < b; ) {
+        const y = cut > 0 ? Math.min(b, (Math.floor(x / cut) + 1) * cut) : b;
         seq.push(s);
-        start.push(a);
-        length.push(b - a);
+        start.push(x);
+        length.push(y - x);
         user.push(userRows.rank[j]!);
         home.push(runs.rank[i]!);
         run.push(i);
         runOff[i + 1]!++;
+        x = y;
       }
       if (rb <= ub) i++;
       else j++;

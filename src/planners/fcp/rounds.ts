@@ -5,8 +5,9 @@
  * every rank sends at most one message and receives at most one. The colouring itself is
  * `colorBipartiteEdges` (edge-coloring.ts: Euler partitions with Hopcroft-Karp matchings).
  *
- * Ablation `rounds: 'naive'`: no matching decomposition; each batch of transfers is issued at once
- * as one round, so a rank may send or receive many messages in it (the incast the rounds avoid).
+ * Ablation `rounds: 'naive'`: no matching decomposition; every rank receives one transfer per round
+ * in the order it needs them, and senders are not coordinated, so a rank may send many messages in
+ * a round (the congestion the matchings avoid).
  *
  * Rounds are then ordered for the pipeline and handed to the group placer (pipeline.ts); single
  * transfers (pushes) fill the gaps the rounds leave.
@@ -33,7 +34,11 @@ export function degreeOf(src: Int32Array, dst: Int32Array, world: number): numbe
   return d;
 }
 
-/** Splits the edges into rounds: exactly Δ matchings (`matching`), or one round (`naive`). */
+/**
+ * Splits the edges into rounds: exactly Δ matchings (`matching`), or (`naive`) receiver order: in
+ * round k every rank receives its k-th transfer, whoever sends it, so a sender may serve several
+ * receivers in one round (rounds as many as the largest receive degree).
+ */
 export function colourEdges(
   src: Int32Array,
   dst: Int32Array,
@@ -42,7 +47,16 @@ export function colourEdges(
 ): Colouring {
   const delta = degreeOf(src, dst, world);
   if (src.length === 0) return { round: new Int32Array(0), rounds: 0, delta: 0 };
-  if (mode === 'naive') return { round: new Int32Array(src.length), rounds: 1, delta };
+  if (mode === 'naive') {
+    const round = new Int32Array(src.length);
+    const next = new Int32Array(world);
+    let rounds = 0;
+    for (let e = 0; e < src.length; e++) {
+      round[e] = next[dst[e]!]!++;
+      rounds = Math.max(rounds, round[e]! + 1);
+    }
+    return { round, rounds, delta };
+  }
   const { color, colors } = colorBipartiteEdges(src, dst, world);
   return { round: color, rounds: colors, delta };
 }
@@ -99,8 +113,8 @@ export function placeColouring(
  * sender and receiver are both free, whatever kind that round carries, or opens a new round
  * (first-fit greedy colouring over the rounds already placed: still one message per rank and
  * round, and a push costs no extra round where the phase's other rounds leave a gap). `naive`:
- * the first round of its ready group. Returns each edge's slot, the number of rounds the pushes
- * opened and their Δ.
+ * only the receiver must be free. Returns each edge's slot, the number of rounds the pushes use
+ * and their Δ.
  */
 export function placePushes(
   placer: GroupPlacer,

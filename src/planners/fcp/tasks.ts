@@ -290,7 +290,8 @@ export function taskReady(
         if (pieces.start[pm]! + pieces.length[pm]! <= qa) lo = mid + 1;
         else hi = mid;
       }
-      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < qb; k++) g = Math.max(g, pieceGroup[rsPieces[k]!]!);
+      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < qb; k++)
+        g = Math.max(g, pieceGroup[rsPieces[k]!]!);
       lo = 0;
       hi = kp.a.length;
       while (lo < hi) {

@@ -67,6 +67,22 @@ export class TimeModel {
     return this.squareMs(l, causal) + (this.kernel.isDense(l, l, causal) ? this.launchMs : 0);
   }
 
+  private readonly rectsWin = new Map<number, boolean>();
+
+  /**
+   * Whether consecutive visible l x l squares of one query tile run faster as one rectangle than
+   * as separate squares (true for small sides, where the longer key loop amortises the tile; false
+   * for 4K squares, which the calibration runs fastest in the backward).
+   */
+  mergeSquares(l: number): boolean {
+    let v = this.rectsWin.get(l);
+    if (v === undefined) {
+      v = this.rectMs(l, 2 * l) < 2 * this.squareMs(l, false);
+      this.rectsWin.set(l, v);
+    }
+    return v;
+  }
+
   /** A fully visible lq x lk rectangle, forward plus backward. */
   rectMs(lq: number, lk: number): number {
     return this.pieceMs('forward', lq, lk, false) + this.pieceMs('backward', lq, lk, false);

@@ -129,8 +129,14 @@ export function taskTimes(ctx: TimingContext, tasks: TaskTable): Float64Array {
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++)
     out[i] =
-      ctx.tm.taskMs(ctx.dir, ctx.causal, tasks.qStart[i]!, tasks.qLength[i]!, tasks.kvStart[i]!, tasks.kvLength[i]!) *
-      COMPUTE_SLOWDOWN;
+      ctx.tm.taskMs(
+        ctx.dir,
+        ctx.causal,
+        tasks.qStart[i]!,
+        tasks.qLength[i]!,
+        tasks.kvStart[i]!,
+        tasks.kvLength[i]!,
+      ) * COMPUTE_SLOWDOWN;
   return out;
 }
 
@@ -152,7 +158,8 @@ export function estimateTimeline(
   let total = 0;
   for (let op = 0; op < ops; op++) {
     let dur = LAUNCH_MS;
-    for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++) dur += taskMs[compute.taskIds[k]!]!;
+    for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
+      dur += taskMs[compute.taskIds[k]!]!;
     const r = compute.rank[op]!;
     const a = compute.after[op]!;
     rankAfter[r] = Math.max(rankAfter[r]!, a);

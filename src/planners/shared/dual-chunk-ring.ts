@@ -22,8 +22,8 @@
  * contribution (TE always sends both halves). Both favour the ring slightly.
  */
 
+import { liveParts } from '../../plan/parts.ts';
 import { Kind } from '../../plan/types.ts';
-import { liveParts } from './parts.ts';
 import type { PlanBuilder } from './plan-builder.ts';
 
 /** What one ring added to the plan. */

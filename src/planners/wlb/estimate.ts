@@ -19,8 +19,8 @@ import {
   qBytesPerToken,
 } from '../../cluster/model.ts';
 import { assertNever } from '../../core/assert.ts';
+import { chunkTaskPairs, type PartStats, partStats } from '../../plan/parts.ts';
 import { Kind, type KindCode, type ModelShape, type Phase, type Plan } from '../../plan/types.ts';
-import { chunkTaskPairs, type PartStats, partStats } from '../shared/parts.ts';
 
 /** Estimated time of a plan, in milliseconds (the seam through which `wlb` compares plans). */
 export type PlanEstimate = (plan: Plan) => number;

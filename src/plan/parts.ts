@@ -1,10 +1,12 @@
 /**
  * Part arithmetic of the compact chunk rows (DESIGN.md, "Compact chunk rows"): part i of P of a
  * sequence of length L is tokens [i*c, min((i+1)*c, L)) with c = ceil(L/P); empty parts are
- * skipped. Also per-set statistics that let a cost estimate sum a chunk row over every sequence
+ * skipped. The plan format defines it, so it lives in the plan layer: the validator, the report,
+ * the expansion, the cost model and the planners all cut parts through this one module. Also
+ * per-set statistics that let a cost estimate sum a chunk row over every sequence
  * of its set in O(1) instead of O(sequences).
  */
-import type { Mask } from '../../plan/types.ts';
+import type { Mask } from './types.ts';
 
 /** Tokens per part: ceil(L / P). */
 export const partSize = (len: number, parts: number): number => Math.ceil(len / parts);
@@ -16,6 +18,13 @@ export const partStart = (len: number, parts: number, part: number): number => p
 export function partLength(len: number, parts: number, part: number): number {
   const c = partSize(len, parts);
   return Math.max(0, Math.min(c, len - part * c));
+}
+
+/** Token range [start, end) of part `part` of `parts` of a sequence of length `len`, or null when empty. */
+export function partRange(len: number, parts: number, part: number): [number, number] | null {
+  const c = partSize(len, parts);
+  const start = part * c;
+  return start < len ? [start, Math.min(start + c, len)] : null;
 }
 
 /** Number of non-empty parts: ceil(L / ceil(L/P)); they are parts 0..n-1. */
