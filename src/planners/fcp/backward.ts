@@ -5,11 +5,15 @@
  * 1. `in` rounds: dO user -> home (the same moving pieces as the forward, same colouring).
  * 2. `kv` rounds, exactly Δ: the forward's transfers and colouring (the sender choice does not
  *    depend on readiness), but no round waits for the reshuffle: homes hold K/V from the start.
- * 3. Compute: the forward's tasks, grouped into ops by when their dO and K/V are present.
+ * 3. Compute: the forward's tasks, ready when their dO and K/V are present, ordered per rank by
+ *    order.ts (keys in position order, so that partials complete progressively; local work at the
+ *    ends).
  * 4. `dkv` pushes: a rank that computed with keys it is not home for pushes its accumulated dK,dV
  *    partial of each such range to the range's home (one push per home run it crosses), after the
- *    last op using those keys (`sendAfter`), one group after that op or later so that the push
- *    overlaps the next op. Pushes go in congestion-free rounds (first-fit by ready group).
+ *    last op using those keys (`sendAfter`), in the first group the rank is expected to enter
+ *    after that op ends (timing.ts: earlier, the push would hold the group, and every rank it
+ *    exchanges with, until the op ends). Pushes fill the gaps of the rounds already placed
+ *    (first-fit, congestion-free).
  * 5. `out` pushes: dQ,dK,dV of each moving piece home -> user, after the last op touching the
  *    piece (as queries or keys) and after every `dkv` into it has arrived.
  */

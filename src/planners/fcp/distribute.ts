@@ -2,8 +2,9 @@
  * Block distributor (DESIGN.md, component 1): multi-dimensional Longest-Processing-Time greedy
  * (Graham, 1969, for one dimension) over placement units, then refinement.
  *
- * Each unit has two loads, memory (tokens) and compute (attended pairs), each normalised by its
- * batch total. Compute must come out balanced (it is the attention time); memory is a hard limit.
+ * Each unit has two loads, memory (tokens) and compute (its weight: modelled kernel time, or
+ * attended pairs with `balance: 'pairs'`; weights.ts), each normalised by its batch total. Compute
+ * must come out balanced (it is the attention time); memory is a hard limit.
  *
  * 1. Order. Memory-dominant units (normalised memory >= normalised compute: short and medium
  *    sequences) go first, by descending size; then compute-dominant units (long sequences)
@@ -18,18 +19,24 @@
  *    capacity (second phase: compute LPT, memory as the limit). Candidates are the few least
  *    compute-loaded (and, in the first phase, least memory-loaded) ranks with room, read off
  *    indexed heaps in O(log N); ranks that no remaining unit fits are retired from the heaps.
- * 3. Two preferences override that choice:
- *    - Sequence affinity (beyond the paper): the next unit of a sequence goes to the rank that took
- *      its previous unit while that rank stays within the per-rank average compute (and, for
- *      memory-dominant units, 1.1x the first phase's mean memory). Plain LPT deals the equal units
- *      of a long sequence round-robin over every rank, so every rank would need that sequence's
- *      whole K/V; placed sequence by sequence with affinity, a sequence stays on about
- *      (its compute / average) + 1 ranks, in two contiguous runs each (zig-zag).
+ * 3. Preferences override that choice, in this order (beyond the paper; none with `noLocality`
+ *    except affinity):
+ *    - Home stays home: a memory-dominant unit goes to the rank holding most of its tokens in the
+ *      user layout while that rank has memory and stays under the average compute. Short
+ *      sequences carry little compute, and a token that stays costs no reshuffle in either phase.
+ *    - Sequence affinity: the next unit of a sequence goes to the rank that took its previous
+ *      unit while that rank stays within the per-rank average compute (and, for memory-dominant
+ *      units, 1.1x the first phase's mean memory). Plain LPT deals the equal units of a long
+ *      sequence round-robin over every rank, so every rank would need that sequence's whole K/V.
  *    - Locality tie-break (DESIGN.md): among candidates whose score is within `tolerance` (a
  *      fraction of the per-rank average) of the best, the rank that holds most of the unit's tokens
- *      in the user layout, so that the reshuffle moves fewer bytes.
+ *      in the user layout; then, for a long sequence, a user rank of the unit's blocks that takes
+ *      it under the average (half the unit stays, and its work can start at once).
+ *    - Topology: else a long sequence's unit goes to the least loaded rank of the nodes holding
+ *      its tokens (or of its previous unit's node) that takes it under the average, so that its
+ *      reshuffle and much of its K/V move over NVLink.
  * 4. Refinement, over blocks (refine.ts): moves and swaps between the most and the least loaded
- *    ranks while they lower the maximum.
+ *    ranks while they lower the maximum, preferring blocks that move anyway and the same node.
  */
 import { FcpError, issue } from '../../core/issues.ts';
 import type { Blocks } from './blocks.ts';
@@ -253,6 +260,10 @@ export function distributeUnits(
       // Locality tie-break among ranks whose score is within the tolerance of the best.
       const within = bestScore + o.tolerance;
       if (pick < 0 && !o.noLocality) pick = mostOverlap(-1, (r) => room(r) && score(r) <= within);
+      // A long sequence's unit stays on the user rank of one of its blocks while that rank takes it
+      // under the average: half its tokens then need no reshuffle, and their work can start at once.
+      if (pick < 0 && dense && !o.noLocality)
+        pick = mostOverlap(-1, (r) => room(r) && load[r]! + pairs <= avg);
       // Topology: a long sequence's next rank from the nodes holding the unit's tokens, else from
       // the node of its previous units, while such a rank takes it under the average: its
       // reshuffle and much of its K/V then move over NVLink instead of the NIC.
@@ -274,7 +285,7 @@ export function distributeUnits(
     mHeap.increased(pick);
   }
   const greedyImbalance = computeImbalance(load);
-  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 8 * world) : o.refineSteps;
+  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 16 * world) : o.refineSteps;
   const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
   const { blockRank, steps } = refine(
     blocks,

@@ -4,16 +4,18 @@
  *
  * For rank h and sequence s (an RS), the attended key span is [0, end of h's last run of s)
  * (causal) or the whole sequence (full). h holds its home runs and, from time zero, its user row of
- * s; the rest of the span is cut at user-row boundaries into requests, each of which some rank can
- * send whole: its user rank holds it from time zero, and the homes of the runs it crosses hold it
+ * s; the rest of the span is cut at user-row boundaries and at multiples of `chunk` (messages of
+ * bounded size keep the rounds even in bytes and let compute start on the first chunks) into
+ * requests: its user rank holds each from time zero, and the homes of the runs it crosses hold it
  * after the forward `in` (from time zero in the backward, where K,V stay at home).
  *
- * Sender choice: sending a whole request from its user rank is one message, but the user ranks of
- * a long sequence then send its K/V to every rank that computes with it, while the homes hold
- * those tokens in smaller runs spread over more ranks. Requests are taken largest first, and each
- * goes to whichever option leaves its busiest sender (tokens sent plus a per-message overhead) less
- * loaded, counting the extra messages the receiver gets from a split; ties go to the user rank
- * (available from time zero, so the fetch can overlap the reshuffle).
+ * Sender choice: the user ranks of a long sequence would send its K/V to every rank that computes
+ * with it, on top of its whole reshuffle, while the homes hold those tokens in smaller runs spread
+ * over more ranks. Requests are taken largest first, and each segment of a request (its part in one
+ * home run) goes to whichever of its home and its user rank is less loaded: tokens sent plus a
+ * per-message overhead, the user ranks starting with their forward `in` bytes, NIC and NVLink
+ * counted apart (a transfer inside a node loads only NVLink, 8x faster). Ties go to the user rank
+ * (available from time zero); consecutive user segments are one message.
  */
 import type { Mask } from '../../plan/types.ts';
 import { firstEndingAfter, type HomeRuns, rowOnRank, rsEnd, type SeqRows, subtractInto } from './layout.ts';

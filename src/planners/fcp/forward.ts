@@ -8,12 +8,14 @@
  *    its senders hold their ranges: at once for user-rank senders, one group after the `in` that
  *    brings the range to a home sender. Rounds are ordered by that, then by how many receivers with
  *    little local work they feed (every rank should get work early).
- * 3. Compute: per rank an op of the work present from the start (after = -1, runs while the
- *    reshuffle is in flight), then one op per group for the work that group unlocks. Ablations:
- *    `noReshuffleOverlap` holds every op until the last `in` group; `noPipeline` until the last
- *    `in`/`kv` group.
- * 4. `out` pushes (O home -> user), each after the last op writing its rows (`sendAfter`), placed
- *    one group after that op's group or later.
+ * 3. Compute: the grid tiles (grid-tasks.ts), each ready after the group that completes its data,
+ *    ordered per rank by order.ts: local work while the first data is on its way, exporting work
+ *    as it arrives (queries in position order) in short ops, local work at the end. Ablations:
+ *    `noReshuffleOverlap` holds every op until the last `in` group; `noPipeline` makes one op per
+ *    rank after the last `in`/`kv` group.
+ * 4. `out` pushes (O home -> user), each after the last op writing its rows (`sendAfter`), in the
+ *    first group its rank is expected to enter after that op ends (timing.ts), filling gaps of the
+ *    rounds already placed.
  */
 
 import { IntColumn } from '../../core/int-column.ts';

@@ -18,7 +18,7 @@ export interface FcpPlannerOptions extends PlannerOptions {
   maxUnitShare?: number;
   /** Ablation: place every unit by plain LPT, without keeping a sequence's units together. */
   noAffinity?: boolean;
-  /** Upper bound on refinement steps after the greedy placement (default max(2048, 4 x world)). */
+  /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
@@ -52,7 +52,7 @@ export interface FcpOptions {
   readonly calibration: Calibration | undefined;
 }
 
-/** Defaults (refineSteps: -1 means max(2048, 4 x world), resolved by the distributor). */
+/** Defaults (refineSteps: -1 means max(2048, 16 x world), resolved by the distributor). */
 export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   blockSize: 4096,
   minBlockSize: 512,
