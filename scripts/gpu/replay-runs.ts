@@ -13,20 +13,36 @@ export interface ReplayRun {
   forward_ms: number;
   backward_ms: number;
   kernel_only_ms?: Record<string, number> | null;
+  /** Which results file it came from (1, 2, 3). */
+  run: number;
 }
 
+/** Results files, oldest first; a later run supersedes an earlier one per (plan, rank choice, kernel). */
+const RUN_FILES = ['h200-run1.json', 'h200-run2.json', 'h200-run3.json'];
+
 /**
- * Replayed runs per plan name (plans in scripts/gpu/plans/<name>.json.gz); run 2 overrides run 1.
+ * Replayed runs per plan name (plans in scripts/gpu/plans/<name>.json.gz). A later run overrides an
+ * earlier one per (plan, heaviest/median, kernel); entries the script skipped (time budget) are
+ * passed over, so an older measurement stays where the newer run did not reach. Runs 1-2 used the
+ * FCP planner before time-balanced placement: their FCP entries are superseded by run 3.
  * `root` is the repository root (ends with '/'); with `skipMissing`, an absent results file is
  * passed over instead of failing.
  */
 export function readReplayRuns(root: string, skipMissing = false): Map<string, ReplayRun[]> {
-  const runs = new Map<string, ReplayRun[]>();
-  for (const f of ['h200-run1.json', 'h200-run2.json']) {
+  const byPlan = new Map<string, Map<string, ReplayRun>>();
+  RUN_FILES.forEach((f, i) => {
     const path = `${root}docs/results-gpu/${f}`;
-    if (skipMissing && !existsSync(path)) continue;
-    const r = JSON.parse(readFileSync(path, 'utf8')) as { replay?: Record<string, { runs?: ReplayRun[] }> };
-    for (const [name, v] of Object.entries(r.replay ?? {})) if (v.runs?.length) runs.set(name, v.runs);
-  }
+    if (skipMissing && !existsSync(path)) return;
+    const r = JSON.parse(readFileSync(path, 'utf8')) as { replay?: Record<string, { runs?: Omit<ReplayRun, 'run'>[] }> };
+    for (const [name, v] of Object.entries(r.replay ?? {})) {
+      const measured = (v.runs ?? []).filter((x) => typeof x.forward_ms === 'number');
+      if (!measured.length) continue;
+      let m = byPlan.get(name);
+      if (!m) byPlan.set(name, (m = new Map()));
+      for (const x of measured) m.set(`${x.which}/${x.kernel}`, { ...x, run: i + 1 });
+    }
+  });
+  const runs = new Map<string, ReplayRun[]>();
+  for (const [name, m] of byPlan) runs.set(name, [...m.values()]);
   return runs;
 }

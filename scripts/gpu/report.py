@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown tables of the GPU results (docs/results-gpu/*.json) for docs/results.md:
     python3 scripts/gpu/report.py > /tmp/gpu-tables.md
-Run 2 (after the slice-wise merge change) supersedes run 1 for the plans it replayed."""
+A later run supersedes an earlier one per (plan, rank choice, kernel) in the replay table (run 3:
+FCP planner with time-balanced placement and block-grid tasks; ring and magi plans are unchanged)."""
 import json
 import os
 
@@ -9,6 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 D = os.path.join(ROOT, "docs", "results-gpu")
 r1 = json.load(open(os.path.join(D, "h200-run1.json")))
 r2 = json.load(open(os.path.join(D, "h200-run2.json")))
+r3 = json.load(open(os.path.join(D, "h200-run3.json")))
 f3 = lambda x: f"{x:.3f}"  # noqa: E731
 
 print("### Kernels (run 1): dense cuDNN, batches of equal squares, 32K query tokens per launch\n")
@@ -57,12 +59,13 @@ print("| plan | rank | kernel | fwd ms | fwd MFU | bwd ms | bwd MFU | kernel-onl
 print("|---|---|---|---|---|---|---|---|---|")
 names = [f"replay-{s}-{w}" for w in (64, 128, 256) for s in ("fcp", "magi", "ring")]
 for n in names:
-    src, res = ("2", r2["replay"].get(n)) if n in r2.get("replay", {}) else ("1", r1["replay"].get(n))
-    if not res or "runs" not in res:
-        continue
-    for x in res["runs"]:
-        if "forward_ms" not in x:
-            continue
+    merged = {}
+    for src, r in (("1", r1), ("2", r2), ("3", r3)):
+        res = r.get("replay", {}).get(n)
+        for x in res.get("runs", []) if isinstance(res, dict) else []:
+            if "forward_ms" in x:
+                merged[(x["which"], x["kernel"])] = (src, x)
+    for src, x in merged.values():
         ko = x.get("kernel_only_ms") or {}
         kf = sum(v for k, v in ko.items() if k.startswith("forward"))
         kb = sum(v for k, v in ko.items() if k.startswith("backward"))
@@ -72,10 +75,12 @@ for n in names:
         print(f"| {n[7:]} | {x['which']} r{x['rank']} | {x['kernel']} | {x['forward_ms']:.1f} | {f3(x['forward_mfu'])} | {x['backward_ms']:.1f} | {f3(x['backward_mfu'])} | {kk} | {src} |")
 
 sc = json.load(open(os.path.join(D, "sim-check.json")))
-print("\n### Simulator check (predicted compute of the same rank, measured calibration, no SMs reserved for communication)\n")
-print("| plan | rank | policy | fwd measured ms | fwd predicted ms | error | bwd measured ms | bwd predicted ms | error |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("\n### Simulator check (predicted compute of the same rank, measured calibration, no SMs reserved for communication, no padding)\n")
+print("| plan | rank | policy | fwd measured ms (kernels only) | fwd predicted ms | error vs op (vs kernels) | bwd measured ms (kernels only) | bwd predicted ms | error vs op (vs kernels) | run |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+kpct = lambda e: f" ({100 * e:+.0f}%)" if e is not None else ""  # noqa: E731
+kms = lambda m: f" ({m:.1f})" if m else ""  # noqa: E731
 for x in sc["rows"]:
     if x["calibration"] != "measured":
         continue
-    print(f"| {x['plan'][7:]} | {x['which']} | {x['policy']} | {x['forwardMeasuredMs']:.1f} | {x['forwardSimMs']:.1f} | {100 * x['forwardError']:+.0f}% | {x['backwardMeasuredMs']:.1f} | {x['backwardSimMs']:.1f} | {100 * x['backwardError']:+.0f}% |")
+    print(f"| {x['plan'][7:]} | {x['which']} | {x['policy']} | {x['forwardMeasuredMs']:.1f}{kms(x.get('forwardKernelMs'))} | {x['forwardSimMs']:.1f} | {100 * x['forwardError']:+.0f}%{kpct(x.get('forwardKernelError'))} | {x['backwardMeasuredMs']:.1f}{kms(x.get('backwardKernelMs'))} | {x['backwardSimMs']:.1f} | {100 * x['backwardError']:+.0f}%{kpct(x.get('backwardKernelError'))} | {x.get('run', '')} |")
