@@ -46,6 +46,10 @@ export function addPlannerOptions(cmd: Command): Command {
     .option('--fixed-blocks', 'fcp: fixed-size blocks only, no granularity refinement')
     .option('--tile <n>', 'fcp: square tile side for dense kernels (0: no tiling; default 4096)')
     .option('--min-tile <n>', 'fcp: smallest tile side for remainder strips (default 1024)')
+    .option(
+      '--loader-layout',
+      "fcp: the loader delivers FCP's home layout (no reshuffle), as the baselines assume",
+    )
     .option('--balance <mode>', 'fcp: balance modelled kernel time (time, default) or attended pairs (pairs)')
     .option('--chunk-size <n>', 'magi: chunk size in tokens (default total/(8N))')
     .option('--overlap-degree <n>', 'magi: overlap stages', '2');
@@ -120,6 +124,7 @@ export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
   if (o.fixedBlocks === true) out.fixedBlocks = true;
   if (o.tile !== undefined) out.tile = intOption(o.tile, 'tile');
   if (o.minTile !== undefined) out.minTile = intOption(o.minTile, 'minTile');
+  if (o.loaderLayout === true) out.loaderLayout = true;
   if (o.balance !== undefined) {
     if (o.balance !== 'time' && o.balance !== 'pairs')
       fail('option.balance', `--balance must be time or pairs (got ${String(o.balance)})`, 'balance');

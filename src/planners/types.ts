@@ -32,6 +32,11 @@ export interface PlannerOptions {
   minTile?: number;
   /** fcp: balance modelled kernel time (`time`, default) or attended pairs (`pairs`). */
   balance?: 'time' | 'pairs';
+  /**
+   * fcp: assume the data loader delivers the batch already in FCP's home layout (the assumption the
+   * baselines make for their own layouts), so no `in`/`out` reshuffle is planned. Default false.
+   */
+  loaderLayout?: boolean;
   /** magi: chunk size in tokens (default total / (8N)). */
   chunkSize?: number;
   /** magi: number of overlap stages (default 2). */

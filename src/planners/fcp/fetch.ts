@@ -18,7 +18,7 @@
  * (available from time zero); consecutive user segments are one message.
  */
 import type { Mask } from '../../plan/types.ts';
-import { firstEndingAfter, type HomeRuns, rowOnRank, rsEnd, type SeqRows, subtractInto } from './layout.ts';
+import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from './layout.ts';
 import { type Pieces, pieceAt } from './reshuffle.ts';
 
 /** Remote key ranges each RS needs, each inside one user row. */
@@ -59,21 +59,34 @@ export function ownedIntervals(
   out.length = 0;
   const s = runs.rsSeq[rs]!;
   const h = runs.rsRank[rs]!;
-  const row = rowOnRank(userRows, s, h);
-  let ua = row >= 0 ? userRows.start[row]! : 0;
-  let ub = row >= 0 ? Math.min(end, ua + userRows.length[row]!) : 0;
-  if (ub <= ua) ua = ub = -1;
-  let userDone = ua < 0;
+  // Merge two sorted interval lists: h's home runs and its user rows of s (the even split gives at
+  // most one row; a loader layout may give several), both in start order.
+  let row = userRows.off[s]!;
+  const rowEnd = userRows.off[s + 1]!;
+  const nextRow = (): void => {
+    while (
+      row < rowEnd &&
+      (userRows.rank[row] !== h ||
+        Math.min(end, userRows.start[row]! + userRows.length[row]!) <= userRows.start[row]!)
+    )
+      row++;
+  };
+  nextRow();
   for (let p = runs.rsOff[rs]!, e = runs.rsOff[rs + 1]!; p < e; p++) {
     const run = runs.byRank[p]!;
     const a = runs.start[run]!;
-    if (!userDone && ua <= a) {
-      pushMerged(out, ua, ub);
-      userDone = true;
+    while (row < rowEnd && userRows.start[row]! <= a) {
+      pushMerged(out, userRows.start[row]!, Math.min(end, userRows.start[row]! + userRows.length[row]!));
+      row++;
+      nextRow();
     }
     pushMerged(out, a, a + runs.length[run]!);
   }
-  if (!userDone) pushMerged(out, ua, ub);
+  while (row < rowEnd) {
+    pushMerged(out, userRows.start[row]!, Math.min(end, userRows.start[row]! + userRows.length[row]!));
+    row++;
+    nextRow();
+  }
 }
 
 /** Appends [a, b) to sorted flat intervals, merging with the last one when they touch. */

@@ -132,6 +132,25 @@ export const fcpPlanner: Planner = {
   description:
     'Flexible Context Parallelism: balanced blocks anywhere, congestion-free rounds, pipelined and coalesced',
   plan(problem: Problem, options: PlannerOptions = {}): Plan {
-    return planFcp(problem, options).plan;
+    if (!options.loaderLayout) return planFcp(problem, options).plan;
+    return planForLoaderLayout(problem, options);
   },
 };
+
+/**
+ * `loaderLayout`: plan once from the user's layout to find FCP's home layout, then plan again with
+ * that layout as the input, as if the data loader had delivered it (what ring, ByteScale and
+ * MagiAttention assume for their own layouts). The locality tie-break keeps the second placement
+ * on the first, so almost nothing is reshuffled; whatever still moves is planned and charged.
+ */
+function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
+  const rest: PlannerOptions = { ...options };
+  delete rest.loaderLayout;
+  const first = planFcp(problem, rest).plan;
+  const plan = planFcp({ ...problem, userLayout: first.homeLayout }, rest).plan;
+  const timings = (plan.meta as { timings?: unknown } | undefined)?.timings;
+  plan.meta = { ...plan.meta, loaderLayout: true };
+  if (timings !== undefined)
+    Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
+  return plan;
+}

@@ -23,7 +23,7 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
 import type { KvEdges } from './fetch.ts';
 import type { TileGeometry } from './grid.ts';
-import { type HomeRuns, rowOnRank, type SeqRows, subtractInto } from './layout.ts';
+import { type HomeRuns, type SeqRows, subtractInto } from './layout.ts';
 import type { Pieces } from './reshuffle.ts';
 
 /** What the task builder reads. */
@@ -103,8 +103,12 @@ export function keyPiecesOf(
   }
   const rest = scratch.rest;
   rest.length = 0;
-  const row = rowOnRank(userRows, runs.rsSeq[rs]!, runs.rsRank[rs]!);
-  if (row >= 0) {
+  // Every user row of this sequence on this rank (the even split has at most one; a loader layout
+  // may have several), in start order, so that `rest` stays sorted.
+  const seq = runs.rsSeq[rs]!;
+  const rank = runs.rsRank[rs]!;
+  for (let row = userRows.off[seq]!, e = userRows.off[seq + 1]!; row < e; row++) {
+    if (userRows.rank[row] !== rank) continue;
     const ua = userRows.start[row]!;
     const ub = Math.min(end, ua + userRows.length[row]!);
     if (ua < ub) subtractInto(ua, ub, cut, rest);
