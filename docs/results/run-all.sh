@@ -7,6 +7,7 @@ R=docs/results
 run() { local name=$1; shift; echo "=== $name: fcp compare $*" ; /usr/bin/time -f "$name wall %e s cpu %U s" npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}; }
 ALL=fcp,ring,bytescale,wlb,magi
 run weak-longtail --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5
+run weak-longtail-fcp-loader --strategies fcp --loader-layout --world 16,32,64,128,256 --batch longtail --batches 5
 run weak-longtail-varlen --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --kernel varlen
 run weak-magi --strategies $ALL --world 16,32,64,128,256 --batch magi --batches 5
 run weak-longtail-ratio5920 --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --cluster ratio-5920
