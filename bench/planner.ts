@@ -14,6 +14,7 @@
  */
 import { resolveProblem } from '../src/cluster/problem.ts';
 import { validatePlan } from '../src/plan/validate.ts';
+import type { FcpStats } from '../src/planners/fcp/index.ts';
 import { planFcp, type StageTimings } from '../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 
@@ -62,27 +63,6 @@ function table(head: string[], rows: string[][]): string {
   return [line(head), line(w.map((n) => '-'.repeat(n))), ...rows.map(line)].join('\n');
 }
 
-interface Stats {
-  units: number;
-  tasks: number;
-  forward: {
-    rounds: Record<string, number>;
-    delta: Record<string, number>;
-    transfers: Record<string, number>;
-    groups: number;
-  };
-  backward: {
-    rounds: Record<string, number>;
-    delta: Record<string, number>;
-    transfers: Record<string, number>;
-    groups: number;
-  };
-  computeImbalance: number;
-  greedyImbalance: number;
-  movedTokens: number;
-  reshuffleBytes: number;
-}
-
 const sum = (r: Record<string, number>): number => Object.values(r).reduce((x, y) => x + y, 0);
 
 function speed(a: Args): void {
@@ -95,7 +75,7 @@ function speed(a: Args): void {
       const { timings } = planFcp(problem);
       if (timings.total < best.total) best = timings;
     }
-    const st = first.plan.meta?.stats as Stats;
+    const st = first.plan.meta?.stats as FcpStats;
     let valid = '';
     if (a.validate) valid = validatePlan(first.plan).issues.length === 0 ? 'ok' : 'INVALID';
     rows.push([
@@ -151,7 +131,7 @@ function quality(a: Args): void {
     const problem = resolveProblem({ batch: a.batch, world, tokensPerRank: a.tokensPerRank, seed: a.seed });
     const run = (o: FcpPlannerOptions) => {
       const { plan } = planFcp(problem, o);
-      return { plan, stats: plan.meta?.stats as Stats };
+      return { plan, stats: plan.meta?.stats as FcpStats };
     };
     const def = run({});
     const fixed = run({ fixedBlocks: true });

@@ -20,6 +20,7 @@ import { writePlan } from '../plan/io.ts';
 import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
+import type { FcpStats } from '../planners/fcp/index.ts';
 import { allPlanners, getPlanner } from '../planners/registry.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
 
@@ -30,28 +31,6 @@ const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
 function reshuffleBytesOf(plan: Plan): number {
   const r = planReport(plan);
   return r.forward.bytes.in + r.forward.bytes.out + r.backward.bytes.in + r.backward.bytes.out;
-}
-
-interface FcpStats {
-  blocks: number;
-  units: number;
-  blockSize: { min: number; max: number };
-  homeRuns: number;
-  tasks: number;
-  greedyImbalance: number;
-  refineSteps: number;
-  forward: {
-    rounds: Record<string, number>;
-    delta: Record<string, number>;
-    transfers: Record<string, number>;
-    groups: number;
-  };
-  backward: {
-    rounds: Record<string, number>;
-    delta: Record<string, number>;
-    transfers: Record<string, number>;
-    groups: number;
-  };
 }
 
 /** The planner-specific lines of the summary (FCP's statistics from `meta`). */

@@ -33,7 +33,7 @@ import {
 } from './forward.ts';
 import { firstEndingAfter, subtractInto } from './layout.ts';
 import type { FcpOptions } from './options.ts';
-import { finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
+import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, placePushes } from './rounds.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 import { estimateTimeline, pushGroup, taskTimes } from './timing.ts';
@@ -229,20 +229,7 @@ export function planBackward(
     );
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
-  for (let i = 0; i < m.length; i++) {
-    const p = m[i]!;
-    const id = list.add(
-      out.slot[i]!,
-      outSrc[i]!,
-      outDst[i]!,
-      Kind.out,
-      pieces.seq[p]!,
-      pieces.start[p]!,
-      pieces.length[p]!,
-    );
-    sendAfter.transfer.push(id);
-    sendAfter.compute.push(lastOp[p]!);
-  }
+  addOutPushes(list, out.slot, pieces, lastOp, sendAfter);
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
     phase,

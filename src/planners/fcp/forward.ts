@@ -26,7 +26,7 @@ import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import { buildGridTasks } from './grid-tasks.ts';
 import type { FcpOptions } from './options.ts';
 import { orderOps } from './order.ts';
-import { buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
+import { addOutPushes, buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
 import { type Colouring, colourEdges, orderRounds, placeColouring, placePushes } from './rounds.ts';
 import { buildTasks, edgesByRs, exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { TimeModel } from './time-model.ts';
@@ -276,20 +276,7 @@ export function planForward(
   });
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
-  for (let i = 0; i < m.length; i++) {
-    const p = m[i]!;
-    const id = list.add(
-      out.slot[i]!,
-      outSrc[i]!,
-      outDst[i]!,
-      Kind.out,
-      pieces.seq[p]!,
-      pieces.start[p]!,
-      pieces.length[p]!,
-    );
-    sendAfter.transfer.push(id);
-    sendAfter.compute.push(lastOp[p]!);
-  }
+  addOutPushes(list, out.slot, pieces, lastOp, sendAfter);
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
     phase,

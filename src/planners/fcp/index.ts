@@ -25,7 +25,7 @@ import type { Planner, PlannerOptions } from '../types.ts';
 import { planBackward } from './backward.ts';
 import { computeImbalance } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
-import { planForward } from './forward.ts';
+import { type PhaseStats, planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { placeBlocks, tileGeometry } from './place.ts';
@@ -40,6 +40,25 @@ export type StageTimings = Record<
   'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total',
   number
 >;
+
+/** FCP's statistics, written to `plan.meta.stats` (read by `fcp plan` and bench/planner.ts). */
+export interface FcpStats {
+  blocks: number;
+  units: number;
+  blockSize: { min: number; max: number };
+  homeRuns: number;
+  tasks: number;
+  balance: 'time' | 'pairs';
+  computeImbalance: number;
+  greedyImbalance: number;
+  refineSteps: number;
+  memoryAttempts: number;
+  maxHomeTokens: number;
+  movedTokens: number;
+  reshuffleBytes: number;
+  forward: PhaseStats;
+  backward: PhaseStats;
+}
 
 /** A plan and how long each stage took. */
 export interface FcpResult {
@@ -78,26 +97,27 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   }
   let maxMem = 0;
   for (let r = 0; r < world; r++) maxMem = Math.max(maxMem, placement.memoryLoad[r]!);
+  const stats: FcpStats = {
+    blocks: blocks.seq.length,
+    units: blocks.unitSeq.length,
+    blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
+    homeRuns: runs.rank.length,
+    tasks: fwd.tasks.table.rank.length,
+    balance: o.balance,
+    computeImbalance: computeImbalance(placement.computeLoad),
+    greedyImbalance: placement.greedyImbalance,
+    refineSteps: placement.refineSteps,
+    memoryAttempts: attempts,
+    maxHomeTokens: maxMem,
+    movedTokens: movedTokens(pieces),
+    reshuffleBytes: reshuffleBytes(pieces, problem.model),
+    forward: fwd.stats,
+    backward: bwd.stats,
+  };
   const meta: Record<string, unknown> = {
     planner: 'fcp',
     options: optionsToJson(o),
-    stats: {
-      blocks: blocks.seq.length,
-      units: blocks.unitSeq.length,
-      blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
-      homeRuns: runs.rank.length,
-      tasks: fwd.tasks.table.rank.length,
-      balance: o.balance,
-      computeImbalance: computeImbalance(placement.computeLoad),
-      greedyImbalance: placement.greedyImbalance,
-      refineSteps: placement.refineSteps,
-      memoryAttempts: attempts,
-      maxHomeTokens: maxMem,
-      movedTokens: movedTokens(pieces),
-      reshuffleBytes: reshuffleBytes(pieces, problem.model),
-      forward: fwd.stats,
-      backward: bwd.stats,
-    },
+    stats,
   };
   const timings: StageTimings = {
     blocks: t1 - t0,

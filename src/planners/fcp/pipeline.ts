@@ -13,7 +13,8 @@
  * are numbered at the end: groups in order, rounds by group and then placement order.
  */
 import { IntColumn } from '../../core/int-column.ts';
-import type { ComputeTable, KindCode, Phase } from '../../plan/types.ts';
+import { type ComputeTable, Kind, type KindCode, type Phase } from '../../plan/types.ts';
+import type { Pieces } from './reshuffle.ts';
 
 /**
  * Assigns rounds to groups of at most `coalesce` rounds, and keeps, per round, which ranks already
@@ -290,4 +291,33 @@ export function finishPhase(
     compute,
     sendAfter: { transfer, compute: comp },
   };
+}
+
+/**
+ * Adds the `out` pushes of the moving pieces (home -> user rank) in their placed slots, each after
+ * the op that last touches its rows (`sendAfter`); the forward (O) and the backward (dQ, dK, dV)
+ * push the same pieces.
+ */
+export function addOutPushes(
+  list: TransferList,
+  slot: Int32Array,
+  pieces: Pieces,
+  lastOp: Int32Array,
+  sendAfter: { transfer: IntColumn; compute: IntColumn },
+): void {
+  const m = pieces.moving;
+  for (let i = 0; i < m.length; i++) {
+    const p = m[i]!;
+    const id = list.add(
+      slot[i]!,
+      pieces.home[p]!,
+      pieces.user[p]!,
+      Kind.out,
+      pieces.seq[p]!,
+      pieces.start[p]!,
+      pieces.length[p]!,
+    );
+    sendAfter.transfer.push(id);
+    sendAfter.compute.push(lastOp[p]!);
+  }
 }
