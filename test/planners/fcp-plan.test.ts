@@ -62,7 +62,7 @@ for (const generator of GENERATOR_NAMES) {
         const plan = fcpPlanner.plan(problem, { blockSize });
         checkPlan(plan, `${generator} world ${world} seed ${seed} ${mask} block ${blockSize}`);
       }),
-      { seed: 42, numRuns: 40 },
+      { seed: 42, numRuns: 100 },
     );
   });
 }
