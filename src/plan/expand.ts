@@ -7,7 +7,7 @@
  * rows. Ids of the explicit rows are kept; expanded rows are appended after them, chunk row by chunk
  * row and, inside a chunk row, in the set's sequence order, so the expansion is deterministic.
  */
-import { IntColumn } from '../core/int-column.ts';
+import { freezeColumns, IntColumn, intColumns } from '../core/int-column.ts';
 import { fail } from '../core/issues.ts';
 import { partLength, partStart } from './parts.ts';
 import type {
@@ -20,6 +20,7 @@ import type {
   TaskTable,
   TransferTable,
 } from './types.ts';
+import { COLUMNS } from './types.ts';
 
 /** A token range of one sequence. */
 interface Range {
@@ -93,14 +94,7 @@ function expandTasks(plan: Plan): { tasks: TaskTable; idsOfChunk: number[][] } {
   const ct = plan.chunkTasks;
   if (!ct || ct.rank.length === 0) return { tasks: plan.tasks, idsOfChunk: [] };
   const t = plan.tasks;
-  const cols = {
-    rank: new IntColumn(),
-    seq: new IntColumn(),
-    qStart: new IntColumn(),
-    qLength: new IntColumn(),
-    kvStart: new IntColumn(),
-    kvLength: new IntColumn(),
-  };
+  const cols = intColumns(COLUMNS.tasks);
   for (let i = 0; i < t.rank.length; i++) {
     cols.rank.push(t.rank[i]!);
     cols.seq.push(t.seq[i]!);
@@ -130,14 +124,7 @@ function expandTasks(plan: Plan): { tasks: TaskTable; idsOfChunk: number[][] } {
     }
     idsOfChunk.push(ids);
   }
-  const tasks: TaskTable = {
-    rank: cols.rank.toArray(),
-    seq: cols.seq.toArray(),
-    qStart: cols.qStart.toArray(),
-    qLength: cols.qLength.toArray(),
-    kvStart: cols.kvStart.toArray(),
-    kvLength: cols.kvLength.toArray(),
-  };
+  const tasks: TaskTable = freezeColumns(cols);
   return { tasks, idsOfChunk };
 }
 

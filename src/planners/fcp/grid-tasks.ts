@@ -13,7 +13,8 @@
  * arrival boundary, but keeps every tile a square of the grid: the key pieces of a rank are cut at
  * user-row and home-run boundaries, which lie anywhere.
  */
-import { IntColumn } from '../../core/int-column.ts';
+import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
+import { COLUMNS } from '../../plan/types.ts';
 import type { KvEdges } from './fetch.ts';
 import { type TileGeometry, type TileSink, walkTiles } from './grid.ts';
 import {
@@ -54,14 +55,7 @@ export function buildGridTasks(
   const { runs, pieces, sequences } = ctx;
   const causal = ctx.mask === 'causal';
   const RS = runs.rsRank.length;
-  const cols = {
-    rank: new IntColumn(),
-    seq: new IntColumn(),
-    qStart: new IntColumn(),
-    qLength: new IntColumn(),
-    kvStart: new IntColumn(),
-    kvLength: new IntColumn(),
-  };
+  const cols = intColumns(COLUMNS.tasks);
   const ready = new IntColumn();
   const rsOff = new Int32Array(RS + 1);
   const kp = newKeyPieces();
@@ -132,14 +126,7 @@ export function buildGridTasks(
     rsOff[rs + 1] = cols.rank.length;
   }
   return {
-    table: {
-      rank: cols.rank.toArray(),
-      seq: cols.seq.toArray(),
-      qStart: cols.qStart.toArray(),
-      qLength: cols.qLength.toArray(),
-      kvStart: cols.kvStart.toArray(),
-      kvLength: cols.kvLength.toArray(),
-    },
+    table: freezeColumns(cols),
     rsOff,
     ready: ready.toArray(),
   };

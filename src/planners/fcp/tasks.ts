@@ -19,8 +19,9 @@
  * These are the untiled tasks (`tile: 0`); by default grid-tasks.ts cuts the runs into squares of
  * the block grid instead, over the same key pieces.
  */
-import { IntColumn } from '../../core/int-column.ts';
+import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
+import { COLUMNS } from '../../plan/types.ts';
 import type { KvEdges } from './fetch.ts';
 import type { TileGeometry } from './grid.ts';
 import { type HomeRuns, type SeqRows, subtractInto } from './layout.ts';
@@ -182,14 +183,7 @@ export function buildTasks(
 ): Tasks {
   const { runs, pieces } = ctx;
   const RS = runs.rsRank.length;
-  const cols = {
-    rank: new IntColumn(),
-    seq: new IntColumn(),
-    qStart: new IntColumn(),
-    qLength: new IntColumn(),
-    kvStart: new IntColumn(),
-    kvLength: new IntColumn(),
-  };
+  const cols = intColumns(COLUMNS.tasks);
   const ready = new IntColumn();
   const rsOff = new Int32Array(RS + 1);
   const kp = newKeyPieces();
@@ -240,14 +234,7 @@ export function buildTasks(
     rsOff[rs + 1] = cols.rank.length;
   }
   return {
-    table: {
-      rank: cols.rank.toArray(),
-      seq: cols.seq.toArray(),
-      qStart: cols.qStart.toArray(),
-      qLength: cols.qLength.toArray(),
-      kvStart: cols.kvStart.toArray(),
-      kvLength: cols.kvLength.toArray(),
-    },
+    table: freezeColumns(cols),
     rsOff,
     ready: ready.toArray(),
   };
