@@ -25,6 +25,7 @@ import {
   applyAblations,
   buildPhaseOps,
   hunger,
+  lastWriter,
   type PhaseEnv,
   type PhaseStats,
   placeIn,
@@ -123,42 +124,6 @@ function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvPus
   return out;
 }
 
-/** Last op of each piece's home touching the piece, as queries or as keys. */
-function lastTouch(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): Int32Array {
-  const { runs, pieces } = ctx;
-  const t = tasks.table;
-  const lastOp = new Int32Array(pieces.seq.length).fill(-1);
-  const rsPieces: number[] = [];
-  for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPieces.length = 0;
-    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
-    }
-    const np = rsPieces.length;
-    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
-      const op = opOfTask[i]!;
-      for (let side = 0; side < 2; side++) {
-        const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
-        const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
-        let lo = 0;
-        let hi = np;
-        while (lo < hi) {
-          const mid = (lo + hi) >>> 1;
-          const pm = rsPieces[mid]!;
-          if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
-          else hi = mid;
-        }
-        for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
-          const pk = rsPieces[k]!;
-          if (lastOp[pk]! < op) lastOp[pk] = op;
-        }
-      }
-    }
-  }
-  return lastOp;
-}
-
 /** Plans the backward phase over the forward's tasks and `kv` transfers. */
 export function planBackward(
   ctx: TaskContext,
@@ -215,7 +180,7 @@ export function planBackward(
       if (pieces.start[j]! < b && pieces.start[j]! + pieces.length[j]! > a && dkvInto[j]! < g) dkvInto[j] = g;
   }
 
-  const lastOp = lastTouch(ctx, tasks, opOfTask);
+  const lastOp = lastWriter(ctx, tasks, opOfTask, true);
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);

@@ -196,12 +196,21 @@ export function applyAblations(
   return out;
 }
 
-/** Last op of each piece's home writing its rows (a task whose queries overlap it). */
-export function lastWriter(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): Int32Array {
+/**
+ * Last op of each piece's home touching the piece: as queries (the op writing its O or dQ rows),
+ * and with `withKeys` also as keys (the backward's dK/dV rows).
+ */
+export function lastWriter(
+  ctx: TaskContext,
+  tasks: Tasks,
+  opOfTask: Int32Array,
+  withKeys = false,
+): Int32Array {
   const { runs, pieces } = ctx;
   const t = tasks.table;
   const lastOp = new Int32Array(pieces.seq.length).fill(-1);
   const rsPieces: number[] = [];
+  const sides = withKeys ? 2 : 1;
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
     rsPieces.length = 0;
     for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
@@ -211,19 +220,21 @@ export function lastWriter(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array)
     const np = rsPieces.length;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const op = opOfTask[i]!;
-      const a = t.qStart[i]!;
-      const b = a + t.qLength[i]!;
-      let lo = 0;
-      let hi = np;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        const pm = rsPieces[mid]!;
-        if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
-        else hi = mid;
-      }
-      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
-        const pk = rsPieces[k]!;
-        if (lastOp[pk]! < op) lastOp[pk] = op;
+      for (let side = 0; side < sides; side++) {
+        const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
+        const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
+        let lo = 0;
+        let hi = np;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          const pm = rsPieces[mid]!;
+          if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
+          else hi = mid;
+        }
+        for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
+          const pk = rsPieces[k]!;
+          if (lastOp[pk]! < op) lastOp[pk] = op;
+        }
       }
     }
   }
