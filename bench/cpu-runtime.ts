@@ -9,15 +9,15 @@
  */
 import { parseArgs } from 'node:util';
 import { verifyPlan } from '../src/cli/verify.ts';
-import { attendedPairs, backwardFlops, forwardFlops, SMALL_MODEL } from '../src/cluster/model.ts';
-import { resolveProblem } from '../src/cluster/problem.ts';
 import { Rng } from '../src/core/rng.ts';
 import { attentionBackward } from '../src/executors/cpu/kernels/backward.ts';
 import { attentionForward } from '../src/executors/cpu/kernels/forward.ts';
 import { createScratch } from '../src/executors/cpu/kernels/shape.ts';
 import { referenceSequence } from '../src/executors/reference.ts';
+import { attendedPairs, backwardFlops, forwardFlops, SMALL_MODEL } from '../src/model/attention.ts';
 import type { ModelShape } from '../src/plan/types.ts';
 import { getPlanner } from '../src/planners/registry.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
 
 const { values: args } = parseArgs({
   options: {

@@ -12,10 +12,11 @@
  * reshuffle) -> + pipeline -> + congestion-free rounds -> + coalescing -> + reshuffle overlap
  * (the default planner).
  */
-import { resolveProblem } from '../src/cluster/problem.ts';
+
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import { getPlanner } from '../src/planners/registry.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
 
 interface Args {
   worlds: number[];

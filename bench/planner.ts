@@ -12,11 +12,12 @@
  * bytes with and without the locality tie-break, and the validator's communication imbalance.
  * --validate also runs the validator on every plan of the speed table (slow at 4096 ranks).
  */
-import { resolveProblem } from '../src/cluster/problem.ts';
+
 import { validatePlan } from '../src/plan/validate.ts';
 import type { FcpStats } from '../src/planners/fcp/index.ts';
 import { planFcp, type StageTimings } from '../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
 
 interface Args {
   worlds: number[];

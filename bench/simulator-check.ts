@@ -8,9 +8,9 @@
  *   npx tsx bench/simulator-check.ts
  */
 import { readReplayRuns } from '../scripts/gpu/replay-runs.ts';
-import { resolveCluster } from '../src/cost/cluster.ts';
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { readPlan } from '../src/plan/io.ts';
+import { resolveCluster } from '../src/problem/cluster.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 const runs = readReplayRuns(root, true);

@@ -12,9 +12,10 @@
  * Defaults skip ring above 1024 ranks: its plan alone is O(N^2) rows (17M transfers per phase at
  * 4096) and takes minutes to build.
  */
-import { resolveProblem } from '../src/cluster/problem.ts';
+
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { getPlanner } from '../src/planners/registry.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);

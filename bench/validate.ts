@@ -5,9 +5,10 @@
  * (explicit rows), all on `longtail` at 32K tokens per rank, seed 1. Each row: one warm-up, then
  * best and median wall time of 3 runs, and the best CPU time (user, all threads, GC included).
  */
-import { resolveProblem } from '../src/cluster/problem.ts';
+
 import { validatePlan } from '../src/plan/validate.ts';
 import { getPlanner } from '../src/planners/registry.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
 
 const DEFAULT = 'fcp:256,fcp:1024,fcp:4096,ring:64,ring:256,magi:4096';
 const cases = (process.argv[2] ?? DEFAULT).split(',').map((c) => {

@@ -11,13 +11,11 @@
  */
 export { GENERATOR_NAMES, generateBatch } from './batch/generators.ts';
 export { parseBatchText, readBatchFile } from './batch/read.ts';
-export * from './cluster/model.ts';
-export { type Problem, type ProblemOptions, resolveProblem } from './cluster/problem.ts';
 export * from './core/index.ts';
-export { CLUSTER_NAMES, CLUSTER_PRESETS, type ClusterSpec, resolveCluster } from './cost/cluster.ts';
 export { executorNames, getExecutor } from './executors/registry.ts';
 export { type SimOptions, type SimResult, simulatePlan } from './executors/sim/index.ts';
 export type * from './executors/types.ts';
+export * from './model/attention.ts';
 export { expandChunks } from './plan/expand.ts';
 export { planFromJson, planToJson, readPlan, writePlan } from './plan/io.ts';
 export { evenUserLayout } from './plan/layout.ts';
@@ -26,3 +24,5 @@ export * from './plan/types.ts';
 export { type ValidationResult, validatePlan } from './plan/validate.ts';
 export { getPlanner, plannerNames, registerPlanner } from './planners/registry.ts';
 export type { Planner, PlannerOptions } from './planners/types.ts';
+export { CLUSTER_NAMES, CLUSTER_PRESETS, type ClusterSpec, resolveCluster } from './problem/cluster.ts';
+export { type Problem, type ProblemOptions, resolveProblem } from './problem/problem.ts';

@@ -306,7 +306,7 @@ class RankProgram:
 
 
 def attended_pairs(causal: bool, qs, ql, ks, kl) -> np.ndarray:
-    """Vectorised attended pairs of tasks (same formula as src/cluster/model.ts)."""
+    """Vectorised attended pairs of tasks (same formula as src/model/attention.ts)."""
     qs, ql, ks, kl = (np.asarray(x, dtype=np.int64) for x in (qs, ql, ks, kl))
     if not causal:
         return ql * kl

@@ -6,7 +6,7 @@
  * call (the GPU machine has no Node): `npx tsx scripts/gpu/make-plans.ts`.
  */
 import { mkdirSync, statSync } from 'node:fs';
-import { resolveProblem } from '../../src/cluster/problem.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { getPlanner } from '../../src/planners/registry.ts';

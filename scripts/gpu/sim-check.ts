@@ -10,7 +10,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { loadCalibration } from '../../src/cost/calibration.ts';
-import { resolveCluster } from '../../src/cost/cluster.ts';
+import { resolveCluster } from '../../src/problem/cluster.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
 import { simulatePlan } from '../../src/executors/sim/index.ts';
 import { readPlan } from '../../src/plan/io.ts';

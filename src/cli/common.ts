@@ -3,9 +3,10 @@
  * `demo`): one declaration, one parser, so every command spells them the same way.
  */
 import type { Command } from 'commander';
-import { type Problem, type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { fail } from '../core/issues.ts';
 import type { PlannerOptions } from '../planners/types.ts';
+import { CLUSTER_NAMES } from '../problem/cluster.ts';
+import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 
 /** Adds the batch, cluster and model options. */
 export function addProblemOptions(
@@ -30,6 +31,11 @@ export function addProblemOptions(
     .option('--kv-heads <n>', 'key/value heads (default 8)')
     .option('--head-dim <n>', 'head dimension (default 128)')
     .option('--gpus-per-node <n>', 'GPUs per node', '8')
+    .option(
+      '--cluster <preset>',
+      `cluster the plan is for; planners that model time plan for its links (${CLUSTER_NAMES.join(', ')})`,
+      'hopper-ib',
+    )
     .option('--memory-tokens <n>', 'memory capacity per rank in tokens (default 1.5x tokens per rank)');
 }
 
@@ -94,6 +100,7 @@ export function problemOptionsFrom(
     seed: intOption(o.seed ?? 1, 'seed'),
     mask: String(o.mask ?? 'causal'),
     gpusPerNode: intOption(o.gpusPerNode ?? 8, 'gpusPerNode'),
+    cluster: String(o.cluster ?? 'hopper-ib'),
   };
   if (o.qHeads !== undefined) out.qHeads = intOption(o.qHeads, 'qHeads');
   if (o.kvHeads !== undefined) out.kvHeads = intOption(o.kvHeads, 'kvHeads');

@@ -5,12 +5,12 @@
  * `--json FILE` writes the rows (atomically).
  */
 import type { Command } from 'commander';
-import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { fail } from '../core/issues.ts';
 import { writeFileAtomic } from '../plan/io.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
 import type { PlannerOptions } from '../planners/types.ts';
+import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,

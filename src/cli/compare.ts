@@ -9,11 +9,11 @@
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { resolveProblem } from '../cluster/problem.ts';
 import { fail } from '../core/issues.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../planners/registry.ts';
 import type { PlannerOptions } from '../planners/types.ts';
+import { resolveProblem } from '../problem/problem.ts';
 import { type LinePoint, lineChartSpec } from '../report/charts/line.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
@@ -97,6 +97,7 @@ export function runCompare(o: CompareOptions): CompareRow[] {
         tokensPerRank: o.tokensPerRank,
         mask: o.mask,
         gpusPerNode: o.gpusPerNode,
+        cluster: o.sim.cluster ?? 'hopper-ib',
       });
       for (const p of planners) {
         progress.step(`${p.name} world ${world} batch ${b}`);

@@ -68,7 +68,6 @@ export function register(program: Command): void {
     );
   addProblemOptions(cmd, { world: String(DEMO_DEFAULTS.world) })
     .option('--strategies <list>', 'comma-separated strategies (default: all registered)')
-    .option('--cluster <name>', 'simulated cluster preset', DEMO_DEFAULTS.cluster)
     .option(
       '--scaling <worlds>',
       'weak-scaling world sizes, comma-separated, or none (default: world/4,world/2,world)',

@@ -14,13 +14,13 @@
  */
 import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
-import { type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError } from '../core/issues.ts';
 import { planToJson, writePlan } from '../plan/io.ts';
 import type { ModelShape } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { getPlanner } from '../planners/registry.ts';
 import type { PlannerOptions } from '../planners/types.ts';
+import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 
 /** One request line, parsed. */
 export interface ServeRequest {

@@ -7,7 +7,6 @@
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { calibrationFromOption } from '../cost/calibration.ts';
-import { CLUSTER_NAMES, type ClusterOverrides, resolveCluster } from '../cost/cluster.ts';
 import { KERNEL_POLICIES, type KernelPolicy } from '../cost/kernel.ts';
 import {
   type SimOptions,
@@ -16,12 +15,15 @@ import {
   simulatePlan,
 } from '../executors/sim/index.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
+import { CLUSTER_NAMES, type ClusterOverrides, resolveCluster } from '../problem/cluster.ts';
 import { intOption, numberOption } from './common.ts';
 
 /** Adds the cluster and cost-model options (simulate, compare). */
-export function addSimOptions(cmd: Command, withGpusPerNode = true): Command {
+export function addSimOptions(cmd: Command, standalone = true): Command {
+  // Beside the problem options (compare), `--cluster` and `--gpus-per-node` are already declared.
+  if (standalone)
+    cmd.option('--cluster <preset>', `cluster preset (${CLUSTER_NAMES.join(', ')})`, 'hopper-ib');
   cmd
-    .option('--cluster <preset>', `cluster preset (${CLUSTER_NAMES.join(', ')})`, 'hopper-ib')
     .option(
       '--calibration <file[,file]>',
       'kernel calibration JSON file(s) (default: data/calibration, H200)',
@@ -48,7 +50,7 @@ export function addSimOptions(cmd: Command, withGpusPerNode = true): Command {
       'local',
     )
     .option('--rate-hops <n>', 'local rate solver: levels of flows re-balanced per change (default 1)');
-  if (withGpusPerNode) cmd.option('--gpus-per-node <n>', 'GPUs per NVLink node (preset: 8)');
+  if (standalone) cmd.option('--gpus-per-node <n>', 'GPUs per NVLink node (preset: 8)');
   return cmd;
 }
 

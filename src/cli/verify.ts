@@ -22,12 +22,12 @@ import {
 import { endianness } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { SMALL_MODEL } from '../cluster/model.ts';
 import { FcpError, fail, issue } from '../core/issues.ts';
 import { randomInputs } from '../executors/inputs.ts';
 import { compareOutputs, type OutputErrors, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
 import type { ExecutionResult, SequenceInputs, SequenceOutputs } from '../executors/types.ts';
+import { SMALL_MODEL } from '../model/attention.ts';
 import { planToJson, readPlan } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
 import { getPlanner } from '../planners/registry.ts';

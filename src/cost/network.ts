@@ -14,8 +14,8 @@
  * messages follow dimension-order shortest paths (ties go the positive way) and use every link on
  * the path; latency grows per hop.
  */
-import type { ClusterSpec } from './cluster.ts';
-import { torusDimsFor } from './cluster.ts';
+import type { ClusterSpec } from '../problem/cluster.ts';
+import { torusDimsFor } from '../problem/cluster.ts';
 
 /** GB/s to bytes per millisecond. */
 const GBPS = 1e6;

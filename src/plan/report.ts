@@ -18,6 +18,8 @@
  *   `kv` receptions (held from the arrival group to the last group that uses them, see
  *   report-resident.ts), the larger of the two phases; the maximum over ranks.
  */
+
+import { imbalance } from '../core/stats.ts';
 import {
   attendedPairs,
   backwardFlops,
@@ -25,8 +27,7 @@ import {
   kvBytesPerToken,
   qBytesPerToken,
   sequencePairs,
-} from '../cluster/model.ts';
-import { imbalance } from '../core/stats.ts';
+} from '../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStart, partStats } from './parts.ts';
 import { messageStats } from './report-messages.ts';
 import { residentKvPeak } from './report-resident.ts';

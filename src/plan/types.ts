@@ -5,6 +5,9 @@
  * (token counts up to 2^31 - 1 cover 4096 ranks x 512K tokens); the transfer `kind` column is a
  * Uint8Array of {@link Kind} codes, written to JSON as the strings of {@link KIND_NAMES}.
  */
+import type { Mask, ModelShape } from '../model/shape.ts';
+
+export type { Mask, ModelShape } from '../model/shape.ts';
 
 /** Format tag written into every plan file. */
 export const PLAN_FORMAT = 'fcp-plan/1';
@@ -17,17 +20,6 @@ export type KindCode = (typeof Kind)[keyof typeof Kind];
 export const KIND_NAMES = ['in', 'kv', 'out', 'dkv'] as const;
 /** A transfer kind name as written in JSON. */
 export type KindName = (typeof KIND_NAMES)[number];
-
-/** Attention mask in sequence positions. `causal`: key position <= query position. */
-export type Mask = 'causal' | 'full';
-
-/** Attention shape. */
-export interface ModelShape {
-  readonly qHeads: number;
-  readonly kvHeads: number;
-  readonly headDim: number;
-  readonly bytesPerElement: number;
-}
 
 /** Token ranges per rank: row i is tokens [start, start+length) of sequence `seq` on `rank`. */
 export interface Layout {

@@ -9,7 +9,7 @@
  * causal mask: a key below b is attended by the queries just below b; [0, L) under a full mask),
  * partition that range.
  */
-import { attendedPairs } from '../cluster/model.ts';
+import { attendedPairs } from '../model/attention.ts';
 import type { Phase, Plan } from './types.ts';
 import { chunkLiveness, type FlatPlan } from './validate-expand.ts';
 import { ActiveSweep, type RangeIndex, type SeqBuckets, sortedUnique } from './validate-index.ts';

@@ -2,8 +2,9 @@
  * The planner interface. A planner is a pure function of a {@link Problem} and its options that
  * returns an `fcp-plan/1` plan; same inputs and seed give the same plan, byte for byte.
  */
-import type { Problem } from '../cluster/problem.ts';
+
 import type { Plan } from '../plan/types.ts';
+import type { Problem } from '../problem/problem.ts';
 
 /**
  * Options understood by the planners. Every planner receives the same bag and reads the fields it

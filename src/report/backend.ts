@@ -3,7 +3,7 @@
  * CPU runtime's numerical check, each reduced to the plain numbers the results file keeps. The
  * pipeline talks to them only through this module.
  */
-import { CLUSTER_NAMES, resolveCluster } from '../cost/cluster.ts';
+
 import { CpuWorkerPool } from '../executors/cpu/pool.ts';
 import { randomInputs } from '../executors/inputs.ts';
 import { compareOutputs, type ReferenceOutputs, referenceAttention } from '../executors/reference.ts';
@@ -12,6 +12,7 @@ import { simulatePlan } from '../executors/sim/index.ts';
 import type { SequenceInputs } from '../executors/types.ts';
 import type { Mask, ModelShape, Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
+import { CLUSTER_NAMES, resolveCluster } from '../problem/cluster.ts';
 import type { NumericsRun, StrategyRun } from './results.ts';
 import type { RawEvent } from './timeline.ts';
 

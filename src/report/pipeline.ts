@@ -7,10 +7,10 @@
  * demo: its row records the error and the report shows it.
  */
 import { GENERATOR_NAMES } from '../batch/generators.ts';
-import { type Problem, type ProblemOptions, resolveProblem } from '../cluster/problem.ts';
 import { FcpError, fail } from '../core/issues.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
+import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import {
   checkPlan,
   clusterNames,

@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { Rng } from '../../src/core/rng.ts';
 import { CpuWorkerPool } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
@@ -20,6 +19,7 @@ import type { Mask, ModelShape } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { allPlanners } from '../../src/planners/registry.ts';
 import type { Planner, PlannerOptions } from '../../src/planners/types.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { chunkPlan, shuffledPlan } from '../executors/cpu-plans.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 

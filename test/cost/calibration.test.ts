@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { LLAMA3_70B } from '../../src/cluster/model.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { calibrationFromJson, calibrationFromOption, loadCalibration } from '../../src/cost/calibration.ts';
 import { KernelModel } from '../../src/cost/kernel.ts';
+import { LLAMA3_70B } from '../../src/model/attention.ts';
 
 const codeOf = (fn: () => unknown): string => {
   try {

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { ChunkCoster, paddedLength } from '../../src/cost/chunks.ts';
-import { resolveCluster } from '../../src/cost/cluster.ts';
 import { KernelModel, type KernelPolicy } from '../../src/cost/kernel.ts';
 import { Network } from '../../src/cost/network.ts';
 import { OpCost } from '../../src/cost/op-cost.ts';
@@ -12,6 +10,8 @@ import { expandChunks } from '../../src/plan/expand.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
+import { resolveCluster } from '../../src/problem/cluster.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 /** The plan with every sequence at its padded length and no padding left: what TE computes. */
 function padded(plan: Plan): Plan {

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs, LLAMA3_70B } from '../../src/cluster/model.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
 import {
   defaultCalibration,
@@ -11,6 +10,7 @@ import {
 import { KernelModel } from '../../src/cost/kernel.ts';
 import { OpCost } from '../../src/cost/op-cost.ts';
 import { decompose, type PieceMode, piecePairs } from '../../src/cost/pieces.ts';
+import { attendedPairs, LLAMA3_70B } from '../../src/model/attention.ts';
 
 const cal = defaultCalibration();
 const near = (a: number, b: number, what = ''): void =>

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FcpError } from '../../src/core/issues.ts';
-import { CLUSTER_PRESETS, computeSlowdown, resolveCluster, torusDimsFor } from '../../src/cost/cluster.ts';
 import { Network } from '../../src/cost/network.ts';
+import { CLUSTER_PRESETS, computeSlowdown, resolveCluster, torusDimsFor } from '../../src/problem/cluster.ts';
 
 const codes = (fn: () => unknown): string[] => {
   try {

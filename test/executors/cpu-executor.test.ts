@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { type Problem, resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { cpuExecutor } from '../../src/executors/cpu/executor.ts';
 import { CpuWorkerPool, liveWorkers } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../../src/executors/reference.ts';
 import { executorNames, getExecutor, numericExecutors } from '../../src/executors/registry.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import type { Plan } from '../../src/plan/types.ts';
+import { type Problem, resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 import { chunkPlan, shuffledPlan } from './cpu-plans.ts';
 

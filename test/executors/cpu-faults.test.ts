@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { type CpuRunOptions, cpuExecutor } from '../../src/executors/cpu/executor.ts';
 import { CpuWorkerPool, liveWorkers } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../../src/executors/reference.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 import { shuffledPlan } from './cpu-plans.ts';
 

@@ -4,8 +4,9 @@
  * self-contained chunk rows (`seqSets`, `homeChunks`, `userChunks`, `chunkTasks`,
  * `chunkTransfers`, chunk `sendAfter` pairs).
  */
-import type { Problem } from '../../src/cluster/problem.ts';
+
 import { Kind, type Layout, type Phase, PLAN_FORMAT, type Plan } from '../../src/plan/types.ts';
+import type { Problem } from '../../src/problem/problem.ts';
 import { assignRounds, copyLayout, userRowTasks } from '../fixtures/simple-plan.ts';
 
 interface Xfer {

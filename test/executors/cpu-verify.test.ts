@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type DumpIndex, formatVerify, readDumpInputs, verifyPlan, writeDump } from '../../src/cli/verify.ts';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { shuffledPlan } from './cpu-plans.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

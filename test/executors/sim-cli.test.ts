@@ -9,9 +9,9 @@ import { test } from 'node:test';
 import { Command } from 'commander';
 import { register as registerCompare } from '../../src/cli/compare.ts';
 import { register as registerSimulate } from '../../src/cli/simulate.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { writePlan } from '../../src/plan/io.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-sim-'));

@@ -7,15 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { calibrationFromJson } from '../../src/cost/calibration.ts';
-import { resolveCluster } from '../../src/cost/cluster.ts';
 import { getExecutor } from '../../src/executors/registry.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../../src/executors/sim/index.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { emptyPhase, Kind, type Phase, PLAN_FORMAT, type Plan } from '../../src/plan/types.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
+import { resolveCluster } from '../../src/problem/cluster.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 
 const CAL = (() => {

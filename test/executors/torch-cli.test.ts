@@ -12,11 +12,11 @@ import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.ts';
 import { handleServeLine, serve } from '../../src/cli/serve.ts';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { findTorchPython, pythonPackageRoot } from '../../src/executors/torch/python.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
 import { getPlanner } from '../../src/planners/registry.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 const python = findTorchPython();
 const skip =

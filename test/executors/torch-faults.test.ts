@@ -8,14 +8,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { runTorch } from '../../src/executors/torch/index.ts';
 import { launchWorkers } from '../../src/executors/torch/launch.ts';
 import { findTorchPython } from '../../src/executors/torch/python.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { getPlanner } from '../../src/planners/registry.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 const python = findTorchPython();
 const skip =

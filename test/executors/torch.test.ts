@@ -9,8 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { CpuWorkerPool } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { compareOutputs, referenceAttention, relativeError } from '../../src/executors/reference.ts';
@@ -18,9 +16,11 @@ import { getExecutor } from '../../src/executors/registry.ts';
 import { runTorchMany, type TorchJob } from '../../src/executors/torch/index.ts';
 import { findTorchPython } from '../../src/executors/torch/python.ts';
 import type { SequenceOutputs } from '../../src/executors/types.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import type { Mask, Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { getPlanner, plannerNames } from '../../src/planners/registry.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 const MAX_ERROR = 1e-5;
 const python = findTorchPython();

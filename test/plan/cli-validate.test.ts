@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { Command } from 'commander';
 import { register } from '../../src/cli/validate.ts';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson, writePlan } from '../../src/plan/io.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 import { clonePlan } from './mutate.ts';
 

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { expandChunks, hasChunkRows } from '../../src/plan/expand.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { chunkPlan } from '../executors/cpu-plans.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 

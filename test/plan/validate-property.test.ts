@@ -5,12 +5,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { kvBytesPerToken, SMALL_MODEL } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { formatIssue } from '../../src/core/issues.ts';
+import { kvBytesPerToken, SMALL_MODEL } from '../../src/model/attention.ts';
 import { formatReport } from '../../src/plan/report.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
 
 const arbProblem = fc.record({

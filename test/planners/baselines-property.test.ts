@@ -13,7 +13,6 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { GENERATOR_NAMES } from '../../src/batch/generators.ts';
 import { comparePlans, formatCompareTable } from '../../src/cli/compare-plans.ts';
-import { type Problem, resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
@@ -22,6 +21,7 @@ import { planMagi } from '../../src/planners/magi/index.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import type { PlannerOptions } from '../../src/planners/types.ts';
 import { planWlb } from '../../src/planners/wlb/index.ts';
+import { type Problem, resolveProblem } from '../../src/problem/problem.ts';
 
 const BASELINES = { ring: planRing, bytescale: planByteScale, wlb: planWlb, magi: planMagi } as const;
 

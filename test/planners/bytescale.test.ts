@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { byteScaleAssign } from '../../src/planners/bytescale/assign.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 /** Ranks holding tokens of each sequence in the (expanded) home layout. */
 function ranksOfSeq(plan: ReturnType<typeof planByteScale>): Set<number>[] {

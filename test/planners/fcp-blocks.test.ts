@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs, sequencePairs } from '../../src/cluster/model.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { attendedPairs, sequencePairs } from '../../src/model/attention.ts';
 import { type Blocks, refinedBlockSize, splitBlocks } from '../../src/planners/fcp/blocks.ts';
 import { FCP_DEFAULTS, resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 

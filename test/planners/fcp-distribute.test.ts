@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs, LLAMA3_70B } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { Rng } from '../../src/core/rng.ts';
+import { attendedPairs, LLAMA3_70B } from '../../src/model/attention.ts';
 import { splitBlocks } from '../../src/planners/fcp/blocks.ts';
 import { distributeUnits } from '../../src/planners/fcp/distribute.ts';
 import { homeRuns, rowsBySeq } from '../../src/planners/fcp/layout.ts';
@@ -17,6 +16,7 @@ import { placeBlocks } from '../../src/planners/fcp/place.ts';
 import { RankHeap } from '../../src/planners/fcp/rank-heap.ts';
 import { TimeModel } from '../../src/planners/fcp/time-model.ts';
 import { weighBlocks } from '../../src/planners/fcp/weights.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 /** The time model over the default calibration, and the default tile geometry. */
 const TM = new TimeModel(LLAMA3_70B);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs, LLAMA3_70B } from '../../src/cluster/model.ts';
+import { attendedPairs, LLAMA3_70B } from '../../src/model/attention.ts';
 import {
   rangeMs,
   stripTiles,

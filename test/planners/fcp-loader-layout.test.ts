@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { formatIssue } from '../../src/core/issues.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 test('loaderLayout plans are valid, congestion-free and move fewer in/out bytes (property)', () => {
   fc.assert(

@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { GENERATOR_NAMES } from '../../src/batch/generators.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { formatIssue } from '../../src/core/issues.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
@@ -17,6 +16,7 @@ import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
 import { getPlanner } from '../../src/planners/registry.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 const WORLDS = [1, 2, 3, 8, 16, 24, 64, 256];
 

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
+import { attendedPairs } from '../../src/model/attention.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { defaultChunkSize, magiDispatch } from '../../src/planners/magi/dispatch.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
 
 test('magi: every rank gets the same number of chunks (padding chunks included)', () => {

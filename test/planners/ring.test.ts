@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { ringStepPairs } from '../../src/planners/shared/dual-chunk-ring.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 /** Tokens of K/V of sequence `seq` that rank `src` sends in the forward (kind kv). */
 function kvTokensSent(flat: Plan, src: number, seq: number): number {

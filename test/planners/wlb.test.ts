@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
+import { attendedPairs } from '../../src/model/attention.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
@@ -10,6 +9,7 @@ import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
 import { flopByteWlbEstimate, planWlb, simulatorEstimate } from '../../src/planners/wlb/index.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 test('partStats: O(1) chunk sums equal the per-sequence sums (causal and full, padded or not)', () => {
   fc.assert(

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { resolveProblem } from '../../src/cluster/problem.ts';
 import { evenUserLayout } from '../../src/plan/layout.ts';
 import { partLength } from '../../src/plan/parts.ts';
 import { emptyPhase, Kind, type Plan } from '../../src/plan/types.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import {
   congestionOf,
   lengthHistogram,

@@ -2,7 +2,7 @@
  * Small hand-made results for the report's unit tests (shapes only: the numbers are arbitrary and
  * never presented as measurements).
  */
-import { resolveProblem } from '../../src/cluster/problem.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { placementOf, roundsOf } from '../../src/report/extract.ts';
 import { RESULTS_FORMAT, type Results, type StrategyRun } from '../../src/report/results.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';

@@ -4,15 +4,16 @@
  * idle time, exposed communication, reshuffle time and bytes; optionally a Chrome trace.
  * {@link simulatePlan} is the synchronous entry point for library use (e.g. the `wlb` oracle).
  */
-import { sequencePairs } from '../../cluster/model.ts';
+
 import { imbalance } from '../../core/stats.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import { ChunkCoster } from '../../cost/chunks.ts';
-import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../cost/cluster.ts';
 import { KernelModel, type KernelPolicy } from '../../cost/kernel.ts';
 import { Network } from '../../cost/network.ts';
 import { OpCost } from '../../cost/op-cost.ts';
+import { sequencePairs } from '../../model/attention.ts';
 import type { Plan } from '../../plan/types.ts';
+import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming } from '../types.ts';
 import { type PhaseRun, runPhase } from './engine.ts';
 import { type PreparedPhase, preparePhase } from './prepare.ts';

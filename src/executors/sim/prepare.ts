@@ -4,12 +4,13 @@
  * message each, one latency each) with their bytes and network resources, and per rank the list of
  * groups it takes part in. Chunk rows are costed through {@link ChunkCoster} without expansion.
  */
-import { kvBytesPerToken, qBytesPerToken } from '../../cluster/model.ts';
+
 import { fail } from '../../core/issues.ts';
 import type { ChunkCoster } from '../../cost/chunks.ts';
 import type { Direction } from '../../cost/kernel.ts';
 import type { Network } from '../../cost/network.ts';
 import type { OpCost } from '../../cost/op-cost.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import { Kind, type ModelShape, type Phase, type Plan } from '../../plan/types.ts';
 
 /** A phase ready to simulate. All times in ms, sizes in bytes. */

@@ -12,8 +12,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { attendedPairs, backwardFlops, forwardFlops } from '../../cluster/model.ts';
 import { fail } from '../../core/issues.ts';
+import { attendedPairs, backwardFlops, forwardFlops } from '../../model/attention.ts';
 import { planToJson, writeFileAtomic } from '../../plan/io.ts';
 import type { Plan } from '../../plan/types.ts';
 import { checkInputs } from '../inputs.ts';

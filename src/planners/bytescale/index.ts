@@ -5,8 +5,9 @@
  * Placement rules: {@link byteScaleAssign}. The user layout equals the home layout: ByteScale's
  * global data loader already hands each rank its sequences (and ring shards), so no reshuffle.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import type { Plan } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
 import { addDualChunkRing } from '../shared/dual-chunk-ring.ts';
 import { oneRoundPerGroup, PlanBuilder } from '../shared/plan-builder.ts';
 import type { Planner, PlannerOptions } from '../types.ts';

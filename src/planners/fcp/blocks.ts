@@ -17,7 +17,7 @@
  * the per-rank average compute: halving keeps the grids of different block sizes nested, so tiles
  * of several blocks stay squares. Blocks never exceed what memory allows (see {@link memoryBlockCap}).
  */
-import { attendedPairs, sequencePairs } from '../../cluster/model.ts';
+import { attendedPairs, sequencePairs } from '../../model/attention.ts';
 import type { Mask } from '../../plan/types.ts';
 import type { SeqRows } from './layout.ts';
 import type { FcpOptions } from './options.ts';

@@ -19,8 +19,9 @@
  * by ids) and nothing reads the clock except the stage timings, which are attached to `meta` as a
  * non-enumerable property so that they never reach the plan file.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { planBackward } from './backward.ts';
 import { computeImbalance } from './distribute.ts';

@@ -7,8 +7,9 @@
  * and after {@link MEMORY_ATTEMPTS} splits the user layout itself becomes the home layout: it always
  * fits (no rank holds more than ceil(total / world) tokens there) and moves nothing.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import { FcpError } from '../../core/issues.ts';
+import type { Problem } from '../../problem/problem.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
 import type { TileGeometry } from './grid.ts';

@@ -5,7 +5,7 @@
  * user -> home) and one `out` transfer (O forward, dQ,dK,dV backward, home -> user). Pieces whose
  * ranks agree need neither, which is what the distributor's locality tie-break aims for.
  */
-import { kvBytesPerToken, qBytesPerToken } from '../../cluster/model.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import type { ModelShape } from '../../plan/types.ts';
 import type { HomeRuns, SeqRows } from './layout.ts';
 

@@ -12,8 +12,9 @@
  * each after its group, taking the time model's kernel time of its tasks. The estimate only has to
  * order ops against groups; the simulator (src/executors/sim) is what measures a plan.
  */
-import { kvBytesPerToken, qBytesPerToken } from '../../cluster/model.ts';
+
 import type { Direction } from '../../cost/kernel.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../plan/types.ts';
 import type { GroupPlacer, TransferList } from './pipeline.ts';
 import type { TimeModel } from './time-model.ts';

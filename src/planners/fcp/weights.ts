@@ -9,7 +9,7 @@
  * slow side by a similar factor for every block of a given size; what it captures is the large
  * difference between sequences of different block sizes and between short sequences and long ones.
  */
-import { attendedPairs } from '../../cluster/model.ts';
+import { attendedPairs } from '../../model/attention.ts';
 import type { Mask } from '../../plan/types.ts';
 import type { Blocks } from './blocks.ts';
 import { rangeMs, TileCost, type TileGeometry } from './grid.ts';

@@ -9,7 +9,7 @@
  *   a free slot (equal chunks per rank is a hard constraint: it keeps the non-attention layers
  *   balanced by token count). The objective is compute only.
  */
-import { attendedPairs } from '../../cluster/model.ts';
+import { attendedPairs } from '../../model/attention.ts';
 import type { Mask } from '../../plan/types.ts';
 import { MinHeap } from '../shared/min-heap.ts';
 

@@ -21,11 +21,11 @@
  *   the model already lives in the dispatched layout), so no reshuffle.
  */
 
-import { attendedPairs } from '../../cluster/model.ts';
-import type { Problem } from '../../cluster/problem.ts';
 import { IntColumn } from '../../core/int-column.ts';
 import { fail } from '../../core/issues.ts';
+import { attendedPairs } from '../../model/attention.ts';
 import { Kind, type KindCode, type Plan } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
 import { MinHeap } from '../shared/min-heap.ts';
 import type { PhaseBuilder } from '../shared/plan-builder.ts';
 import { PlanBuilder } from '../shared/plan-builder.ts';

@@ -8,8 +8,9 @@
  * number of sequences. The user layout equals the home layout: TE expects its data loader to shard
  * the batch this way already (`get_batch_on_this_cp_rank`), so the ring moves no `in`/`out`.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import type { Plan } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
 import { addDualChunkRing } from '../shared/dual-chunk-ring.ts';
 import { oneRoundPerGroup, PlanBuilder } from '../shared/plan-builder.ts';
 import type { Planner, PlannerOptions } from '../types.ts';

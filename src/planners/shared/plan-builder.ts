@@ -8,11 +8,12 @@
  * emitted sorted by rank, then slot, so a rank's ops run in slot order; `sendAfter` pairs name a
  * (rank, slot) and are resolved to op ids at the end.
  */
-import type { Problem } from '../../cluster/problem.ts';
+
 import { assert } from '../../core/assert.ts';
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import type { ChunkLayout, KindCode, Phase, Plan } from '../../plan/types.ts';
 import { PLAN_FORMAT } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
 
 const LAYOUT = ['rank', 'seq', 'start', 'length'] as const;
 const CHUNK_LAYOUT = ['rank', 'set', 'parts', 'part'] as const;

@@ -11,14 +11,15 @@
  * each ({@link partStats}), so a 256-rank ring plan costs milliseconds. What it ignores: kernel
  * efficiency of small chunks, latency, topology, incast.
  */
+
+import { assertNever } from '../../core/assert.ts';
 import {
   attendedPairs,
   backwardFlops,
   forwardFlops,
   kvBytesPerToken,
   qBytesPerToken,
-} from '../../cluster/model.ts';
-import { assertNever } from '../../core/assert.ts';
+} from '../../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStats } from '../../plan/parts.ts';
 import { Kind, type KindCode, type ModelShape, type Phase, type Plan } from '../../plan/types.ts';
 

@@ -10,10 +10,11 @@
  * will later find faster; {@link flopByteEstimate} is the simple stand-in it replaced (still
  * available). The choice, both estimates and the estimator's name are recorded in `plan.meta.wlb`.
  */
-import type { Problem } from '../../cluster/problem.ts';
-import { resolveCluster } from '../../cost/cluster.ts';
+
 import { simulatePlan } from '../../executors/sim/index.ts';
 import type { Plan } from '../../plan/types.ts';
+import { resolveCluster } from '../../problem/cluster.ts';
+import type { Problem } from '../../problem/problem.ts';
 import { planByteScale } from '../bytescale/index.ts';
 import { planRing } from '../ring/index.ts';
 import type { Planner, PlannerOptions } from '../types.ts';

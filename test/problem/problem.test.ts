@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { attendedPairs, sequencePairs } from '../../src/cluster/model.ts';
-import { resolveProblem } from '../../src/cluster/problem.ts';
+import { attendedPairs, sequencePairs } from '../../src/model/attention.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
 
 test('resolveProblem fills defaults: Llama-3-70B attention, causal, 1.5x memory', () => {

@@ -6,9 +6,10 @@ import { existsSync } from 'node:fs';
 import { GENERATOR_NAMES, generateBatch } from '../batch/generators.ts';
 import { readBatchFile } from '../batch/read.ts';
 import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
+import { LLAMA3_70B } from '../model/attention.ts';
 import { evenUserLayout, totalTokens } from '../plan/layout.ts';
 import type { Layout, Mask, ModelShape } from '../plan/types.ts';
-import { LLAMA3_70B } from './model.ts';
+import { type ClusterSpec, resolveCluster } from './cluster.ts';
 
 /** A validated planning problem. */
 export interface Problem {
@@ -22,6 +23,12 @@ export interface Problem {
   /** Memory capacity per rank, in tokens. */
   readonly memoryTokens: number;
   readonly gpusPerNode: number;
+  /**
+   * The cluster the plan is for (its links, latencies and GPU): planners that model time (FCP's
+   * push placement, wlb's choice) read it, so a plan is made for the network it will run on.
+   * Its `gpusPerNode` equals the problem's (switch topology).
+   */
+  readonly cluster: ClusterSpec;
   readonly seed: number;
   /** Where tokens start: the packed batch split evenly across ranks. */
   readonly userLayout: Layout;
@@ -46,6 +53,8 @@ export interface ProblemOptions {
   /** Base model shape the four fields above override. Default Llama-3-70B attention. */
   model?: ModelShape;
   gpusPerNode?: number;
+  /** Cluster preset name or a resolved spec. Default `hopper-ib`. */
+  cluster?: string | ClusterSpec;
   /** Memory capacity per rank in tokens. Default 1.5x the per-rank token budget. */
   memoryTokens?: number;
 }
@@ -58,6 +67,7 @@ export const PROBLEM_DEFAULTS = {
   seed: 1,
   mask: 'causal',
   gpusPerNode: 8,
+  cluster: 'hopper-ib',
 } as const;
 
 const positiveInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
@@ -69,7 +79,8 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
   const tpr = o.tokensPerRank ?? PROBLEM_DEFAULTS.tokensPerRank;
   const seed = o.seed ?? PROBLEM_DEFAULTS.seed;
   const mask = o.mask ?? PROBLEM_DEFAULTS.mask;
-  const gpusPerNode = o.gpusPerNode ?? PROBLEM_DEFAULTS.gpusPerNode;
+  const given = typeof o.cluster === 'object' && o.cluster.topology === 'switch' ? o.cluster : undefined;
+  const gpusPerNode = o.gpusPerNode ?? given?.gpusPerNode ?? PROBLEM_DEFAULTS.gpusPerNode;
   const base = o.model ?? LLAMA3_70B;
   const model: ModelShape = {
     qHeads: o.qHeads ?? base.qHeads,
@@ -121,6 +132,10 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
       ),
     );
   if (issues.length > 0) throw new FcpError(issues);
+  const base0 =
+    typeof o.cluster === 'object' ? o.cluster : resolveCluster(o.cluster ?? PROBLEM_DEFAULTS.cluster);
+  // The problem's GPUs per node is the one truth for the switch topology; a torus has no nodes.
+  const cluster: ClusterSpec = base0.topology === 'torus' ? base0 : { ...base0, gpusPerNode };
 
   const spec = o.batch ?? PROBLEM_DEFAULTS.batch;
   let sequences: Int32Array;
@@ -176,6 +191,7 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
     tokensPerRank: budget,
     memoryTokens,
     gpusPerNode,
+    cluster,
     seed,
     userLayout: evenUserLayout(sequences, world),
     batchName,

@@ -2,7 +2,7 @@
  * Attention shapes and the arithmetic every component shares: bytes per token and FLOPs.
  * FLOPs follow DESIGN.md: forward 4 * pairs * qHeads * headDim, backward 2.5x forward.
  */
-import type { ModelShape } from '../plan/types.ts';
+import type { ModelShape } from './shape.ts';
 
 /** Llama-3-70B attention: 64 query heads, 8 KV heads, head dim 128, bf16 (the paper's workload). */
 export const LLAMA3_70B: ModelShape = { qHeads: 64, kvHeads: 8, headDim: 128, bytesPerElement: 2 };
