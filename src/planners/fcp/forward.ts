@@ -24,6 +24,7 @@ import type { ComputeTable, ModelShape, Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import { chooseSenders, type FetchRequests, type KvEdges } from './fetch.ts';
 import { buildGridTasks } from './grid-tasks.ts';
+import type { LinkModel } from './links.ts';
 import type { FcpOptions } from './options.ts';
 import { orderOps } from './order.ts';
 import { addOutPushes, buildOps, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
@@ -58,7 +59,7 @@ const IN_WEIGHT = 5;
 export function timingContext(ctx: TaskContext, world: number, env: PhaseEnv, dir: Direction): TimingContext {
   return {
     world,
-    gpusPerNode: env.gpusPerNode,
+    links: env.links,
     model: env.model,
     causal: ctx.mask === 'causal',
     dir,
@@ -241,11 +242,11 @@ export function lastWriter(
   return lastOp;
 }
 
-/** What the phases need besides the layout: the time model and the machine shape it assumes. */
+/** What the phases need besides the layout: the time model and the links of the cluster. */
 export interface PhaseEnv {
   readonly tm: TimeModel;
   readonly model: ModelShape;
-  readonly gpusPerNode: number;
+  readonly links: LinkModel;
 }
 
 /** Plans the forward phase. */
@@ -261,7 +262,7 @@ export function planForward(
   const list = new TransferList();
   const inColouring = colourIn(ctx, world, o);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT, env.gpusPerNode);
+  const edges = chooseSenders(req, runs, pieces, world, false, IN_WEIGHT, env.links.nodeSize);
   const ready = new Int32Array(edges.dep.length);
   for (let e = 0; e < ready.length; e++) ready[e] = edges.dep[e]! >= 0 ? pieceGroup[edges.dep[e]!]! + 1 : 0;
   const kv = placeKv(placer, list, edges, ready, hunger(ctx, world), world, o);

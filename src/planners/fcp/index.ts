@@ -28,6 +28,7 @@ import { computeImbalance } from './distribute.ts';
 import { fetchRequests } from './fetch.ts';
 import { type PhaseStats, planForward } from './forward.ts';
 import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
+import { linkModel } from './links.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import { placeBlocks, tileGeometry } from './place.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
@@ -73,8 +74,9 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const { sequences, world, mask } = problem;
   const t0 = performance.now();
   const tm = new TimeModel(problem.model, o.calibration);
+  const links = linkModel(problem.cluster, problem.gpusPerNode);
   const userRows = rowsBySeq(problem.userLayout, sequences.length);
-  const { blocks, placement, attempts, splitMs } = placeBlocks(problem, o, tm, userRows);
+  const { blocks, placement, attempts, splitMs } = placeBlocks(problem, o, tm, userRows, links.nodeSize);
   const t1 = t0 + splitMs;
   const t2 = performance.now();
   const runs = homeRuns(blocks, placement.blockRank, world);
@@ -84,7 +86,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   const ctx = { runs, userRows, pieces, sequences, mask, blockSize: blocks.blockSizeOfSeq, grid };
   const req = fetchRequests(runs, userRows, sequences, mask, chunk);
   const t3 = performance.now();
-  const env = { tm, model: problem.model, gpusPerNode: problem.gpusPerNode };
+  const env = { tm, model: problem.model, links };
   const fwd = planForward(ctx, req, world, o, env);
   const t4 = performance.now();
   const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o, env);

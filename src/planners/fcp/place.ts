@@ -45,7 +45,13 @@ export interface Placed {
 }
 
 /** Splits, weighs and places the blocks of `problem` (module comment). */
-export function placeBlocks(problem: Problem, o: FcpOptions, tm: TimeModel, userRows: SeqRows): Placed {
+export function placeBlocks(
+  problem: Problem,
+  o: FcpOptions,
+  tm: TimeModel,
+  userRows: SeqRows,
+  nodeSize: number = problem.gpusPerNode,
+): Placed {
   const { sequences, mask, world, memoryTokens } = problem;
   const grid = tileGeometry(o) ?? UNTILED;
   const weigh = (b: Blocks): Weights =>
@@ -57,15 +63,7 @@ export function placeBlocks(problem: Problem, o: FcpOptions, tm: TimeModel, user
     const weights = weigh(blocks);
     splitMs += performance.now() - t0;
     try {
-      const placement = distributeUnits(
-        blocks,
-        weights,
-        userRows,
-        world,
-        memoryTokens,
-        o,
-        problem.gpusPerNode,
-      );
+      const placement = distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize);
       return { blocks, weights, placement, attempts: attempt + 1, splitMs };
     } catch (e) {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;

@@ -7,8 +7,8 @@
  * results still leave as early as they can (placed after every transfer instead, the backward's
  * dK/dV partials all queued behind the last op: a 60 ms tail at 64 ranks).
  *
- * The model: groups in lockstep, each as long as its busiest rank's bytes over a nominal link
- * (NVLink inside a node, the NIC across) plus one latency; compute ops in table order per rank,
+ * The model: groups in lockstep, each as long as its busiest rank's bytes over the cluster's links
+ * (links.ts: NVLink inside a node, the NIC across) plus one latency; compute ops in table order per rank,
  * each after its group, taking the time model's kernel time of its tasks. The estimate only has to
  * order ops against groups; the simulator (src/executors/sim) is what measures a plan.
  */
@@ -16,23 +16,18 @@
 import type { Direction } from '../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../plan/types.ts';
+import type { LinkModel } from './links.ts';
 import type { GroupPlacer, TransferList } from './pipeline.ts';
 import type { TimeModel } from './time-model.ts';
 
-/** Nominal Hopper links (DESIGN.md's cluster): bytes per ms. */
-const NIC_BYTES_PER_MS = 50e6;
-const NVLINK_BYTES_PER_MS = 400e6;
-/** Per-group latency, ms (one message across nodes). */
-const GROUP_LATENCY_MS = 0.01;
-/** Compute runs on the SMs left to it (126 of 132 on Hopper). */
-const COMPUTE_SLOWDOWN = 132 / 126;
 /** Per-op launch overhead, ms. */
 const LAUNCH_MS = 0.05;
 
 /** What the estimate reads besides the phase. */
 export interface TimingContext {
   readonly world: number;
-  readonly gpusPerNode: number;
+  /** The cluster's links (links.ts): node size, bandwidths, latency, compute slowdown. */
+  readonly links: LinkModel;
   readonly model: ModelShape;
   readonly causal: boolean;
   readonly dir: Direction;
@@ -76,7 +71,8 @@ export function estimateGroups(
   placer: GroupPlacer,
   list: TransferList,
 ): { groupStart: Float64Array; groupEnd: Float64Array; groups: number } {
-  const { world: W, gpusPerNode: gpn } = ctx;
+  const W = ctx.world;
+  const { nodeSize: gpn, interBytesPerMs, intraBytesPerMs, groupLatencyMs } = ctx.links;
   const G = placer.groups;
   const fwd = ctx.dir === 'forward';
   // Per group and rank: inter-node send, receive; intra-node send, receive (bytes).
@@ -113,11 +109,11 @@ export function estimateGroups(
     }
     for (let r = 0; r < W; r++) {
       const o = (g * W + r) * 4;
-      const inter = Math.max(load[o]!, load[o + 1]!) / NIC_BYTES_PER_MS;
-      const intra = Math.max(load[o + 2]!, load[o + 3]!) / NVLINK_BYTES_PER_MS;
+      const inter = Math.max(load[o]!, load[o + 1]!) / interBytesPerMs;
+      const intra = Math.max(load[o + 2]!, load[o + 3]!) / intraBytesPerMs;
       const busy = inter > 0 || intra > 0;
       groupStart[g * W + r] = enter[r]!;
-      prev[r] = enter[r]! + (busy ? Math.max(inter, intra) + GROUP_LATENCY_MS : 0);
+      prev[r] = enter[r]! + (busy ? Math.max(inter, intra) + groupLatencyMs : 0);
       groupEnd[g * W + r] = prev[r]!;
     }
   }
@@ -128,6 +124,7 @@ export function estimateGroups(
 export function taskTimes(ctx: TimingContext, tasks: TaskTable): Float64Array {
   const n = tasks.rank.length;
   const out = new Float64Array(n);
+  const slowdown = ctx.links.computeSlowdown;
   for (let i = 0; i < n; i++)
     out[i] =
       ctx.tm.taskMs(
@@ -137,7 +134,7 @@ export function taskTimes(ctx: TimingContext, tasks: TaskTable): Float64Array {
         tasks.qLength[i]!,
         tasks.kvStart[i]!,
         tasks.kvLength[i]!,
-      ) * COMPUTE_SLOWDOWN;
+      ) * slowdown;
   return out;
 }
 
