@@ -21,11 +21,14 @@ class _FcpAttentionFn(torch.autograd.Function):
     def forward(ctx, q, k, v, runtime: RankRuntime):  # type: ignore[override]
         ctx.runtime = runtime
         ctx.dtypes = (q.dtype, k.dtype, v.dtype)
-        return runtime.forward(q.detach(), k.detach(), v.detach()).to(q.dtype)
+        # The forward state lives with this call (ctx), never on the runtime: layers sharing one
+        # FcpAttention each get their own (issue 11 item 1).
+        out, ctx.fcp_state = runtime.forward_with_state(q.detach(), k.detach(), v.detach())
+        return out.to(q.dtype)
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[override]
-        dq, dk, dv = ctx.runtime.backward(do.contiguous())
+        dq, dk, dv = ctx.runtime.backward(do.contiguous(), ctx.fcp_state)
         tq, tk, tv = ctx.dtypes
         return dq.to(tq), dk.to(tk), dv.to(tv), None
 
@@ -36,7 +39,8 @@ def fcp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, runtime: Ra
 
 
 class FcpAttention:
-    """A callable bound to one plan and rank; build one per batch (each batch has its own plan)."""
+    """A callable bound to one plan and rank; build one per batch (each batch has its own plan) and
+    call it from every layer: each call keeps its own forward state."""
 
     def __init__(self, runtime: RankRuntime):
         self.runtime = runtime

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from . import fused as _fused
 from .comm import LocalComm
 from .kernels import Kernels, Pieces, decompose, merge_into, merge_slice, plan_launches
 from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
@@ -93,6 +94,8 @@ class RankRuntime:
         self.H, self.Hk, self.D = prog.q_heads, prog.kv_heads, prog.head_dim
         self.scale = 1.0 / math.sqrt(self.D)
         self.kernels = Kernels(self.device, dtype, self.scale)
+        # Fused merges and gathers (fused.py; Triton where its probe passes); None: the original merges.
+        self.fused = _fused.make_fused(self.device)
         if kernel == "auto" and self.device.type != "cuda":
             kernel = "math"
         if kernel in ("flash", "cudnn") and not self.kernels.available.get(kernel):
@@ -122,7 +125,10 @@ class RankRuntime:
         self._launch_cache: Dict[Tuple[str, int], list] = {}
         self._merge_cache: Dict[int, tuple] = {}
         self._group_cache: Dict[Tuple[str, int], GroupSpec] = {}
-        self.saved = None  # forward state kept for backward
+        # Forward state of the last plain `forward()` call (worker and tests: one call at a time). The
+        # autograd path never uses it: each call keeps its own state (`forward_with_state`), so one
+        # runtime serves any number of layers and calls (issue 11 item 1).
+        self.saved = None
         self.stats: Dict[str, PhaseStats] = {}
 
     # ------------------------------------------------------------------------------------------
@@ -168,6 +174,8 @@ class RankRuntime:
                 scatter = [L for L in launches if not self._sliced(L)]
                 if ph == "forward" and scatter:
                     self._merge_index(scatter)
+            if ph == "forward" and self.fused is not None:
+                _fused.prepare_merges(self)
             if not self.local:
                 for g in range(len(pp.groups)):
                     self._group(ph, g)
@@ -330,6 +338,8 @@ class RankRuntime:
         return L.qf is not None and len(L.lq) <= self.SLICE_SEGMENTS
 
     def _forward_op(self, launches) -> None:
+        if self.fused is not None:
+            return _fused.forward_op(self, launches)
         b = self._bufs
         scatter, os_, ls = [], [], []
         for L in launches:
@@ -351,6 +361,8 @@ class RankRuntime:
             merge_into(b["O"], b["LSE"], idx, torch.cat([o.float() for o in os_]), torch.cat(ls), uniq)
 
     def _backward_op(self, launches) -> None:
+        if self.fused is not None:
+            return _fused.backward_op(self, launches)
         b = self._bufs
         for L in launches:
             q = self._rows(b["Q"], L.q_range, L.qidx)
@@ -472,7 +484,14 @@ class RankRuntime:
     # public API
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """User-layout q [U, H, D], k/v [U, Hk, D] -> o [U, H, D] (user layout)."""
+        """User-layout q [U, H, D], k/v [U, Hk, D] -> o [U, H, D] (user layout); keeps the state for
+        the next :meth:`backward` call without one (one forward/backward at a time)."""
+        out, self.saved = self.forward_with_state(q, k, v)
+        return out
+
+    def forward_with_state(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Like :meth:`forward` but returns (o, state) and keeps nothing: pass the state to
+        :meth:`backward`. State is Q, final O, LSE and the rank's own K/V of this call only."""
         self._check_user(q, self.H)
         self._check_user(k, self.Hk)
         self._check_user(v, self.Hk)
@@ -491,21 +510,22 @@ class RankRuntime:
         self._run_phase("forward", b)
         o_full = b["O"] + b["O_in"] if "O_in" in b else b["O"]
         out = o_full.index_select(0, self.user_q).to(dt)
-        self.saved = {
+        state = {
             "Q": b["Q"],
             "Ofinal": b["O"].to(dt),
             "LSE": b["LSE"],
             "K": b["K"].index_select(0, self.base_kv["forward"]),
             "V": b["V"].index_select(0, self.base_kv["forward"]),
         }
-        return out
+        return out, state
 
-    def backward(self, do: torch.Tensor):
-        """User-layout dO [U, H, D] -> (dq, dk, dv) in user layout (needs a forward first)."""
-        if self.saved is None:
+    def backward(self, do: torch.Tensor, state: Optional[Dict[str, torch.Tensor]] = None):
+        """User-layout dO [U, H, D] -> (dq, dk, dv) in user layout. `state`: what
+        :meth:`forward_with_state` returned for this call (default: the last plain `forward`)."""
+        s = state if state is not None else self.saved
+        if s is None:
             raise PlanError("run.order", "backward needs the forward state of the same plan")
         self._check_user(do, self.H)
-        s = self.saved
         nq, nk = self.qspace.size, self.kvspace["backward"].size
         dev, dt = self.device, self.dtype
         b: Dict[str, torch.Tensor] = {
