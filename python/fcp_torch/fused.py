@@ -1,0 +1,370 @@
+"""Fused online-LSE merges of partial attention outputs (Triton), with a torch fallback.
+
+The forward of a rank adds every kernel launch's partial result (o, lse) into float32 accumulators
+O/LSE of its query slots. The original torch code (`kernels.merge_slice`, `kernels.merge_into`)
+spends about 15 small kernels per launch on it and reads and writes the float32 accumulator several
+times. Here each launch gets a *merge plan*, built once per plan and rank (`MergePlan`):
+
+- the destination slots of the launch's rows, de-duplicated (`dst`), with the launch rows that go to
+  each of them as CSR (`ptr`, `src`): one query slot can receive several pieces of one launch;
+- `first`: whether the slot is touched for the first time in the phase (op order). Such a slot's
+  accumulator is still empty (O = 0, LSE = -inf), so the merge writes it without reading it.
+
+`merge_csr` applies one merge plan: one Triton launch on CUDA (one program per destination slot and
+block of heads; it reads the accumulator once, unless `first`, reads each partial row once and
+writes the slot once), or the same algorithm in torch (`merge_csr_torch`): the fallback where Triton
+is absent or fails its start-up probe, and the reference the Triton kernel is probed against.
+The online softmax merge: for partials (o_i, lse_i) of one row, lse = log sum exp(lse_i) and
+o = sum exp(lse_i - lse) o_i (Milakov and Gimelshein, "Online normalizer calculation for softmax",
+2018; FlashAttention's split-KV combine).
+
+Gathers: `gather_rows` copies rows of several buffers that share one index in one launch (K and V,
+or Q, O and dO in the backward), instead of one `index_select` per buffer.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+try:  # Triton is on GPU machines only; CPU/CI uses the torch fallback.
+    import triton
+    import triton.language as tl
+
+    HAVE_TRITON = True
+except Exception:  # noqa: BLE001 - any import problem means: no Triton
+    HAVE_TRITON = False
+
+
+@dataclass
+class MergePlan:
+    """Where one launch's packed rows go: see the module comment."""
+
+    dst: torch.Tensor  # [U] int64 destination slots (unique)
+    ptr: torch.Tensor  # [U + 1] int32 CSR offsets into src
+    src: torch.Tensor  # [n] int32 launch rows, grouped by destination
+    first: torch.Tensor  # [U] int8: 1 = the slot is empty before this merge
+    inv: torch.Tensor  # [n] int64 destination position of each launch row (torch fallback)
+    first_b: torch.Tensor  # [U] bool, as `first`
+    row_dst: torch.Tensor  # [n] int64 destination slot of each launch row
+    rows: int  # n
+    simple: bool  # every destination is first and gets exactly one row: a plain scatter
+
+
+def merge_plans(row_slots: Sequence[np.ndarray], n_slots: int, device) -> List[MergePlan]:
+    """Merge plans of a phase's launches, in execution order (`row_slots[i]`: slots of launch i's rows).
+
+    `first` follows the order: a slot is first in the earliest launch that touches it.
+    """
+    touched = np.zeros(n_slots, bool)
+    out: List[MergePlan] = []
+    for idx in row_slots:
+        idx = np.asarray(idx, np.int64)
+        u, inv, cnt = np.unique(idx, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        first = ~touched[u]
+        touched[u] = True
+        order = np.argsort(inv, kind="stable")
+        ptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int32)
+        t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a, dtype=dt)).to(device)  # noqa: E731
+        out.append(
+            MergePlan(
+                dst=t(u, np.int64),
+                ptr=t(ptr, np.int32),
+                src=t(order, np.int32),
+                first=t(first, np.int8),
+                inv=t(inv, np.int64),
+                first_b=t(first, np.bool_),
+                row_dst=t(idx, np.int64),
+                rows=len(idx),
+                simple=bool(first.all() and (cnt == 1).all()),
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# torch fallback (and reference of the Triton kernel)
+
+
+def merge_csr_torch(o_acc: torch.Tensor, lse_acc: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, mp: MergePlan) -> None:
+    """Applies merge plan `mp`: rows (o [n, H, D], lse [n, H]) into o_acc/lse_acc (float32), in place."""
+    if mp.rows == 0:
+        return
+    lse = lse.float()
+    if mp.simple:
+        # Every destination empty and hit once: the merge is a copy.
+        o_acc.index_copy_(0, mp.row_dst, o.float())
+        lse_acc.index_copy_(0, mp.row_dst, lse)
+        return
+    ninf = float("-inf")
+    old_l = lse_acc.index_select(0, mp.dst)
+    old_l = torch.where(mp.first_b.unsqueeze(1), torch.full_like(old_l, ninf), old_l)
+    old_o = o_acc.index_select(0, mp.dst)
+    old_o = torch.where(mp.first_b.view(-1, 1, 1), torch.zeros_like(old_o), old_o)
+    inv = mp.inv
+    mx = old_l.clone()
+    mx.index_reduce_(0, inv, lse, "amax", include_self=True)
+    mx = torch.where(torch.isinf(mx), torch.zeros_like(mx), mx)
+    s = torch.exp(old_l - mx)
+    s.index_add_(0, inv, torch.exp(lse - mx.index_select(0, inv)))
+    pos = s > 0
+    s_safe = torch.where(pos, s, torch.ones_like(s))
+    new_l = torch.where(pos, mx + torch.log(s_safe), torch.full_like(s, ninf))
+    acc = old_o * torch.exp(old_l - mx).unsqueeze(-1)
+    acc.index_add_(0, inv, o.float() * torch.exp(lse - mx.index_select(0, inv)).unsqueeze(-1))
+    acc = acc / s_safe.unsqueeze(-1)
+    o_acc.index_copy_(0, mp.dst, acc)
+    lse_acc.index_copy_(0, mp.dst, new_l)
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton kernels
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _merge_kernel(
+        acc_o, acc_l, po, pl, dst, ptr, src, first,
+        s_po_r, s_po_h, s_pl_r, s_pl_h,
+        H: tl.constexpr, D: tl.constexpr, BH: tl.constexpr,
+    ):
+        r = tl.program_id(0)
+        h = tl.program_id(1) * BH + tl.arange(0, BH)
+        d = tl.arange(0, D)
+        hm = h < H
+        row = tl.load(dst + r).to(tl.int64)
+        a = tl.load(ptr + r)
+        b = tl.load(ptr + r + 1)
+        f = tl.load(first + r)
+        acc_off = row * (H * D) + h[:, None] * D + d[None, :]
+        ninf = float("-inf")
+        m = tl.load(acc_l + row * H + h, mask=hm & (f == 0), other=ninf)
+        o = tl.load(acc_o + acc_off, mask=hm[:, None] & (f == 0), other=0.0)
+        s = tl.where(m == ninf, 0.0, 1.0)
+        for j in range(a, b):
+            sr = tl.load(src + j).to(tl.int64)
+            l = tl.load(pl + sr * s_pl_r + h * s_pl_h, mask=hm, other=ninf).to(tl.float32)
+            x = tl.load(po + sr * s_po_r + h[:, None] * s_po_h + d[None, :], mask=hm[:, None], other=0.0).to(tl.float32)
+            mn = tl.maximum(m, l)
+            ref = tl.where(mn == ninf, 0.0, mn)
+            c_old = tl.exp(m - ref)
+            c_new = tl.exp(l - ref)
+            o = o * c_old[:, None] + x * c_new[:, None]
+            s = s * c_old + c_new
+            m = mn
+        pos = s > 0.0
+        s_safe = tl.where(pos, s, 1.0)
+        o = o / s_safe[:, None]
+        lse = tl.where(pos, m + tl.log(s_safe), ninf)
+        tl.store(acc_o + acc_off, o, mask=hm[:, None])
+        tl.store(acc_l + row * H + h, lse, mask=hm)
+
+    @triton.jit
+    def _gather_kernel(
+        idx, n, s0, d0, s1, d1, s2, d2,
+        W: tl.constexpr, BW: tl.constexpr, NT: tl.constexpr,
+    ):
+        i = tl.program_id(0)
+        w = tl.program_id(1) * BW + tl.arange(0, BW)
+        wm = w < W
+        r = tl.load(idx + i).to(tl.int64)
+        i64 = i.to(tl.int64)
+        tl.store(d0 + i64 * W + w, tl.load(s0 + r * W + w, mask=wm), mask=wm)
+        if NT > 1:
+            tl.store(d1 + i64 * W + w, tl.load(s1 + r * W + w, mask=wm), mask=wm)
+        if NT > 2:
+            tl.store(d2 + i64 * W + w, tl.load(s2 + r * W + w, mask=wm), mask=wm)
+
+
+def merge_csr_triton(o_acc: torch.Tensor, lse_acc: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, mp: MergePlan) -> None:
+    """`merge_csr_torch` as one Triton launch (needs D a power of two, D-contiguous rows)."""
+    if mp.rows == 0:
+        return
+    H, D = o_acc.shape[1], o_acc.shape[2]
+    if o.stride(2) != 1:
+        o = o.contiguous()
+    BH = max(1, min(H, 4096 // D))
+    grid = (int(mp.dst.shape[0]), triton.cdiv(H, BH))
+    _merge_kernel[grid](
+        o_acc, lse_acc, o, lse, mp.dst, mp.ptr, mp.src, mp.first,
+        o.stride(0), o.stride(1), lse.stride(0), lse.stride(1),
+        H=H, D=D, BH=BH, num_warps=4,
+    )
+
+
+def gather_rows_torch(srcs: Sequence[torch.Tensor], idx: torch.Tensor) -> List[torch.Tensor]:
+    """Rows `idx` of each buffer (one index_select each)."""
+    return [s.index_select(0, idx) for s in srcs]
+
+
+def gather_rows_triton(srcs: Sequence[torch.Tensor], idx: torch.Tensor) -> List[torch.Tensor]:
+    """Rows `idx` of up to three buffers of one row width and dtype, in one launch."""
+    n = int(idx.shape[0])
+    outs = [torch.empty((n,) + tuple(s.shape[1:]), dtype=s.dtype, device=s.device) for s in srcs]
+    if n == 0:
+        return outs
+    W = int(np.prod(srcs[0].shape[1:]))
+    BW = min(4096, triton.next_power_of_2(W))
+    ss = list(srcs) + [srcs[0]] * (3 - len(srcs))
+    ds = outs + [outs[0]] * (3 - len(outs))
+    _gather_kernel[(n, triton.cdiv(W, BW))](idx, n, ss[0], ds[0], ss[1], ds[1], ss[2], ds[2], W=W, BW=BW, NT=len(srcs), num_warps=4)
+    return outs
+
+
+# ------------------------------------------------------------------------------------------------
+# Choice at start-up
+
+
+class Fused:
+    """The merge and gather implementations of one device: Triton where its probe passes, else torch.
+
+    `backend` is "triton" or "torch"; `errors` says why Triton is not used. FCP_FUSED=torch forces
+    the torch fallback (FCP_FUSED=legacy is read by the runtime: the original merges, no merge plans).
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = torch.device(device)
+        self.backend = "torch"
+        self.errors: Dict[str, str] = {}
+        want = os.environ.get("FCP_FUSED", "auto")
+        if want == "torch":
+            self.errors["triton"] = "FCP_FUSED=torch"
+        elif self.device.type != "cuda":
+            self.errors["triton"] = "needs CUDA"
+        elif not HAVE_TRITON:
+            self.errors["triton"] = "triton is not installed"
+        else:
+            try:
+                err = probe_triton(self.device)
+                if err is None:
+                    self.backend = "triton"
+                else:
+                    self.errors["triton"] = err
+            except Exception as e:  # noqa: BLE001 - any failure disables the path
+                self.errors["triton"] = f"{type(e).__name__}: {e}"[:400]
+
+    def merge(self, o_acc, lse_acc, o, lse, mp: MergePlan) -> None:
+        """Merges one launch's partials by its merge plan."""
+        if self.backend == "triton" and o_acc.shape[2] & (o_acc.shape[2] - 1) == 0:
+            merge_csr_triton(o_acc, lse_acc, o, lse, mp)
+        else:
+            merge_csr_torch(o_acc, lse_acc, o, lse, mp)
+
+    def gather(self, srcs: Sequence[torch.Tensor], idx: torch.Tensor) -> List[torch.Tensor]:
+        """Rows `idx` of buffers sharing one shape and dtype (K and V; Q, O and dO)."""
+        if self.backend == "triton" and len(srcs) <= 3 and all(s.is_contiguous() and s.dtype == srcs[0].dtype and s.shape[1:] == srcs[0].shape[1:] for s in srcs):
+            return gather_rows_triton(srcs, idx)
+        return gather_rows_torch(srcs, idx)
+
+
+def probe_triton(device: torch.device) -> Optional[str]:
+    """Runs the Triton merge and gather on random data against the torch fallback; None if they agree."""
+    from .kernels import merge_into
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+    H, D, n_slots = 8, 128, 300
+    rng = np.random.default_rng(0)
+    launches = [rng.integers(0, n_slots, 200), np.arange(40, 240), rng.integers(0, n_slots, 350)]
+    plans = merge_plans(launches, n_slots, device)
+    acc = [torch.zeros(n_slots, H, D, device=device), torch.full((n_slots, H), float("-inf"), device=device)]
+    ref = [acc[0].clone(), acc[1].clone()]
+    for idx, mp in zip(launches, plans):
+        o = torch.randn(len(idx), H, D, generator=g).to(device, torch.bfloat16)
+        # LSE as kernels return it: a transposed [H, n] buffer (strided rows)
+        lse = (torch.randn(H, len(idx), generator=g) * 3).to(device).t()
+        merge_csr_triton(acc[0], acc[1], o, lse, mp)
+        merge_into(ref[0], ref[1], torch.from_numpy(idx).to(device), o.float(), lse.contiguous())
+    torch.cuda.synchronize(device)
+    for a, b, name in ((acc[0], ref[0], "O"), (acc[1], ref[1], "LSE")):
+        fa, fb = a[torch.isfinite(b)] if name == "LSE" else a, b[torch.isfinite(b)] if name == "LSE" else b
+        err = float((fa - fb).norm() / (fb.norm() + 1e-30))
+        if not err < 1e-5 or not bool(torch.equal(torch.isinf(a), torch.isinf(b))):
+            return f"merge mismatch against the torch merge ({name}: relative error {err:.2e})"
+    src = [torch.randn(500, 8, 128, generator=g).to(device, torch.bfloat16) for _ in range(3)]
+    idx = torch.from_numpy(rng.integers(0, 500, 321)).to(device)
+    for got, want in zip(gather_rows_triton(src, idx), gather_rows_torch(src, idx)):
+        if not torch.equal(got, want):
+            return "gather mismatch against index_select"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The runtime's compute ops on the fused path (RankRuntime calls these when `rt.fused` is set)
+
+
+def make_fused(device) -> Optional[Fused]:
+    """The fused path of a runtime, or None for the original merges (FCP_FUSED=legacy)."""
+    return None if os.environ.get("FCP_FUSED") == "legacy" else Fused(device)
+
+
+def prepare_merges(rt) -> None:
+    """Builds the merge plans of every forward launch of runtime `rt` once (op order = run order)."""
+    cache = rt.__dict__.setdefault("_fused_merge_plans", {})
+    if cache:
+        return
+    lists, rows = [], []
+    for i in range(len(rt.prog.forward.ops)):
+        launches = rt._launches("forward", i)
+        lists.append(launches)
+        rows.extend(L.qidx.cpu().numpy() for L in launches)
+    plans = merge_plans(rows, rt.qspace.size, rt.device)
+    pos = 0
+    for launches in lists:
+        cache[id(launches)] = plans[pos : pos + len(launches)]
+        pos += len(launches)
+
+
+def _kv(rt, b, L, names=("K", "V")):
+    if L.k_range is not None:
+        a, e = L.k_range
+        return [b[n][a:e] for n in names]
+    return rt.fused.gather([b[n] for n in names], L.kidx)
+
+
+def _q(rt, b, L, names):
+    if L.q_range is not None:
+        a, e = L.q_range
+        return [b[n][a:e] for n in names]
+    return rt.fused.gather([b[n] for n in names], L.qidx)
+
+
+def forward_op(rt, launches) -> None:
+    """One forward op: kernel launches, each merged into O/LSE by its merge plan."""
+    plans = rt.__dict__.get("_fused_merge_plans", {}).get(id(launches))
+    if plans is None:
+        prepare_merges(rt)
+        plans = rt._fused_merge_plans[id(launches)]
+    b = rt._bufs
+    for L, mp in zip(launches, plans):
+        (q,) = _q(rt, b, L, ("Q",))
+        k, v = _kv(rt, b, L)
+        o, lse = rt.kernels.forward(L, q, k, v)
+        rt.fused.merge(b["O"], b["LSE"], o, lse, mp)
+
+
+def backward_op(rt, launches) -> None:
+    """One backward op: as RankRuntime._backward_op, with the gathers of one index in one launch."""
+    b = rt._bufs
+    for L in launches:
+        q, o, do = _q(rt, b, L, ("Q", "Ofinal", "dO"))
+        k, v = _kv(rt, b, L)
+        lse = b["LSE"][L.q_range[0] : L.q_range[1]] if L.q_range is not None else b["LSE"].index_select(0, L.qidx)
+        dq, dk, dv = rt.kernels.backward(L, q, k, v, o, do, lse)
+        if rt._sliced(L):
+            off = 0
+            for a, n in zip(L.qf.tolist(), L.lq.tolist()):
+                b["dQ"][a : a + n].add_(dq[off : off + n])
+                off += n
+            off = 0
+            for a, n in zip(L.kf.tolist(), L.lk.tolist()):
+                b["dK"][a : a + n].add_(dk[off : off + n])
+                b["dV"][a : a + n].add_(dv[off : off + n])
+                off += n
+        else:
+            b["dQ"].index_add_(0, L.qidx, dq.float())
+            b["dK"].index_add_(0, L.kidx, dk.float())
+            b["dV"].index_add_(0, L.kidx, dv.float())
