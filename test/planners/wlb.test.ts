@@ -6,9 +6,10 @@ import { expandChunks } from '../../src/plan/expand.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
+import { getPlanner, simulatorEstimate } from '../../src/planners/registry.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
-import { flopByteWlbEstimate, planWlb, simulatorEstimate } from '../../src/planners/wlb/index.ts';
+import { flopByteWlbEstimate, type PlanEstimate, planWlb } from '../../src/planners/wlb/index.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 test('partStats: O(1) chunk sums equal the per-sequence sums (causal and full, padded or not)', () => {
@@ -87,31 +88,60 @@ test('flop-byte estimate: charges TE padding and grows with bytes and FLOPs', ()
 
 test('wlb: picks the plan the estimator says is faster, relabelled, with the choice in meta', () => {
   const p = resolveProblem({ batch: 'longtail', world: 8, tokensPerRank: 4096, seed: 9 });
-  const preferRing = planWlb(p, {}, (plan) => (plan.strategy === 'ring' ? 1 : 2), 'test');
-  const preferByteScale = planWlb(p, {}, (plan) => (plan.strategy === 'ring' ? 2 : 1), 'test');
+  const named = (name: string, estimate: PlanEstimate) => ({ name, estimate });
+  const preferRing = planWlb(
+    p,
+    {},
+    named('test', (plan) => (plan.strategy === 'ring' ? 1 : 2)),
+  );
+  const preferByteScale = planWlb(
+    p,
+    {},
+    named('test', (plan) => (plan.strategy === 'ring' ? 2 : 1)),
+  );
   assert.equal(preferRing.strategy, 'wlb');
   assert.equal(preferByteScale.strategy, 'wlb');
   assert.deepEqual((preferRing.meta as { wlb: unknown }).wlb, {
     estimator: 'test',
+    cluster: 'hopper-ib',
     estimateMs: { ring: 1, bytescale: 2 },
     chosen: 'ring',
   });
   assert.equal((preferByteScale.meta as { wlb: { chosen: string } }).wlb.chosen, 'bytescale');
   assert.deepEqual(preferRing.chunkTasks, planRing(p).chunkTasks);
   assert.deepEqual(preferByteScale.tasks, planByteScale(p).tasks);
-  // The default estimator is the simulator; its numbers and name are recorded.
-  const d = planWlb(p);
-  const est = (
-    d.meta as { wlb: { estimator: string; estimateMs: { ring: number; bytescale: number }; chosen: string } }
-  ).wlb;
-  assert.match(est.estimator, /^sim \(/);
-  assert.equal(est.estimateMs.ring, simulatorEstimate(planRing(p)));
-  assert.equal(est.estimateMs.bytescale, simulatorEstimate(planByteScale(p)));
+  // The registered planner uses the simulator on the problem's cluster; its numbers are recorded.
+  const d = getPlanner('wlb').plan(p);
+  const est = (d.meta as { wlb: WlbMeta }).wlb;
+  assert.equal(est.estimator, 'sim');
+  assert.equal(est.estimateMs.ring, simulatorEstimate.estimate(planRing(p), p));
+  assert.equal(est.estimateMs.bytescale, simulatorEstimate.estimate(planByteScale(p), p));
   assert.equal(est.chosen, est.estimateMs.bytescale < est.estimateMs.ring ? 'bytescale' : 'ring');
   // The flop-byte stand-in still plugs into the same seam.
-  const fb = (
-    planWlb(p, {}, flopByteWlbEstimate).meta as { wlb: { estimator: string; estimateMs: { ring: number } } }
-  ).wlb;
+  const fb = (planWlb(p, {}, flopByteWlbEstimate).meta as { wlb: WlbMeta }).wlb;
   assert.equal(fb.estimator, 'flop-byte');
   assert.equal(fb.estimateMs.ring, flopByteEstimate(planRing(p)));
+});
+
+interface WlbMeta {
+  estimator: string;
+  cluster: string;
+  estimateMs: { ring: number; bytescale: number };
+  chosen: string;
+}
+
+test('wlb: the registered estimate follows problem.cluster (--cluster), and the choice flips', () => {
+  // Found by a scan of small longtail batches: on hopper-ib (50 GB/s NICs) length-grouping wins
+  // by 1%; on ratio-2500 (396 GB/s NICs, same GPUs) the ring's traffic is cheap enough to win.
+  const wlbOn = (cluster: string) => {
+    const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 8192, seed: 1, cluster });
+    return (getPlanner('wlb').plan(p).meta as { wlb: WlbMeta }).wlb;
+  };
+  const ib = wlbOn('hopper-ib');
+  const fast = wlbOn('ratio-2500');
+  assert.equal(ib.cluster, 'hopper-ib');
+  assert.equal(fast.cluster, 'ratio-2500');
+  assert.ok(fast.estimateMs.ring < ib.estimateMs.ring, 'a faster network makes the ring cheaper');
+  assert.equal(ib.chosen, 'bytescale');
+  assert.equal(fast.chosen, 'ring');
 });

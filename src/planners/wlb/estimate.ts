@@ -1,6 +1,6 @@
 /**
- * A simple plan-time estimate for the `wlb` oracle, used until the simulator (src/executors/sim,
- * src/cost) can be plugged in through the same seam ({@link PlanEstimate}).
+ * A simple plan-time estimate for the `wlb` oracle that needs no executor (the registered `wlb`
+ * uses the simulator instead; both plug into the same seam, `PlanEstimate` in `./index.ts`).
  *
  * Per phase and rank: compute time = attention FLOPs / (peak * efficiency), communication time =
  * max(bytes sent, bytes received) / bandwidth; a rank's time is compute plus the communication its
@@ -22,9 +22,6 @@ import {
 } from '../../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStats } from '../../plan/parts.ts';
 import { Kind, type KindCode, type ModelShape, type Phase, type Plan } from '../../plan/types.ts';
-
-/** Estimated time of a plan, in milliseconds (the seam through which `wlb` compares plans). */
-export type PlanEstimate = (plan: Plan) => number;
 
 /** Hardware numbers of {@link flopByteEstimate}. */
 export interface FlopByteOptions {

@@ -4,52 +4,54 @@
  * sequence) and per-sequence sharding (`bytescale`: length-grouped) the cost model says is faster
  * (WLB-LLM, arXiv 2503.17924, OSDI'25; shared/research/peers.md section 6).
  *
- * The cost model is a parameter ({@link PlanEstimate}, `estimate(plan) => ms`). The registered
- * planner uses the simulator ({@link simulatorEstimate}: `simulatePlan` on its default cluster
- * preset, forward plus backward makespan), so the oracle picks the candidate the same simulator
- * will later find faster; {@link flopByteEstimate} is the simple stand-in it replaced (still
- * available). The choice, both estimates and the estimator's name are recorded in `plan.meta.wlb`.
+ * The cost model is injected ({@link PlanEstimate}, `estimate(plan, problem) => ms`): this module
+ * does not import an executor (planners sit below executors). The registry registers `wlb` with the
+ * simulator on the problem's own cluster (`problem.cluster`, i.e. `--cluster`), so the oracle picks
+ * the candidate the same simulator will later find faster on that machine; {@link flopByteEstimate}
+ * is the simple stand-in (no executor needed). The choice, both estimates and the estimator's name
+ * are recorded in `plan.meta.wlb`.
  */
 
-import { simulatePlan } from '../../executors/sim/index.ts';
 import type { Plan } from '../../plan/types.ts';
-import { resolveCluster } from '../../problem/cluster.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { planByteScale } from '../bytescale/index.ts';
 import { planRing } from '../ring/index.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
-import { flopByteEstimate, type PlanEstimate } from './estimate.ts';
+import { flopByteEstimate } from './estimate.ts';
 
-/** The simulator as an estimate: forward plus backward makespan on the default cluster preset. */
-export const simulatorEstimate: PlanEstimate = (plan) => {
-  const r = simulatePlan(plan);
-  return r.forward.makespanMs + r.backward.makespanMs;
-};
+/**
+ * Estimated time of a plan made for `problem`, in milliseconds (the seam through which `wlb`
+ * compares candidates). An estimate that models the network should read `problem.cluster`.
+ */
+export type PlanEstimate = (plan: Plan, problem: Problem) => number;
 
-/** {@link flopByteEstimate} with its default hardware numbers. */
-export const flopByteWlbEstimate: PlanEstimate = (plan) => flopByteEstimate(plan);
-
-/** Names of the built-in estimators, recorded in `plan.meta.wlb.estimator`. */
-function estimatorNameOf(estimate: PlanEstimate): string {
-  if (estimate === simulatorEstimate) return `sim (${resolveCluster().name})`;
-  if (estimate === flopByteWlbEstimate) return 'flop-byte';
-  return estimate.name || 'custom';
+/** A named estimate, as the registry injects it. */
+export interface NamedEstimate {
+  readonly name: string;
+  readonly estimate: PlanEstimate;
 }
 
 /**
- * Plans both candidates and returns the faster one by `estimate` (ties: ring), relabelled `wlb`.
- * `estimatorName` is recorded in the plan (default: the function's name).
+ * {@link flopByteEstimate} with the problem cluster's peak and NIC bandwidth (no executor needed;
+ * for tests and for library users without the simulator).
  */
-export function planWlb(
-  problem: Problem,
-  options: PlannerOptions = {},
-  estimate: PlanEstimate = simulatorEstimate,
-  estimatorName: string = estimatorNameOf(estimate),
-): Plan {
+export const flopByteWlbEstimate: NamedEstimate = {
+  name: 'flop-byte',
+  estimate: (plan, problem) =>
+    flopByteEstimate(plan, {
+      peakFlops: problem.cluster.peakTflops * 1e12,
+      bandwidth: problem.cluster.nicGBps * 1e9,
+    }),
+};
+
+/**
+ * Plans both candidates and returns the faster one by `estimate` (ties: ring), relabelled `wlb`.
+ */
+export function planWlb(problem: Problem, options: PlannerOptions, estimator: NamedEstimate): Plan {
   const ring = planRing(problem, options);
   const bytescale = planByteScale(problem, options);
-  const ringMs = estimate(ring);
-  const bytescaleMs = estimate(bytescale);
+  const ringMs = estimator.estimate(ring, problem);
+  const bytescaleMs = estimator.estimate(bytescale, problem);
   const chosen = bytescaleMs < ringMs ? bytescale : ring;
   return {
     ...chosen,
@@ -58,7 +60,8 @@ export function planWlb(
       ...chosen.meta,
       planner: 'wlb',
       wlb: {
-        estimator: estimatorName,
+        estimator: estimator.name,
+        cluster: problem.cluster.name,
         estimateMs: { ring: ringMs, bytescale: bytescaleMs },
         chosen: chosen.strategy,
       },
@@ -66,9 +69,11 @@ export function planWlb(
   };
 }
 
-/** The `wlb` planner (the simulator as its cost model). */
-export const wlbPlanner: Planner = {
-  name: 'wlb',
-  description: 'WLB-LLM oracle: per batch, the faster of ring and bytescale by the cost model',
-  plan: (problem, options) => planWlb(problem, options),
-};
+/** The `wlb` planner with `estimator` as its cost model (the registry passes the simulator). */
+export function makeWlbPlanner(estimator: NamedEstimate): Planner {
+  return {
+    name: 'wlb',
+    description: `WLB-LLM oracle: per batch, the faster of ring and bytescale by the cost model (${estimator.name})`,
+    plan: (problem, options = {}) => planWlb(problem, options, estimator),
+  };
+}
