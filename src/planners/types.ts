@@ -42,6 +42,30 @@ export interface PlannerOptions {
   chunkSize?: number;
   /** magi: number of overlap stages (default 2). */
   overlapDegree?: number;
+  /**
+   * magi: hide the last dK/dV reduce behind the host stage (`MAGI_ATTENTION_BWD_HIDE_TAIL_REDUCE`:
+   * the backward runs the remote stages first and the host stage last). Default false.
+   */
+  hideTailReduce?: boolean;
+  /**
+   * magi: group-collective backend. `a2av` (default): NCCL all-to-all-v, one copy per destination
+   * rank. `native`: one inter-node copy per destination node, fanned out over NVLink inside it.
+   */
+  magiBackend?: 'a2av' | 'native';
+  /**
+   * ring: TransformerEngine `cp_comm_type`. `p2p` (default): one ring over all ranks.
+   * `a2a+p2p`: all-to-all over heads inside groups of `a2aDegree` ranks, ring across them.
+   * `all_gather`: all-gather of K/V, reduce-scatter of dK/dV.
+   */
+  ringVariant?: 'p2p' | 'a2a+p2p' | 'all_gather';
+  /** ring `a2a+p2p`: ranks of one all-to-all group (default: GPUs per node); must divide the heads. */
+  a2aDegree?: number;
+  /** bytescale: group size of a long sequence by `memory` (ceil(L/C), default) or by its `work` share. */
+  bytescaleSizing?: 'memory' | 'work';
+  /** bytescale: balance whole sequences by `tokens` (default) or by attention `work` within memory. */
+  bytescalePacking?: 'tokens' | 'work';
+  /** bytescale: round group sizes up to a power of two (Megatron dynamic CP). Default false. */
+  bytescalePow2?: boolean;
 }
 
 /** A strategy that turns a problem into a plan. */

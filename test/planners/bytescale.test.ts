@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { FcpError } from '../../src/core/issues.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
@@ -100,4 +101,64 @@ test('bytescale: when groups ask for more than N ranks, rings share ranks (conge
   const { issues, report } = validatePlan(plan);
   assert.deepEqual(issues, []);
   assert.equal(report.congestion, 2);
+});
+
+test('bytescale work sizing: k = max(ceil(L/C), round(N * pairs(L) / pairs(batch))); memory sizing keeps ceil(L/C)', () => {
+  // C = 100, N = 10. 300 tokens: pairs 45150 of 45150 + 9 * 5050 = 90600 -> round(10 * 0.498) = 5 > 3.
+  const lens = [300, ...Array(9).fill(100)];
+  const byWork = byteScaleAssign(lens, 10, 100, 1000, {
+    sizing: 'work',
+    packing: 'tokens',
+    powerOfTwo: false,
+  });
+  assert.equal(byWork.groups[0]!.ranks.length, 5);
+  const byMemory = byteScaleAssign(lens, 10, 100, 1000);
+  assert.equal(byMemory.groups[0]!.ranks.length, 3);
+  // Power-of-two rounding (Megatron dynamic CP): 5 -> 8; 3 -> 4.
+  const p2 = byteScaleAssign(lens, 10, 100, 1000, { sizing: 'work', packing: 'tokens', powerOfTwo: true });
+  assert.equal(p2.groups[0]!.ranks.length, 8);
+  const m2 = byteScaleAssign(lens, 10, 100, 1000, { sizing: 'memory', packing: 'tokens', powerOfTwo: true });
+  assert.equal(m2.groups[0]!.ranks.length, 4);
+});
+
+test('bytescale work packing: least work first, never above memoryTokens while some rank has room', () => {
+  // Two ranks, memory 12: 10 goes to rank 0; 4 and 4 both go to rank 1 (less work), 2 and 2 would
+  // go to rank 1 by work (8 + 8 pairs < 55) but rank 1 holds 8 + 2 + 2 = 12 <= 12: allowed; a
+  // third 2 finds rank 1 full and goes to rank 0 (12 <= 12).
+  const a = byteScaleAssign(
+    [10, 4, 4, 2, 2, 2],
+    2,
+    10,
+    12,
+    { sizing: 'memory', packing: 'work', powerOfTwo: false },
+    true,
+  );
+  assert.deepEqual(Array.from(a.single), [0, 1, 1, 1, 1, 0]);
+  assert.deepEqual(Array.from(a.tokens), [12, 12]);
+  assert.equal(a.overCapacity, 0);
+  // By tokens the same batch lands differently (the check that the rule is not a no-op).
+  const t = byteScaleAssign([10, 4, 4, 2, 2, 2], 2, 10, 12);
+  assert.notDeepEqual(Array.from(t.single), Array.from(a.single));
+});
+
+test('bytescale work rules: lower compute imbalance than memory-only on a long-tailed batch, still valid', () => {
+  const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 2048, seed: 5 });
+  const work = planByteScale(p, { bytescaleSizing: 'work', bytescalePacking: 'work' });
+  const memory = planByteScale(p);
+  const w = validatePlan(work);
+  const m = validatePlan(memory);
+  assert.deepEqual(w.issues, []);
+  assert.ok(
+    w.report.computeImbalance < m.report.computeImbalance,
+    `${w.report.computeImbalance} vs ${m.report.computeImbalance}`,
+  );
+  assert.equal((work.meta as { overCapacityRanks: number }).overCapacityRanks, 0);
+});
+
+test('bytescale: bad rule values are FcpError option.bytescale', () => {
+  const p = resolveProblem({ batch: [5, 5], world: 2 });
+  assert.throws(
+    () => planByteScale(p, { bytescaleSizing: 'flops' as 'work' }),
+    (e: unknown) => e instanceof FcpError && e.code === 'option.bytescale',
+  );
 });
