@@ -12,8 +12,8 @@ const LAYERS = [
   'cost', // kernel and network costs
   'planners', // FCP and the baselines
   'executors', // sim, cpu, torch, simgrid
-  'experiments', // demo, sweeps, verify: planners + executors together
-  'report', // rendering only
+  'report', // rendering only: results in, HTML and plots out
+  'experiments', // demo, sweeps, verify: planners + executors together, results out
   'cli', // parsing and printing
 ];
 

@@ -11,7 +11,7 @@ import {
   demoSteps,
   resolveDemoOptions,
   runDemo,
-} from '../report/pipeline.ts';
+} from '../experiments/demo.ts';
 import { createProgress } from '../report/progress.ts';
 import { provenanceOf } from '../report/provenance.ts';
 import type { Results } from '../report/results.ts';

@@ -13,8 +13,8 @@ import type { SequenceInputs } from '../executors/types.ts';
 import type { Mask, ModelShape, Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { CLUSTER_NAMES, resolveCluster } from '../problem/cluster.ts';
-import type { NumericsRun, StrategyRun } from './results.ts';
-import type { RawEvent } from './timeline.ts';
+import type { NumericsRun, StrategyRun } from '../report/results.ts';
+import type { RawEvent } from '../report/timeline.ts';
 
 /** Names of the simulator's cluster presets. */
 export function clusterNames(): string[] {

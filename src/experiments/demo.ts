@@ -11,16 +11,8 @@ import { FcpError, fail } from '../core/issues.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
 import { getPlanner, plannerNames } from '../planners/registry.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
-import {
-  checkPlan,
-  clusterNames,
-  NUMERICS_TOLERANCE,
-  NumericsCheck,
-  type SimNumbers,
-  simulate,
-} from './backend.ts';
-import { lengthHistogram, placementOf, roundsOf } from './extract.ts';
-import { type Progress, silentProgress } from './progress.ts';
+import { lengthHistogram, placementOf, roundsOf } from '../report/extract.ts';
+import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   type NumericsRun,
   type Placement,
@@ -32,8 +24,16 @@ import {
   type ScalingPoint,
   type StrategyRun,
   type Timeline,
-} from './results.ts';
-import { compactTimeline } from './timeline.ts';
+} from '../report/results.ts';
+import { compactTimeline } from '../report/timeline.ts';
+import {
+  checkPlan,
+  clusterNames,
+  NUMERICS_TOLERANCE,
+  NumericsCheck,
+  type SimNumbers,
+  simulate,
+} from './checks.ts';
 
 /**
  * Attention shape of the numerical check: tiny (2 query heads on 1 KV head, so GQA is exercised,
