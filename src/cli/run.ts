@@ -5,13 +5,14 @@
  * `--max-error`). `--backend cpu` / `sim` run the in-process executors on the same plan.
  * `--print-torchrun` prints the command that runs the plan on a multi-node cluster and exits.
  */
-import { isAbsolute, resolve } from 'node:path';
+import { accessSync, constants, statSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { FcpError, fail, issue } from '../core/issues.ts';
 import { randomInputsForPlan } from '../executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
-import { runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
+import { requireValidPlan, runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
 import { NO_MULTICAST_ENV } from '../executors/torch/launch.ts';
 import { pythonPackageRoot } from '../executors/torch/python.ts';
 import type { ExecutionResult } from '../executors/types.ts';
@@ -39,17 +40,80 @@ export function torchOptionsFrom(o: Record<string, unknown>): TorchRunOptions {
     iters: intOption(o.iters ?? 1, 'iters'),
     warmup: intOption(o.warmup ?? 0, 'warmup'),
     seed: intOption(o.seed ?? 1, 'seed'),
-    timeoutMs: numberOption(o.timeout ?? 600, 'timeout') * 1000,
+    timeoutMs: timeoutSeconds(o.timeout ?? 600) * 1000,
   };
-  if (out.iters! < 1) fail('option.iters', '--iters must be at least 1', 'iters');
-  if (out.warmup! < 0) fail('option.warmup', '--warmup must be at least 0', 'warmup');
-  if (o.nproc !== undefined) out.nproc = intOption(o.nproc, 'nproc');
+  if (out.iters! < 1 || out.iters! > MAX_ITERS)
+    fail('option.iters', `--iters must be between 1 and ${MAX_ITERS} (got ${out.iters})`, 'iters');
+  if (out.warmup! < 0 || out.warmup! > MAX_ITERS)
+    fail('option.warmup', `--warmup must be between 0 and ${MAX_ITERS} (got ${out.warmup})`, 'warmup');
+  if (o.nproc !== undefined) out.nproc = boundedInt(o.nproc, 'nproc', 1, MAX_PROCS);
   if (o.mode !== undefined) out.mode = choice(o.mode, 'mode', ['br', 'square'] as const);
   if (o.dtype !== undefined)
     out.dtype = choice(o.dtype, 'dtype', ['float32', 'bfloat16', 'float16'] as const);
   if (o.python !== undefined) out.python = String(o.python);
-  if (o.peakTflops !== undefined) out.peakTflops = numberOption(o.peakTflops, 'peakTflops');
+  if (o.peakTflops !== undefined) {
+    out.peakTflops = numberOption(o.peakTflops, 'peakTflops');
+    if (out.peakTflops <= 0)
+      fail('option.peakTflops', `--peak-tflops must be positive (got ${out.peakTflops})`, 'peakTflops');
+  }
   return out;
+}
+
+/** Upper bounds of `fcp run`'s counts (a typo such as --iters 1e9 would otherwise run for days). */
+const MAX_ITERS = 100000;
+const MAX_PROCS = 65536;
+/** Longest `--timeout` in seconds: Node's timers fire at once beyond 2^31-1 ms (24.8 days). */
+const MAX_TIMEOUT_S = 1_000_000;
+
+/** An integer option within [lo, hi], else `option.<name>` saying the range. */
+function boundedInt(value: unknown, name: string, lo: number, hi: number): number {
+  const n = intOption(value, name);
+  if (n < lo || n > hi)
+    fail(`option.${name}`, `--${kebab(name)} must be between ${lo} and ${hi} (got ${n})`, name);
+  return n;
+}
+
+const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+
+/**
+ * `--timeout` in seconds: at least 1 (starting the processes and importing torch alone takes
+ * seconds, and the deadline message counts whole seconds) and at most {@link MAX_TIMEOUT_S}.
+ */
+export function timeoutSeconds(value: unknown): number {
+  const t = numberOption(value, 'timeout');
+  if (t < 1 || t > MAX_TIMEOUT_S)
+    fail('option.timeout', `--timeout must be between 1 and ${MAX_TIMEOUT_S} seconds (got ${t})`, 'timeout');
+  return t;
+}
+
+/**
+ * Checks before any work that `-o FILE` can be written: not a folder or another non-regular file,
+ * in an existing, writable folder. Throws `option.output`.
+ */
+export function checkOutputTarget(path: string): void {
+  const abs = resolve(path);
+  let st: ReturnType<typeof statSync> | undefined;
+  try {
+    st = statSync(abs);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) fail('option.output', `-o ${path} is a folder; give a file name`, 'output');
+  if (st !== undefined && !st.isFile())
+    fail('option.output', `-o ${path} is not a regular file; give a file name`, 'output');
+  const parent = dirname(abs);
+  let ps: ReturnType<typeof statSync> | undefined;
+  try {
+    ps = statSync(parent);
+  } catch {
+    ps = undefined;
+  }
+  if (!ps?.isDirectory()) fail('option.output', `-o ${path}: folder ${parent} does not exist`, 'output');
+  try {
+    accessSync(parent, constants.W_OK);
+  } catch {
+    fail('option.output', `-o ${path}: folder ${parent} is not writable`, 'output');
+  }
 }
 
 /**
@@ -94,18 +158,27 @@ export function formatRun(
   errors?: Record<string, number>,
   maxError?: number,
 ): string {
-  const d = (r.details ?? {}) as Record<string, unknown>;
+  const raw = (r.details ?? {}) as Record<string, unknown>;
+  // Only text details are printed: the simulator's `kernel` is its kernel model, an object.
+  const d: Record<string, string | undefined> = {};
+  for (const k of ['device', 'gpu', 'torch', 'backend', 'kernel', 'dtype'])
+    if (typeof raw[k] === 'string' && raw[k] !== '') d[k] = raw[k];
+  const simulated = r.executor === 'sim';
   const lines = [
     `plan: ${plan.strategy}, ${plan.world} ranks, ${plan.sequences.length} sequences, ${plan.mask}`,
-    `runtime: ${r.executor}${d.device ? ` on ${String(d.device)}${d.gpu ? ` (${String(d.gpu)})` : ''}` : ''}` +
-      `${d.torch ? `, torch ${String(d.torch)}` : ''}${d.backend ? `, ${String(d.backend)}` : ''}` +
-      `${d.kernel ? `, kernel ${String(d.kernel)}` : ''}${d.dtype ? `, ${String(d.dtype)}` : ''}`,
-    `forward ${ms(r.forwardMs)} ms, backward ${ms(r.backwardMs)} ms (slowest rank, median iteration)`,
+    `runtime: ${r.executor}${d.device ? ` on ${d.device}${d.gpu ? ` (${d.gpu})` : ''}` : ''}` +
+      `${d.torch ? `, torch ${d.torch}` : ''}${d.backend ? `, ${d.backend}` : ''}` +
+      `${d.kernel ? `, kernel ${d.kernel}` : ''}${d.dtype ? `, ${d.dtype}` : ''}`,
+    simulated
+      ? `forward ${ms(r.forwardMs)} ms, backward ${ms(r.backwardMs)} ms (simulated makespan)`
+      : `forward ${ms(r.forwardMs)} ms, backward ${ms(r.backwardMs)} ms (slowest rank, median iteration)`,
   ];
-  const mfu = d.mfu as { forward: number; backward: number } | undefined;
-  if (mfu && String(d.device ?? '').startsWith('cuda'))
+  const mfu = raw.mfu as { forward: number; backward: number } | undefined;
+  if (mfu && (d.device ?? '').startsWith('cuda'))
     lines.push(`attention MFU: forward ${mfu.forward.toFixed(3)}, backward ${mfu.backward.toFixed(3)}`);
-  lines.push('rank  fwd compute  fwd comm  fwd idle  bwd compute  bwd comm  bwd idle   (ms)');
+  lines.push(
+    `rank  fwd compute  fwd comm  fwd idle  bwd compute  bwd comm  bwd idle   (ms${simulated ? ', simulated' : ''})`,
+  );
   r.perRank.forward.forEach((f, i) => {
     const b = r.perRank.backward[i];
     if (!b) return;
@@ -164,13 +237,38 @@ export function register(program: Command): void {
     .option('--master-port <port>', 'with --print-torchrun: rendezvous port', '29500')
     .option('--out-dir <dir>', 'with --print-torchrun: folder the ranks write to', 'fcp-run-out')
     .action(async (planPath: string, opts: Record<string, unknown>) => {
+      // Every option and the output target are checked before the plan is read, the plan is
+      // validated before anything starts: bad input never costs a run (issue 11).
+      const printTorchrun = opts.printTorchrun === true;
+      const backend = choice(opts.backend, 'backend', ['torch', 'cpu', 'sim'] as const);
+      const check = opts.check === true;
+      const maxError = numberOption(opts.maxError, 'maxError');
+      if (maxError < 0)
+        fail('option.maxError', `--max-error must be at least 0 (got ${maxError})`, 'maxError');
+      const seed = intOption(opts.seed, 'seed');
+      if (check && backend === 'sim')
+        fail(
+          'run.check',
+          'the sim runtime computes no outputs to check; use --backend torch or cpu',
+          'check',
+        );
+      const to = backend === 'torch' || printTorchrun ? torchOptionsFrom(opts) : undefined;
+      if (backend !== 'torch') timeoutSeconds(opts.timeout ?? 600);
+      let launch: { nnodes: number; perNode: number | undefined; masterPort: number } | undefined;
+      if (printTorchrun)
+        launch = {
+          nnodes: boundedInt(opts.nnodes, 'nnodes', 1, MAX_PROCS),
+          perNode:
+            opts.nprocPerNode !== undefined
+              ? boundedInt(opts.nprocPerNode, 'nprocPerNode', 1, MAX_PROCS)
+              : undefined,
+          masterPort: boundedInt(opts.masterPort, 'masterPort', 1, 65535),
+        };
+      if (opts.output !== undefined && !printTorchrun) checkOutputTarget(String(opts.output));
       const plan = readPlan(planPath);
-      if (opts.printTorchrun) {
-        const nnodes = intOption(opts.nnodes, 'nnodes');
-        const perNode =
-          opts.nprocPerNode !== undefined
-            ? intOption(opts.nprocPerNode, 'nprocPerNode')
-            : Math.ceil(plan.world / nnodes);
+      requireValidPlan(plan, `plan ${planPath}`);
+      if (launch) {
+        const perNode = launch.perNode ?? Math.ceil(plan.world / launch.nnodes);
         const extra = [
           '--kernel',
           String(opts.kernel ?? 'auto'),
@@ -181,26 +279,22 @@ export function register(program: Command): void {
         ];
         process.stdout.write(
           `${torchrunCommand(plan, planPath, {
-            nnodes,
+            nnodes: launch.nnodes,
             perNode,
             masterAddr: String(opts.masterAddr),
-            masterPort: intOption(opts.masterPort, 'masterPort'),
+            masterPort: launch.masterPort,
             out: String(opts.outDir),
             extra,
           })}\n`,
         );
         return;
       }
-      const backend = choice(opts.backend, 'backend', ['torch', 'cpu', 'sim'] as const);
-      const check = opts.check === true;
-      const maxError = numberOption(opts.maxError, 'maxError');
-      const seed = intOption(opts.seed, 'seed');
       const needInputs = check || backend === 'cpu';
       const inputs = needInputs ? randomInputsForPlan(plan, seed) : undefined;
       let result: ExecutionResult;
-      if (backend === 'torch') {
-        const to = torchOptionsFrom(opts);
+      if (backend === 'torch' && to) {
         to.planPath = planPath;
+        to.validated = true;
         process.stderr.write(`fcp run: starting ${to.nproc ?? plan.world} torch processes (${to.device})\n`);
         result = await runTorch(plan, inputs, to);
       } else {

@@ -16,6 +16,7 @@ import { fail } from '../../core/issues.ts';
 import { attendedPairs, backwardFlops, forwardFlops } from '../../model/attention.ts';
 import { planToJson, writeFileAtomic } from '../../plan/io.ts';
 import type { Plan } from '../../plan/types.ts';
+import { validatePlan } from '../../plan/validate.ts';
 import { checkInputs } from '../inputs.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming, SequenceInputs } from '../types.ts';
 import {
@@ -65,6 +66,8 @@ export interface TorchRunOptions extends ExecutorRunOptions {
   env?: Record<string, string>;
   /** Called with the worker process ids once they are started. */
   onSpawn?: (pids: number[]) => void;
+  /** The caller already ran {@link requireValidPlan} on every plan (skips validating again). */
+  validated?: boolean;
 }
 
 const median = (xs: number[]): number => {
@@ -106,6 +109,24 @@ export interface TorchJob {
   planPath?: string;
 }
 
+/**
+ * Throws FcpError with the first issue of an invalid plan (its code, e.g. `plan.rule4.dkvLost`, and
+ * how many more there are), so that no runtime ever runs a plan the validator rejects: a plan
+ * breaking rules 1-5 runs to the end with wrong outputs (issue 11 item 2). `what` names the plan.
+ */
+export function requireValidPlan(plan: Plan, what = 'the plan'): void {
+  const { issues, omitted } = validatePlan(plan, { maxIssues: 1 });
+  const first = issues[0];
+  if (first === undefined) return;
+  const more = issues.length - 1 + omitted;
+  fail(
+    first.code,
+    `${what} is invalid, nothing was run: ${first.message}${more > 0 ? `; ${more} more issue${more > 1 ? 's' : ''} (fcp validate lists them)` : ''}`,
+    first.path,
+    first.row,
+  );
+}
+
 /** Runs a plan in N Python processes; see the module comment. */
 export async function runTorch(
   plan: Plan,
@@ -127,6 +148,7 @@ export async function runTorchMany(
   o: TorchRunOptions = {},
 ): Promise<ExecutionResult[]> {
   if (jobs.length === 0) return [];
+  if (o.validated !== true) for (const j of jobs) requireValidPlan(j.plan);
   const world = jobs[0]!.plan.world;
   const nproc = o.nproc ?? world;
   for (const j of jobs)

@@ -118,7 +118,7 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
           new FcpError(
             issue(
               'run.timeout',
-              `the torch run did not finish within ${((o.timeoutMs ?? 600000) / 1000).toFixed(0)} s; all ranks were ended`,
+              `the torch run did not finish within ${Number(((o.timeoutMs ?? 600000) / 1000).toPrecision(6))} s; all ranks were ended`,
             ),
           ),
         ),
