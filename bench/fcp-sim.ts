@@ -15,7 +15,7 @@
 
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
-import { getPlanner } from '../src/planners/registry.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 interface Args {

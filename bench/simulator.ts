@@ -14,7 +14,7 @@
  */
 
 import { simulatePlan } from '../src/executors/sim/index.ts';
-import { getPlanner } from '../src/planners/registry.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 function arg(name: string, fallback: string): string {

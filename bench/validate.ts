@@ -7,7 +7,7 @@
  */
 
 import { validatePlan } from '../src/plan/validate.ts';
-import { getPlanner } from '../src/planners/registry.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 const DEFAULT = 'fcp:256,fcp:1024,fcp:4096,ring:64,ring:256,magi:4096';

@@ -22,7 +22,7 @@ export { evenUserLayout } from './plan/layout.ts';
 export { formatReport, type PlanReport } from './plan/report.ts';
 export * from './plan/types.ts';
 export { type ValidationResult, validatePlan } from './plan/validate.ts';
-export { getPlanner, plannerNames, registerPlanner } from './planners/registry.ts';
+export { getPlanner, plannerNames, registerPlanner } from './experiments/strategies.ts';
 export type { Planner, PlannerOptions } from './planners/types.ts';
 export { CLUSTER_NAMES, CLUSTER_PRESETS, type ClusterSpec, resolveCluster } from './problem/cluster.ts';
 export { type Problem, type ProblemOptions, resolveProblem } from './problem/problem.ts';

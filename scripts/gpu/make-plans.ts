@@ -9,7 +9,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
-import { getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 
 const dir = new URL('./plans/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { writeFileAtomic } from '../plan/io.ts';
 import { validatePlan } from '../plan/validate.ts';
-import { getPlanner, plannerNames } from '../planners/registry.ts';
+import { getPlanner, plannerNames } from '../experiments/strategies.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';

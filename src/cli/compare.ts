@@ -11,7 +11,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
-import { getPlanner } from '../planners/registry.ts';
+import { getPlanner } from '../experiments/strategies.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { resolveProblem } from '../problem/problem.ts';
 import { type LinePoint, lineChartSpec } from '../report/charts/line.ts';

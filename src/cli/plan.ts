@@ -21,7 +21,7 @@ import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats } from '../planners/fcp/index.ts';
-import { allPlanners, getPlanner } from '../planners/registry.ts';
+import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
 
 const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;

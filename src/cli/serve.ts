@@ -18,7 +18,7 @@ import { FcpError } from '../core/issues.ts';
 import { planToJson, writePlan } from '../plan/io.ts';
 import type { ModelShape } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
-import { getPlanner } from '../planners/registry.ts';
+import { getPlanner } from '../experiments/strategies.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 

@@ -30,7 +30,7 @@ import type { ExecutionResult, SequenceInputs, SequenceOutputs } from '../execut
 import { SMALL_MODEL } from '../model/attention.ts';
 import { planToJson, readPlan } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
-import { getPlanner } from '../planners/registry.ts';
+import { getPlanner } from '../experiments/strategies.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,

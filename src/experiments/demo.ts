@@ -9,7 +9,7 @@
 import { GENERATOR_NAMES } from '../batch/generators.ts';
 import { FcpError, fail } from '../core/issues.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
-import { getPlanner, plannerNames } from '../planners/registry.ts';
+import { getPlanner, plannerNames } from './strategies.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import { lengthHistogram, placementOf, roundsOf } from '../report/extract.ts';
 import { type Progress, silentProgress } from '../report/progress.ts';

@@ -17,7 +17,7 @@ import { compareOutputs, referenceAttention } from '../../src/executors/referenc
 import { numericExecutors } from '../../src/executors/registry.ts';
 import type { Mask, ModelShape } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
-import { allPlanners } from '../../src/planners/registry.ts';
+import { allPlanners } from '../../src/experiments/strategies.ts';
 import type { Planner, PlannerOptions } from '../../src/planners/types.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { chunkPlan, shuffledPlan } from '../executors/cpu-plans.ts';

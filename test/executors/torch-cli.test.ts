@@ -15,7 +15,7 @@ import { handleServeLine, serve } from '../../src/cli/serve.ts';
 import { findTorchPython, pythonPackageRoot } from '../../src/executors/torch/python.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
-import { getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const python = findTorchPython();

@@ -14,7 +14,7 @@ import { after, describe, it } from 'node:test';
 import { findTorchPython, pythonPackageRoot } from '../../src/executors/torch/python.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { writePlan } from '../../src/plan/io.ts';
-import { getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const MAX_ERROR = 1e-5;

@@ -19,7 +19,7 @@ import type { SequenceOutputs } from '../../src/executors/types.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import type { Mask, Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
-import { getPlanner, plannerNames } from '../../src/planners/registry.ts';
+import { getPlanner, plannerNames } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const MAX_ERROR = 1e-5;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { demoOptionsFrom } from '../../src/cli/demo.ts';
 import { demoSteps, resolveDemoOptions, runDemo } from '../../src/experiments/demo.ts';
-import { plannerNames } from '../../src/planners/registry.ts';
+import { plannerNames } from '../../src/experiments/strategies.ts';
 import { resultsToJson } from '../../src/report/results.ts';
 import { codeOf } from '../helpers/errors.ts';
 

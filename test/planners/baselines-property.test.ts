@@ -18,7 +18,7 @@ import { planToJson } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
-import { getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import type { PlannerOptions } from '../../src/planners/types.ts';
 import { type Problem, resolveProblem } from '../../src/problem/problem.ts';

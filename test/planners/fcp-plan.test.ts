@@ -15,7 +15,7 @@ import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
-import { getPlanner } from '../../src/planners/registry.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const WORLDS = [1, 2, 3, 8, 16, 24, 64, 256];

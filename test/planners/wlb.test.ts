@@ -6,7 +6,7 @@ import { expandChunks } from '../../src/plan/expand.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
-import { getPlanner, simulatorEstimate } from '../../src/planners/registry.ts';
+import { getPlanner, simulatorEstimate } from '../../src/experiments/strategies.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
 import { flopByteWlbEstimate, type PlanEstimate, planWlb } from '../../src/planners/wlb/index.ts';

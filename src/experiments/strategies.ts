@@ -1,17 +1,17 @@
 /**
- * Planner registry: every strategy of `fcp plan --strategy NAME`. Planners register here by name.
+ * Strategy registry: every strategy of `fcp plan --strategy NAME`. Planners register here by name.
  *
- * This is the one place below the CLI where a planner meets an executor: `wlb` is a cost-model
- * oracle and gets the simulator injected here (planner modules themselves never import executors).
+ * It lives in experiments/ because it is where a planner meets an executor: `wlb` is a cost-model
+ * oracle and gets the simulator injected here (planner modules never import executors).
  */
 import { fail } from '../core/issues.ts';
 import { simulatePlan } from '../executors/sim/index.ts';
-import { byteScalePlanner } from './bytescale/index.ts';
-import { fcpPlanner } from './fcp/index.ts';
-import { magiPlanner } from './magi/index.ts';
-import { ringPlanner } from './ring/index.ts';
-import type { Planner } from './types.ts';
-import { makeWlbPlanner, type NamedEstimate } from './wlb/index.ts';
+import { byteScalePlanner } from '../planners/bytescale/index.ts';
+import { fcpPlanner } from '../planners/fcp/index.ts';
+import { magiPlanner } from '../planners/magi/index.ts';
+import { ringPlanner } from '../planners/ring/index.ts';
+import type { Planner } from '../planners/types.ts';
+import { makeWlbPlanner, type NamedEstimate } from '../planners/wlb/index.ts';
 
 const PLANNERS = new Map<string, Planner>();
 
