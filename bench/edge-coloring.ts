@@ -8,7 +8,7 @@
  * the rest uniform. Each row: one warm-up, then best and median of 5 runs; every result is checked.
  */
 import { Rng } from '../src/core/rng.ts';
-import { colorBipartiteEdges, maxDegree } from '../src/planners/fcp/edge-coloring.ts';
+import { colorBipartiteEdges, maxDegree } from '../src/planners/fcp/transfers/edge-coloring.ts';
 
 type Shape = 'random' | 'skewed' | 'zipf' | 'incast';
 

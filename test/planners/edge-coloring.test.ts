@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { AssertionError } from '../../src/core/assert.ts';
 import { Rng } from '../../src/core/rng.ts';
-import { colorBipartiteEdges, maxDegree } from '../../src/planners/fcp/edge-coloring.ts';
+import { colorBipartiteEdges, maxDegree } from '../../src/planners/fcp/transfers/edge-coloring.ts';
 
 interface Graph {
   n: number;

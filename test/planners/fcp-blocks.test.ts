@@ -7,8 +7,8 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { FcpError } from '../../src/core/issues.ts';
 import { attendedPairs, sequencePairs } from '../../src/model/attention.ts';
-import { type Blocks, refinedBlockSize, splitBlocks } from '../../src/planners/fcp/blocks.ts';
 import { FCP_DEFAULTS, resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+import { type Blocks, refinedBlockSize, splitBlocks } from '../../src/planners/fcp/placement/blocks.ts';
 
 /** Checks that the blocks of every sequence tile it exactly, in position order. */
 function checkTiling(b: Blocks, seqs: number[]): void {

@@ -10,10 +10,10 @@ import { kvBytesPerToken, LLAMA3_70B } from '../../src/model/attention.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planFcp } from '../../src/planners/fcp/index.ts';
-import { linkModel } from '../../src/planners/fcp/links.ts';
-import { GroupPlacer, TransferList } from '../../src/planners/fcp/pipeline.ts';
-import { TimeModel } from '../../src/planners/fcp/time-model.ts';
-import { estimateGroups, type TimingContext } from '../../src/planners/fcp/timing.ts';
+import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
+import { GroupPlacer, TransferList } from '../../src/planners/fcp/transfers/groups.ts';
+import { linkModel } from '../../src/planners/fcp/transfers/links.ts';
+import { estimateGroups, type TimelineContext } from '../../src/planners/fcp/transfers/timeline.ts';
 import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
@@ -36,13 +36,13 @@ test('estimated group time is bytes over the link class of the cluster, plus one
   const bytes = tokens * kvBytesPerToken(LLAMA3_70B);
   for (const name of ['hopper-ib', 'ratio-5920', 'torus']) {
     const links = linkModel(resolveCluster(name), 8);
-    const ctx: TimingContext = {
+    const ctx: TimelineContext = {
       world: 16,
       links,
       model: LLAMA3_70B,
       causal: true,
       dir: 'forward',
-      tm: new TimeModel(LLAMA3_70B),
+      tm: new KernelTime(LLAMA3_70B),
     };
     const placer = new GroupPlacer(4, 16);
     const list = new TransferList();

@@ -8,21 +8,22 @@ import fc from 'fast-check';
 import { FcpError } from '../../src/core/issues.ts';
 import { Rng } from '../../src/core/rng.ts';
 import { attendedPairs, LLAMA3_70B } from '../../src/model/attention.ts';
-import { splitBlocks } from '../../src/planners/fcp/blocks.ts';
-import { distributeUnits } from '../../src/planners/fcp/distribute.ts';
-import { homeRuns, rowsBySeq } from '../../src/planners/fcp/layout.ts';
+import { plannerContext } from '../../src/planners/fcp/context.ts';
+import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
-import { placeBlocks } from '../../src/planners/fcp/place.ts';
-import { RankHeap } from '../../src/planners/fcp/rank-heap.ts';
-import { TimeModel } from '../../src/planners/fcp/time-model.ts';
-import { weighBlocks } from '../../src/planners/fcp/weights.ts';
+import { splitBlocks } from '../../src/planners/fcp/placement/blocks.ts';
+import { distributeUnits } from '../../src/planners/fcp/placement/distribute.ts';
+import { homeRuns, rowsBySeq } from '../../src/planners/fcp/placement/layout.ts';
+import { placeBlocks } from '../../src/planners/fcp/placement/place.ts';
+import { RankHeap } from '../../src/planners/fcp/placement/rank-heap.ts';
+import { weighBlocks } from '../../src/planners/fcp/placement/weights.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 /** The time model over the default calibration, and the default tile geometry. */
-const TM = new TimeModel(LLAMA3_70B);
+const TM = new KernelTime(LLAMA3_70B);
 const GRID = { tmax: 4096, minTile: 1024, wholeMax: 32768 };
 
-import { movedTokens, reshufflePieces } from '../../src/planners/fcp/reshuffle.ts';
+import { movedTokens, reshufflePieces } from '../../src/planners/fcp/transfers/reshuffle.ts';
 
 function place(
   batch: string,
@@ -33,8 +34,9 @@ function place(
 ) {
   const problem = resolveProblem({ batch, world, tokensPerRank, seed });
   const o = resolveFcpOptions(extra);
-  const userRows = rowsBySeq(problem.userLayout, problem.sequences.length);
-  const { blocks, weights, placement } = placeBlocks(problem, o, TM, userRows);
+  const ctx = plannerContext(problem, o, TM);
+  const { userRows } = ctx;
+  const { blocks, weights, placement } = placeBlocks(ctx);
   return { problem, blocks, weights, userRows, placement };
 }
 

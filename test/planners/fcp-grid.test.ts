@@ -1,5 +1,5 @@
 /**
- * FCP tile geometry (grid.ts) and its time model (time-model.ts): the tiles of a query run cover
+ * FCP tile geometry (grid.ts) and its kernel time model (kernel-time.ts): the tiles of a query run cover
  * every attended pair exactly once, are squares of the block grid wherever the start allows, and
  * their summed time is the run's modelled time.
  */
@@ -15,7 +15,7 @@ import {
   type TileSink,
   walkTiles,
 } from '../../src/planners/fcp/grid.ts';
-import { TimeModel } from '../../src/planners/fcp/time-model.ts';
+import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
 
 interface Tile {
   qa: number;
@@ -128,7 +128,7 @@ test('strips halve down to the minimum side, then stay one rectangle', () => {
 });
 
 test('a range costs the sum of its tiles; time weights follow the kernel model', () => {
-  const tm = new TimeModel(LLAMA3_70B);
+  const tm = new KernelTime(LLAMA3_70B);
   const g: TileGeometry = { tmax: 4096, minTile: 1024, wholeMax: 32768 };
   const cost = new TileCost(tm, true);
   const ms = rangeMs(65536, 65536 + 8192, 200000, 4096, true, g, cost);

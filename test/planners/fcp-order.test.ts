@@ -1,11 +1,11 @@
 /**
- * FCP compute op order (order.ts) and the timeline estimate behind push placement (timing.ts).
+ * FCP compute op order (order.ts) and the timeline estimate behind push placement (transfers/timeline.ts).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { orderOps } from '../../src/planners/fcp/order.ts';
-import { pushGroup, type Timeline } from '../../src/planners/fcp/timing.ts';
+import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
 
 const taskArb = fc.record({
   rank: fc.integer({ min: 0, max: 3 }),

@@ -10,12 +10,12 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { GENERATOR_NAMES } from '../../src/batch/generators.ts';
 import { formatIssue } from '../../src/core/issues.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
-import { getPlanner } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const WORLDS = [1, 2, 3, 8, 16, 24, 64, 256];

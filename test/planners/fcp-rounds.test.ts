@@ -1,18 +1,19 @@
 /**
- * FCP rounds (rounds.ts) and the pipeline pieces (pipeline.ts): exactly Δ matchings for `kv`,
+ * FCP rounds (rounds.ts) and the groups (transfers/groups.ts): exactly Δ matchings for `kv`,
  * first-fit push rounds that respect ready groups, the group placer, compute ops.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { buildOps, GroupPlacer } from '../../src/planners/fcp/pipeline.ts';
+import { buildOps } from '../../src/planners/fcp/order.ts';
+import { GroupPlacer } from '../../src/planners/fcp/transfers/groups.ts';
 import {
   colourEdges,
   degreeOf,
   orderRounds,
   placeColouring,
   placePushes,
-} from '../../src/planners/fcp/rounds.ts';
+} from '../../src/planners/fcp/transfers/rounds.ts';
 
 const graph = fc.integer({ min: 2, max: 24 }).chain((n) =>
   fc.record({

@@ -11,7 +11,7 @@
  * 4. `dkv` pushes: a rank that computed with keys it is not home for pushes its accumulated dK,dV
  *    partial of each such range to the range's home (one push per home run it crosses), after the
  *    last op using those keys (`sendAfter`), in the first group the rank is expected to enter
- *    after that op ends (timing.ts: earlier, the push would hold the group, and every rank it
+ *    after that op ends (transfers/timeline.ts: earlier, the push would hold the group, and every rank it
  *    exchanges with, until the op ends). Pushes fill the gaps of the rounds already placed
  *    (first-fit, congestion-free).
  * 5. `out` pushes: dQ,dK,dV of each moving piece home -> user, after the last op touching the
@@ -20,24 +20,24 @@
 import { IntColumn } from '../../core/int-column.ts';
 import type { Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
-import type { KvEdges } from './fetch.ts';
+import type { PhaseContext } from './context.ts';
+import type { ForwardResult } from './forward.ts';
 import {
   applyAblations,
   buildPhaseOps,
+  groupCount,
   hunger,
   lastWriter,
-  type PhaseEnv,
   type PhaseStats,
   placeIn,
   placeKv,
-  timingContext,
-} from './forward.ts';
-import { firstEndingAfter, subtractInto } from './layout.ts';
-import type { FcpOptions } from './options.ts';
-import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './pipeline.ts';
-import { type Colouring, placePushes } from './rounds.ts';
+  timelineContext,
+} from './phase.ts';
+import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
-import { estimateTimeline, pushGroup, taskTimes } from './timing.ts';
+import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
+import { placePushes } from './transfers/rounds.ts';
+import { estimateTimeline, pushGroup, taskTimes } from './transfers/timeline.ts';
 
 /** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
 interface DkvPushes {
@@ -124,37 +124,26 @@ function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvPus
   return out;
 }
 
-/** Plans the backward phase over the forward's tasks and `kv` transfers. */
-export function planBackward(
-  ctx: TaskContext,
-  edges: KvEdges,
-  kvColouring: Colouring,
-  tasks: Tasks,
-  inColouring: Colouring,
-  world: number,
-  o: FcpOptions,
-  env: PhaseEnv,
-): { phase: Phase; stats: PhaseStats } {
-  const { runs, pieces } = ctx;
+/** Result of {@link planBackward}. */
+export interface BackwardResult {
+  readonly phase: Phase;
+  readonly stats: PhaseStats;
+}
+
+/** Plans the backward phase over the forward's tasks, `kv` transfers and colourings. */
+export function planBackward(forward: ForwardResult, ctx: PhaseContext): BackwardResult {
+  const { runs, pieces, world, o } = ctx;
+  const { kvEdges: edges, kvColouring, tasks, inColouring } = forward;
   const placer = new GroupPlacer(o.coalesce, world);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const kv = placeKv(
-    placer,
-    list,
-    edges,
-    new Int32Array(edges.src.length),
-    hunger(ctx, world),
-    world,
-    o,
-    kvColouring,
-  );
+  const kv = placeKv(placer, list, edges, new Int32Array(edges.src.length), hunger(ctx), ctx, kvColouring);
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const ready = taskReady(ctx, tasks, pieceGroup, null, edges, byRs, kv.group);
   const after = applyAblations(ready, pieceGroup, placer.groups - 1, o);
-  const tctx = timingContext(ctx, world, env, 'backward');
+  const tctx = timelineContext(ctx, 'backward');
   const ms = taskTimes(tctx, tasks.table);
-  const { compute, opOfTask } = buildPhaseOps(ctx, tasks, after, ms, true, tctx, placer, list, world, o);
+  const { compute, opOfTask } = buildPhaseOps(ctx, tasks, after, ms, true, tctx, placer, list);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
 
   const d = dkvPushes(ctx, tasks, opOfTask);
@@ -202,7 +191,7 @@ export function planBackward(
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, dkv: dkv.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, dkv: dkv.delta, out: out.delta },
       transfers: { in: m.length, kv: edges.src.length, dkv: nd, out: m.length },
-      groups: phase.groupOfRound.length > 0 ? phase.groupOfRound[phase.groupOfRound.length - 1]! + 1 : 0,
+      groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
     },
   };

@@ -6,7 +6,7 @@
  * few, so that the dense batches stay large). Each tile becomes usable when the
  * last of its data has arrived on the rank: the latest group of the query pieces it covers (their
  * forward `in`) and of the key pieces it covers (home runs, user row, or `kv` transfers; see
- * {@link keyPiecesOf}). Tiles of one rank and ready group form one compute op (pipeline.ts), so a
+ * {@link keyPiecesOf}). Tiles of one rank and ready group form one compute op (order.ts), so a
  * rank computes whatever squares each group completes while the next group is in flight.
  *
  * Waiting for a tile's latest piece costs a little pipelining against cutting tiles at every
@@ -15,8 +15,8 @@
  */
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import { COLUMNS } from '../../plan/types.ts';
-import type { KvEdges } from './fetch.ts';
 import { type TileGeometry, type TileSink, walkTiles } from './grid.ts';
+import type { KernelTime } from './kernel-time.ts';
 import {
   type EdgesByRs,
   type KeyPieces,
@@ -25,7 +25,7 @@ import {
   type TaskContext,
   type Tasks,
 } from './tasks.ts';
-import type { TimeModel } from './time-model.ts';
+import type { KvEdges } from './transfers/fetch.ts';
 
 /** Latest group of the key pieces overlapping [ka, kb) (pieces sorted, tiling the span). */
 function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
@@ -46,7 +46,7 @@ export function buildGridTasks(
   ctx: TaskContext,
   blockSize: Int32Array,
   g: TileGeometry,
-  tm: TimeModel,
+  tm: KernelTime,
   pieceGroup: Int32Array,
   edges: KvEdges,
   byRs: EdgesByRs,

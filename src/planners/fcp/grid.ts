@@ -20,7 +20,7 @@
  * The same walk both emits the tiles (tasks.ts) and sums their modelled time (the distributor's
  * weights), through a {@link TileSink}.
  */
-import type { TimeModel } from './time-model.ts';
+import type { KernelTime } from './kernel-time.ts';
 
 /** Tiling parameters. */
 export interface TileGeometry {
@@ -119,7 +119,7 @@ export function stripTiles(
 export class TileCost implements TileSink {
   total = 0;
   constructor(
-    private readonly tm: TimeModel,
+    private readonly tm: KernelTime,
     private readonly causal: boolean,
   ) {}
   squares(_qa: number, side: number, _ka: number, count: number): void {

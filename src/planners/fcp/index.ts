@@ -1,38 +1,40 @@
 /**
- * The FCP planner (DESIGN.md, components 1-4), stage by stage:
+ * The FCP planner (DESIGN.md, components 1-4) as a pipeline of named stages over one context
+ * object (context.ts), listed in {@link planFcp}:
  *
- *   place.ts       blocks, weights and distribution, retried with smaller blocks when memory is tight
- *   blocks.ts      split + zig-zag pairing into placement units (per-sequence block size)
- *   weights.ts     compute load of blocks: modelled kernel time (time-model.ts) or pairs
- *   distribute.ts  multi-dimensional LPT with affinity and the locality tie-break, refinement
- *   layout.ts      home runs (the home layout) and rank-sequence pairs
- *   reshuffle.ts   pieces where user and home layouts meet: the `in`/`out` transfers
- *   fetch.ts       remote K/V each rank needs; sender choice
- *   rounds.ts      congestion-free rounds (exactly Δ for `kv`), round order
- *   pipeline.ts    groups of `coalesce` rounds, compute ops, phase tables
- *   grid.ts        tile geometry: squares on each sequence's block grid
- *   grid-tasks.ts  owner-computes tasks as grid tiles, each with its ready group
- *   tasks.ts       untiled tasks (`tile: 0`) and the key pieces both builders read
- *   forward.ts / backward.ts   the two phases
+ *   context     problem, options, kernel time model (kernel-time.ts), the cluster's links
+ *               (transfers/links.ts), user rows
+ *   place       placement/: blocks and zig-zag units (blocks.ts), their compute weights
+ *               (weights.ts), multi-dimensional LPT with affinity and the locality tie-break plus
+ *               refinement (distribute.ts, refine.ts), retried with smaller blocks when memory is
+ *               tight (place.ts)
+ *   layout      home runs (placement/layout.ts), reshuffle pieces (transfers/reshuffle.ts), remote
+ *               K/V requests (transfers/fetch.ts)
+ *   forward     forward.ts: `in`, `kv` (exactly Δ rounds, transfers/rounds.ts), tiled tasks
+ *               (grid.ts, grid-tasks.ts, tasks.ts), ordered compute ops (order.ts), `out` pushes
+ *               placed on the estimated timeline (transfers/timeline.ts), groups (transfers/groups.ts)
+ *   backward    backward.ts: the forward's tasks and rounds again, `dkv` and `out` pushes
+ *   assemble    the plan file and `meta.stats`
  *
- * Same problem and options give a byte-identical plan: every stage is deterministic (ties broken
- * by ids) and nothing reads the clock except the stage timings, which are attached to `meta` as a
- * non-enumerable property so that they never reach the plan file.
+ * Helpers both phases share are in phase.ts. Same problem and options give a byte-identical plan:
+ * every stage is deterministic (ties broken by ids) and nothing reads the clock except the stage
+ * timings, which are attached to `meta` as a non-enumerable property so that they never reach the
+ * plan file.
  */
 
 import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
-import { planBackward } from './backward.ts';
-import { computeImbalance } from './distribute.ts';
-import { fetchRequests } from './fetch.ts';
-import { type PhaseStats, planForward } from './forward.ts';
-import { homeLayoutOf, homeRuns, rowsBySeq } from './layout.ts';
-import { linkModel } from './links.ts';
+import { type BackwardResult, planBackward } from './backward.ts';
+import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
+import { type ForwardResult, planForward } from './forward.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
-import { placeBlocks, tileGeometry } from './place.ts';
-import { movedTokens, reshuffleBytes, reshufflePieces } from './reshuffle.ts';
-import { TimeModel } from './time-model.ts';
+import type { PhaseStats } from './phase.ts';
+import { computeImbalance } from './placement/distribute.ts';
+import { homeLayoutOf, homeRuns } from './placement/layout.ts';
+import { type Placed, placeBlocks, tileGeometry } from './placement/place.ts';
+import { fetchRequests } from './transfers/fetch.ts';
+import { movedTokens, reshuffleBytes, reshufflePieces } from './transfers/reshuffle.ts';
 
 /** Largest message (K/V or reshuffle piece) when tasks are not tiled, in tokens. */
 const FETCH_CHUNK = 4096;
@@ -68,30 +70,68 @@ export interface FcpResult {
   readonly timings: StageTimings;
 }
 
+/** Runs named stages and records how long each took. */
+class StageClock {
+  private readonly ms = new Map<string, number>();
+
+  run<T>(name: string, stage: () => T): T {
+    const t0 = performance.now();
+    const out = stage();
+    this.ms.set(name, (this.ms.get(name) ?? 0) + performance.now() - t0);
+    return out;
+  }
+
+  get(name: string): number {
+    return this.ms.get(name) ?? 0;
+  }
+}
+
 /** Plans `problem` with FCP; returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
-  const o = resolveFcpOptions(options);
-  const { sequences, world, mask } = problem;
-  const t0 = performance.now();
-  const tm = new TimeModel(problem.model, o.calibration);
-  const links = linkModel(problem.cluster, problem.gpusPerNode);
-  const userRows = rowsBySeq(problem.userLayout, sequences.length);
-  const { blocks, placement, attempts, splitMs } = placeBlocks(problem, o, tm, userRows, links.nodeSize);
-  const t1 = t0 + splitMs;
-  const t2 = performance.now();
-  const runs = homeRuns(blocks, placement.blockRank, world);
-  const chunk = o.tile > 0 ? o.tile : FETCH_CHUNK;
-  const pieces = reshufflePieces(runs, userRows, chunk);
-  const grid = tileGeometry(o);
-  const ctx = { runs, userRows, pieces, sequences, mask, blockSize: blocks.blockSizeOfSeq, grid };
-  const req = fetchRequests(runs, userRows, sequences, mask, chunk);
-  const t3 = performance.now();
-  const env = { tm, model: problem.model, links };
-  const fwd = planForward(ctx, req, world, o, env);
-  const t4 = performance.now();
-  const bwd = planBackward(ctx, fwd.kvEdges, fwd.kvColouring, fwd.tasks, fwd.inColouring, world, o, env);
-  const t5 = performance.now();
+  const clock = new StageClock();
+  const ctx = clock.run('context', () => plannerContext(problem, resolveFcpOptions(options)));
+  const placed = clock.run('place', () => placeBlocks(ctx));
+  const phases = clock.run('layout', () => layoutStage(ctx, placed));
+  const forward = clock.run('forward', () => planForward(phases));
+  const backward = clock.run('backward', () => planBackward(forward, phases));
+  const plan = clock.run('assemble', () => assemble(phases, placed, forward, backward));
+  const timings: StageTimings = {
+    blocks: clock.get('context') + placed.splitMs,
+    distribute: clock.get('place') - placed.splitMs,
+    layout: clock.get('layout'),
+    forward: clock.get('forward'),
+    backward: clock.get('backward'),
+    total: 0,
+  };
+  timings.total = timings.blocks + timings.distribute + timings.layout + timings.forward + timings.backward;
+  timings.total += clock.get('assemble');
+  // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
+  Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
+  return { plan, timings };
+}
 
+/** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */
+function layoutStage(ctx: PlannerContext, placed: Placed): PhaseContext {
+  const { sequences, mask } = ctx.problem;
+  const runs = homeRuns(placed.blocks, placed.placement.blockRank, ctx.world);
+  const chunk = ctx.o.tile > 0 ? ctx.o.tile : FETCH_CHUNK;
+  const pieces = reshufflePieces(runs, ctx.userRows, chunk);
+  return {
+    ...ctx,
+    runs,
+    pieces,
+    sequences,
+    mask,
+    blockSize: placed.blocks.blockSizeOfSeq,
+    grid: tileGeometry(ctx.o),
+    requests: fetchRequests(runs, ctx.userRows, sequences, mask, chunk),
+  };
+}
+
+/** Stage `assemble`: the plan file, with FCP's statistics in `meta.stats`. */
+function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: BackwardResult): Plan {
+  const { problem, sequences, world, runs, pieces, o } = ctx;
+  const { blocks, placement, attempts } = placed;
   let minBlock = Number.POSITIVE_INFINITY;
   let maxBlock = 0;
   for (let s = 0; s < sequences.length; s++) {
@@ -117,26 +157,11 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     forward: fwd.stats,
     backward: bwd.stats,
   };
-  const meta: Record<string, unknown> = {
-    planner: 'fcp',
-    options: optionsToJson(o),
-    stats,
-  };
-  const timings: StageTimings = {
-    blocks: t1 - t0,
-    distribute: t2 - t1,
-    layout: t3 - t2,
-    forward: t4 - t3,
-    backward: t5 - t4,
-    total: t5 - t0,
-  };
-  // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
-  Object.defineProperty(meta, 'timings', { value: timings, enumerable: false });
-  const plan: Plan = {
+  return {
     format: PLAN_FORMAT,
     strategy: 'fcp',
     world,
-    mask,
+    mask: ctx.mask,
     model: { ...problem.model },
     sequences,
     userLayout: problem.userLayout,
@@ -144,9 +169,8 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
     tasks: fwd.tasks.table,
     forward: fwd.phase,
     backward: bwd.phase,
-    meta,
+    meta: { planner: 'fcp', options: optionsToJson(o), stats },
   };
-  return { plan, timings };
 }
 
 /** The FCP planner, registered as `fcp`. */

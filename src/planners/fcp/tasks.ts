@@ -22,10 +22,10 @@
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
 import { COLUMNS } from '../../plan/types.ts';
-import type { KvEdges } from './fetch.ts';
 import type { TileGeometry } from './grid.ts';
-import { type HomeRuns, type SeqRows, subtractInto } from './layout.ts';
-import type { Pieces } from './reshuffle.ts';
+import { type HomeRuns, type SeqRows, subtractInto } from './placement/layout.ts';
+import type { KvEdges } from './transfers/fetch.ts';
+import type { Pieces } from './transfers/reshuffle.ts';
 
 /** What the task builder reads. */
 export interface TaskContext {

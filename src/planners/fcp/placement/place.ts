@@ -8,14 +8,12 @@
  * fits (no rank holds more than ceil(total / world) tokens there) and moves nothing.
  */
 
-import { FcpError } from '../../core/issues.ts';
-import type { Problem } from '../../problem/problem.ts';
+import { FcpError } from '../../../core/issues.ts';
+import type { PlannerContext } from '../context.ts';
+import type { TileGeometry } from '../grid.ts';
+import type { FcpOptions } from '../options.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
-import type { TileGeometry } from './grid.ts';
-import type { SeqRows } from './layout.ts';
-import type { FcpOptions } from './options.ts';
-import type { TimeModel } from './time-model.ts';
 import { type Weights, weighBlocks } from './weights.ts';
 
 /** Block splits tried (each with half the previous memory cap on block sizes) before the user layout. */
@@ -45,13 +43,9 @@ export interface Placed {
 }
 
 /** Splits, weighs and places the blocks of `problem` (module comment). */
-export function placeBlocks(
-  problem: Problem,
-  o: FcpOptions,
-  tm: TimeModel,
-  userRows: SeqRows,
-  nodeSize: number = problem.gpusPerNode,
-): Placed {
+export function placeBlocks(ctx: PlannerContext): Placed {
+  const { problem, o, kernel: tm, userRows } = ctx;
+  const nodeSize = ctx.links.nodeSize;
   const { sequences, mask, world, memoryTokens } = problem;
   const grid = tileGeometry(o) ?? UNTILED;
   const weigh = (b: Blocks): Weights =>

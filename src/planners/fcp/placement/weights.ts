@@ -9,11 +9,11 @@
  * slow side by a similar factor for every block of a given size; what it captures is the large
  * difference between sequences of different block sizes and between short sequences and long ones.
  */
-import { attendedPairs } from '../../model/attention.ts';
-import type { Mask } from '../../plan/types.ts';
+import { attendedPairs } from '../../../model/attention.ts';
+import type { Mask } from '../../../plan/types.ts';
+import { rangeMs, TileCost, type TileGeometry } from '../grid.ts';
+import type { KernelTime } from '../kernel-time.ts';
 import type { Blocks } from './blocks.ts';
-import { rangeMs, TileCost, type TileGeometry } from './grid.ts';
-import type { TimeModel } from './time-model.ts';
 
 /** Compute load of every block and unit (same unit for both). */
 export interface Weights {
@@ -27,7 +27,7 @@ export function weighBlocks(
   blocks: Blocks,
   sequences: Int32Array,
   mask: Mask,
-  tm: TimeModel | null,
+  tm: KernelTime | null,
   g: TileGeometry,
 ): Weights {
   const causal = mask === 'causal';

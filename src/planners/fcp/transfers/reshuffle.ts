@@ -5,9 +5,9 @@
  * user -> home) and one `out` transfer (O forward, dQ,dK,dV backward, home -> user). Pieces whose
  * ranks agree need neither, which is what the distributor's locality tie-break aims for.
  */
-import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
-import type { ModelShape } from '../../plan/types.ts';
-import type { HomeRuns, SeqRows } from './layout.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
+import type { ModelShape } from '../../../plan/types.ts';
+import type { HomeRuns, SeqRows } from '../placement/layout.ts';
 
 /** Intersections of home runs and user rows, sequence-major (by sequence, then start). */
 export interface Pieces {

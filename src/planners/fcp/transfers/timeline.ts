@@ -13,25 +13,25 @@
  * order ops against groups; the simulator (src/executors/sim) is what measures a plan.
  */
 
-import type { Direction } from '../../cost/kernel.ts';
-import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
-import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../plan/types.ts';
+import type { Direction } from '../../../cost/kernel.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
+import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../../plan/types.ts';
+import type { KernelTime } from '../kernel-time.ts';
+import type { GroupPlacer, TransferList } from './groups.ts';
 import type { LinkModel } from './links.ts';
-import type { GroupPlacer, TransferList } from './pipeline.ts';
-import type { TimeModel } from './time-model.ts';
 
 /** Per-op launch overhead, ms. */
 const LAUNCH_MS = 0.05;
 
 /** What the estimate reads besides the phase. */
-export interface TimingContext {
+export interface TimelineContext {
   readonly world: number;
   /** The cluster's links (links.ts): node size, bandwidths, latency, compute slowdown. */
   readonly links: LinkModel;
   readonly model: ModelShape;
   readonly causal: boolean;
   readonly dir: Direction;
-  readonly tm: TimeModel;
+  readonly tm: KernelTime;
 }
 
 /** Estimated times (ms): per group and rank (index g * world + r), and per compute op. */
@@ -67,7 +67,7 @@ export function tokenBytes(m: ModelShape, kind: number, forward: boolean): numbe
  * transfer needs both ends), and stays as long as its own bytes take on its links.
  */
 export function estimateGroups(
-  ctx: TimingContext,
+  ctx: TimelineContext,
   placer: GroupPlacer,
   list: TransferList,
 ): { groupStart: Float64Array; groupEnd: Float64Array; groups: number } {
@@ -121,7 +121,7 @@ export function estimateGroups(
 }
 
 /** Estimated kernel time (ms, compute slowdown included) of every task in the context's direction. */
-export function taskTimes(ctx: TimingContext, tasks: TaskTable): Float64Array {
+export function taskTimes(ctx: TimelineContext, tasks: TaskTable): Float64Array {
   const n = tasks.rank.length;
   const out = new Float64Array(n);
   const slowdown = ctx.links.computeSlowdown;
@@ -140,7 +140,7 @@ export function taskTimes(ctx: TimingContext, tasks: TaskTable): Float64Array {
 
 /** Estimates the timeline: the groups placed so far, then the compute ops in table order per rank. */
 export function estimateTimeline(
-  ctx: TimingContext,
+  ctx: TimelineContext,
   placer: GroupPlacer,
   list: TransferList,
   compute: ComputeTable,

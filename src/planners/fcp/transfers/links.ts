@@ -1,11 +1,11 @@
 /**
  * The links FCP plans for, read from the problem's cluster: how many ranks share the fast
  * intra-node links, what a byte costs on each link class, the per-group latency and how much
- * slower compute runs on the SMs left to it. The timeline estimate (timing.ts), the sender choice
- * (fetch.ts) and the locality tie-break (distribute.ts) read this, so a plan is made for the
+ * slower compute runs on the SMs left to it. The timeline estimate (timeline.ts), the sender choice
+ * (fetch.ts) and the locality tie-break (placement/distribute.ts) read this, so a plan is made for the
  * network it will run on (a faster NIC shortens the estimated groups and moves pushes earlier).
  */
-import { type ClusterSpec, computeSlowdown } from '../../problem/cluster.ts';
+import { type ClusterSpec, computeSlowdown } from '../../../problem/cluster.ts';
 
 /** GB/s to bytes per millisecond. */
 const GBPS_TO_BYTES_PER_MS = 1e6;

@@ -17,10 +17,10 @@
  * the per-rank average compute: halving keeps the grids of different block sizes nested, so tiles
  * of several blocks stay squares. Blocks never exceed what memory allows (see {@link memoryBlockCap}).
  */
-import { attendedPairs, sequencePairs } from '../../model/attention.ts';
-import type { Mask } from '../../plan/types.ts';
+import { attendedPairs, sequencePairs } from '../../../model/attention.ts';
+import type { Mask } from '../../../plan/types.ts';
+import type { FcpOptions } from '../options.ts';
 import type { SeqRows } from './layout.ts';
-import type { FcpOptions } from './options.ts';
 
 /** Blocks and placement units of a batch. Block ids of sequence s are seqBlocks[s]..seqBlocks[s+1]-1, by position. */
 export interface Blocks {

@@ -17,8 +17,8 @@
  * counted apart (a transfer inside a node loads only NVLink, 8x faster). Ties go to the user rank
  * (available from time zero); consecutive user segments are one message.
  */
-import type { Mask } from '../../plan/types.ts';
-import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from './layout.ts';
+import type { Mask } from '../../../plan/types.ts';
+import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from '../placement/layout.ts';
 import { type Pieces, pieceAt } from './reshuffle.ts';
 
 /** Remote key ranges each RS needs, each inside one user row. */

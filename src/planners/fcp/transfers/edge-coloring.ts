@@ -32,7 +32,7 @@
  * per-bin "waiting edge" slot. Children are stable partitions of the segment, so they stay sorted by
  * left bin, and every index is segment-relative: deep levels touch only their own small segment.
  */
-import { assert } from '../../core/assert.ts';
+import { assert } from '../../../core/assert.ts';
 
 /** Data of one colouring run over the padded Δ-regular graph; per-edge arrays are by position. */
 interface Work {

@@ -3,8 +3,8 @@
  * the home layout as maximal runs of consecutive blocks on one rank, and the rank-sequence pairs
  * ("RS": a rank with at least one home run of a sequence), the unit of work of the later stages.
  */
-import { assert } from '../../core/assert.ts';
-import type { Layout } from '../../plan/types.ts';
+import { assert } from '../../../core/assert.ts';
+import type { Layout } from '../../../plan/types.ts';
 import type { Blocks } from './blocks.ts';
 
 /** Rows of a layout grouped by sequence: rows of s are off[s]..off[s+1]-1, ascending start. */

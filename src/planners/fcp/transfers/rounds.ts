@@ -9,11 +9,11 @@
  * in the order it needs them, and senders are not coordinated, so a rank may send many messages in
  * a round (the congestion the matchings avoid).
  *
- * Rounds are then ordered for the pipeline and handed to the group placer (pipeline.ts); single
+ * Rounds are then ordered for the pipeline and handed to the group placer (groups.ts); single
  * transfers (pushes) fill the gaps the rounds leave.
  */
 import { colorBipartiteEdges } from './edge-coloring.ts';
-import type { GroupPlacer } from './pipeline.ts';
+import type { GroupPlacer } from './groups.ts';
 
 /** A split of edges into rounds (local round ids 0..rounds-1). */
 export interface Colouring {

@@ -38,10 +38,10 @@
  * 4. Refinement, over blocks (refine.ts): moves and swaps between the most and the least loaded
  *    ranks while they lower the maximum, preferring blocks that move anyway and the same node.
  */
-import { FcpError, issue } from '../../core/issues.ts';
+import { FcpError, issue } from '../../../core/issues.ts';
+import type { FcpOptions } from '../options.ts';
 import type { Blocks } from './blocks.ts';
 import { blockUserRanks, type SeqRows } from './layout.ts';
-import type { FcpOptions } from './options.ts';
 import { RankHeap } from './rank-heap.ts';
 import { refine } from './refine.ts';
 import type { Weights } from './weights.ts';

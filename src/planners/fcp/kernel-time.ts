@@ -18,7 +18,7 @@ import { decompose } from '../../cost/pieces.ts';
 import type { ModelShape } from '../../plan/types.ts';
 
 /** Kernel time of task shapes, in ms; memoised. */
-export class TimeModel {
+export class KernelTime {
   private readonly kernel: KernelModel;
   private readonly pieces = new Map<number, number>();
   /** Per-launch overhead, forward plus backward. */

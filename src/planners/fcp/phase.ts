@@ -1,0 +1,215 @@
+/**
+ * Stages both phases share (forward.ts, backward.ts): placing the `in` and `kv` rounds, ordering a
+ * phase's compute ops, the pipeline ablations, and which op last touches each reshuffle piece (the
+ * op its `out` push must wait for).
+ */
+import type { Direction } from '../../cost/kernel.ts';
+import type { ComputeTable } from '../../plan/types.ts';
+import { Kind } from '../../plan/types.ts';
+import type { PhaseContext } from './context.ts';
+import type { FcpOptions } from './options.ts';
+import { buildOps, orderOps } from './order.ts';
+import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
+import type { KvEdges } from './transfers/fetch.ts';
+import type { GroupPlacer, TransferList } from './transfers/groups.ts';
+import { type Colouring, colourEdges, orderRounds, placeColouring } from './transfers/rounds.ts';
+import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
+
+/** Per-phase statistics recorded in the plan's meta. */
+export interface PhaseStats {
+  rounds: Record<string, number>;
+  delta: Record<string, number>;
+  transfers: Record<string, number>;
+  groups: number;
+  ops: number;
+}
+
+/** Number of groups of a finished phase (its last round's group + 1). */
+export function groupCount(groupOfRound: Int32Array): number {
+  return groupOfRound.length > 0 ? groupOfRound[groupOfRound.length - 1]! + 1 : 0;
+}
+
+/** The timeline estimate's view of a phase. */
+export function timelineContext(ctx: PhaseContext, dir: Direction): TimelineContext {
+  return {
+    world: ctx.world,
+    links: ctx.links,
+    model: ctx.model,
+    causal: ctx.mask === 'causal',
+    dir,
+    tm: ctx.kernel,
+  };
+}
+
+/**
+ * Weight of a transfer to `dst` for the round order: receivers with little work present from the
+ * start weigh most (1 for none, 1/2 for a rank's share).
+ */
+export function hunger(ctx: PhaseContext): Float64Array {
+  const { pieces, world } = ctx;
+  const local = new Float64Array(world);
+  let total = 0;
+  for (let p = 0; p < pieces.seq.length; p++) {
+    total += pieces.length[p]!;
+    if (pieces.user[p] === pieces.home[p]) local[pieces.home[p]!]! += pieces.length[p]!;
+  }
+  const share = total / world || 1;
+  const out = new Float64Array(world);
+  for (let r = 0; r < world; r++) out[r] = 1 / (1 + local[r]! / share);
+  return out;
+}
+
+/** Places the `kv` edges (one colouring, Δ rounds) with per-edge ready groups; returns each edge's group. */
+export function placeKv(
+  placer: GroupPlacer,
+  list: TransferList,
+  edges: KvEdges,
+  ready: Int32Array,
+  weightOfRank: Float64Array,
+  ctx: PhaseContext,
+  colouring?: Colouring,
+): { group: Int32Array; colouring: Colouring } {
+  const c = colouring ?? colourEdges(edges.src, edges.dst, ctx.world, ctx.o.rounds);
+  const weight = new Float64Array(edges.dst.length);
+  for (let e = 0; e < weight.length; e++) weight[e] = weightOfRank[edges.dst[e]!]!;
+  const { order, readyOf } = orderRounds(c, ready, weight);
+  const slot = placeColouring(placer, c, order, readyOf, edges.src, edges.dst);
+  const group = new Int32Array(edges.src.length);
+  for (let e = 0; e < slot.length; e++) {
+    list.add(
+      slot[e]!,
+      edges.src[e]!,
+      edges.dst[e]!,
+      Kind.kv,
+      edges.seq[e]!,
+      edges.start[e]!,
+      edges.length[e]!,
+    );
+    group[e] = placer.groupOf(slot[e]!);
+  }
+  return { group, colouring: c };
+}
+
+/** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */
+export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContext, c: Colouring): Int32Array {
+  const { pieces } = ctx;
+  const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
+  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
+  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  const slot = placeColouring(placer, c, order, readyOf, src, dst);
+  const group = new Int32Array(pieces.seq.length).fill(-1);
+  for (let i = 0; i < pieces.moving.length; i++) {
+    const p = pieces.moving[i]!;
+    list.add(
+      slot[i]!,
+      pieces.user[p]!,
+      pieces.home[p]!,
+      Kind.in,
+      pieces.seq[p]!,
+      pieces.start[p]!,
+      pieces.length[p]!,
+    );
+    group[p] = placer.groupOf(slot[i]!);
+  }
+  return group;
+}
+
+/** Colouring of the `in` edges (shared by both phases: the same pieces move). */
+export function colourIn(ctx: PhaseContext): Colouring {
+  const { pieces } = ctx;
+  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
+  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  return colourEdges(src, dst, ctx.world, ctx.o.rounds);
+}
+
+/** Longest compute op of the exporting work, ms (order.ts): pushes leave after at most this much compute. */
+const MAX_OP_MS = 2;
+/** Local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
+const RESERVE_MS = 10;
+
+/**
+ * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
+ * (order.ts), or, under the pipeline ablations, one op per ready group.
+ */
+export function buildPhaseOps(
+  ctx: PhaseContext,
+  tasks: Tasks,
+  after: Int32Array,
+  ms: Float64Array,
+  backward: boolean,
+  tctx: TimelineContext,
+  placer: GroupPlacer,
+  list: TransferList,
+): { compute: ComputeTable; opOfTask: Int32Array } {
+  const { world, o } = ctx;
+  if (o.noPipeline) return buildOps(tasks.table.rank, after, world);
+  const t = tasks.table;
+  const key = new Float64Array(t.rank.length);
+  for (let i = 0; i < key.length; i++)
+    key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
+  const { groupEnd, groups } = estimateGroups(tctx, placer, list);
+  const input = { rank: t.rank, ready: after, exported: exportFlags(ctx, tasks, backward), ms, key };
+  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, RESERVE_MS);
+}
+
+/** Applies the pipeline ablations to tasks' ready groups. */
+export function applyAblations(
+  ready: Int32Array,
+  pieceGroup: Int32Array,
+  lastFetchGroup: number,
+  o: FcpOptions,
+): Int32Array {
+  let lastIn = -1;
+  for (let p = 0; p < pieceGroup.length; p++) lastIn = Math.max(lastIn, pieceGroup[p]!);
+  const out = ready.slice();
+  for (let t = 0; t < out.length; t++) {
+    if (o.noPipeline) out[t] = lastFetchGroup;
+    else if (o.noReshuffleOverlap) out[t] = Math.max(out[t]!, lastIn);
+  }
+  return out;
+}
+
+/**
+ * Last op of each piece's home touching the piece: as queries (the op writing its O or dQ rows),
+ * and with `withKeys` also as keys (the backward's dK/dV rows).
+ */
+export function lastWriter(
+  ctx: TaskContext,
+  tasks: Tasks,
+  opOfTask: Int32Array,
+  withKeys = false,
+): Int32Array {
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
+  const lastOp = new Int32Array(pieces.seq.length).fill(-1);
+  const rsPieces: number[] = [];
+  const sides = withKeys ? 2 : 1;
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    const np = rsPieces.length;
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const op = opOfTask[i]!;
+      for (let side = 0; side < sides; side++) {
+        const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
+        const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
+        let lo = 0;
+        let hi = np;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          const pm = rsPieces[mid]!;
+          if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
+          else hi = mid;
+        }
+        for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
+          const pk = rsPieces[k]!;
+          if (lastOp[pk]! < op) lastOp[pk] = op;
+        }
+      }
+    }
+  }
+  return lastOp;
+}
