@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { attendedPairs } from '../../src/model/attention.ts';
-import { Kind } from '../../src/plan/types.ts';
+import { Kind, type Plan } from '../../src/plan/types.ts';
+import { validatePlan } from '../../src/plan/validate.ts';
 import { defaultChunkSize, magiDispatch } from '../../src/planners/magi/dispatch.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
@@ -52,7 +53,11 @@ test('magi: overlapDegree stages become all-to-all-v groups; backward reduces dK
     const fg = plan.forward.groupOfRound;
     const groups = fg.length ? fg[fg.length - 1]! + 1 : 0;
     assert.equal(groups, degree);
-    assert.equal(plan.backward.groupOfRound[plan.backward.groupOfRound.length - 1]! + 1, degree + 1);
+    // Backward: one K/V group per stage plus the last two reduces alone (one when a single stage).
+    assert.equal(
+      plan.backward.groupOfRound[plan.backward.groupOfRound.length - 1]! + 1,
+      degree === 1 ? 2 : degree + 2,
+    );
     // Every forward kv fetch has a dkv reply: same range, reversed direction.
     const key = (s: number, d: number, q: number, a: number, l: number) => `${s}>${d}:${q}@${a}+${l}`;
     const kv = new Set<string>();
@@ -108,5 +113,85 @@ test('magi: user layout equals home layout; chunkSize option; bad options are us
   assert.equal(
     codeOf(() => planMagi(p, { overlapDegree: 0 })),
     'option.overlapDegree',
+  );
+});
+
+/** For every sendAfter pair of the backward: [rank, op index in rank order, next op's `after`, transfer group]. */
+function reduceOverlaps(plan: Plan): { overlapped: number; waited: number } {
+  const ph = plan.backward;
+  const c = ph.compute;
+  const next = new Int32Array(c.rank.length).fill(-2);
+  for (let i = 0; i + 1 < c.rank.length; i++) if (c.rank[i + 1] === c.rank[i]) next[i] = c.after[i + 1]!;
+  let overlapped = 0;
+  let waited = 0;
+  for (let i = 0; i < ph.sendAfter.transfer.length; i++) {
+    const op = ph.sendAfter.compute[i]!;
+    if (next[op] === -2) continue; // the rank's last op: nothing left to overlap with
+    const g = ph.groupOfRound[ph.transfers.round[ph.sendAfter.transfer[i]!]!]!;
+    if (g > next[op]!) overlapped++;
+    else waited++;
+  }
+  return { overlapped, waited };
+}
+
+test('magi backward: the dK/dV reduce of a stage overlaps the next op (never waited for by it), as dist_attn.py does', () => {
+  const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 3 });
+  for (const o of [{ overlapDegree: 2 }, { overlapDegree: 4 }, { overlapDegree: 3, hideTailReduce: true }]) {
+    const plan = planMagi(p, o);
+    assert.deepEqual(validatePlan(plan).issues, []);
+    const { overlapped, waited } = reduceOverlaps(plan);
+    assert.equal(waited, 0, JSON.stringify(o));
+    assert.ok(overlapped > 0);
+  }
+});
+
+test('magi hideTailReduce: the host stage runs last in the backward, so the last reduce overlaps it', () => {
+  const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 3 });
+  const plan = planMagi(p, { hideTailReduce: true });
+  const c = plan.backward.compute;
+  // The last op of every rank that has remote stages waits for no group (the host stage).
+  let ranksWithStages = 0;
+  for (let i = 0; i < c.rank.length; i++) {
+    const last = i + 1 === c.rank.length || c.rank[i + 1] !== c.rank[i];
+    const first = i === 0 || c.rank[i - 1] !== c.rank[i];
+    if (last && !first) {
+      ranksWithStages++;
+      assert.equal(c.after[i], -1);
+    }
+  }
+  assert.ok(ranksWithStages > 0);
+  // Without it, the rank's last op is a remote stage and its reduce has nothing to overlap.
+  const d = planMagi(p).backward.compute;
+  assert.equal(d.after[d.rank.length - 1]! >= 0, true);
+});
+
+test('magi native backend: one inter-node copy per (segment, destination node) per stage, NVLink fan-out', () => {
+  const p = resolveProblem({ batch: 'longtail', world: 32, tokensPerRank: 4096, seed: 2, gpusPerNode: 8 });
+  const node = (r: number) => Math.floor(r / 8);
+  const a2av = planMagi(p);
+  const native = planMagi(p, { magiBackend: 'native' });
+  assert.deepEqual(validatePlan(native).issues, []);
+  const interNode = (plan: Plan) => {
+    const t = plan.forward.transfers;
+    const seen = new Map<string, number>();
+    let tokens = 0;
+    for (let i = 0; i < t.round.length; i++) {
+      if (node(t.src[i]!) === node(t.dst[i]!)) continue;
+      tokens += t.length[i]!;
+      const k = `${plan.forward.groupOfRound[t.round[i]!]}:${t.seq[i]}@${t.start[i]}:${node(t.dst[i]!)}`;
+      seen.set(k, (seen.get(k) ?? 0) + 1);
+    }
+    return { tokens, maxCopies: Math.max(...seen.values()) };
+  };
+  const n = interNode(native);
+  const a = interNode(a2av);
+  assert.equal(n.maxCopies, 1);
+  assert.ok(a.maxCopies > 1, 'the a2av backend sends duplicates to one node');
+  assert.ok(n.tokens < a.tokens, `${n.tokens} < ${a.tokens}`);
+  // Same total attention work, numerically the same tasks.
+  assert.deepEqual(native.tasks, a2av.tasks);
+  assert.equal(
+    codeOf(() => planMagi(p, { magiBackend: 'deepep' as 'native' })),
+    'option.magiBackend',
   );
 });

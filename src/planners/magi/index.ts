@@ -11,8 +11,12 @@
  *   (local) stage computes first; each rank's remote fetches are split into `overlapDegree` stages
  *   by area (largest first onto the stage with the least area), stage d's fetch is one all-to-all-v
  *   group and its compute runs after it, so stage d+1's fetch overlaps stage d's compute.
- * - Backward: the K/V fetches again, and stage d's dK/dV partials are reduced to their owners
- *   (GroupReduce) in the group that prefetches stage d+1, the last one alone (exposed tail).
+ * - Backward (`dist_attn.py`, `DistAttnFunc.backward`): the K/V fetches again; stage d's dK/dV
+ *   partials are reduced to their owners (GroupReduce) while stage d+1 computes (in the group that
+ *   prefetches stage d+2), the last reduce exposed unless `hideTailReduce` moves the host stage
+ *   after it (`MAGI_ATTENTION_BWD_HIDE_TAIL_REDUCE`, `_hide_tail_stage_reduce_backward`).
+ * - Backend: `a2av` (NCCL all-to-all-v, one copy per destination rank) or `native` (one copy per
+ *   destination node, NVLink fan-out inside it; {@link stageMessages}).
  * - Rounds: an all-to-all-v is not congestion-free. Inside a group, round j holds each sender's j-th
  *   message, the sender visiting its destinations in NCCL's shifted order (dst - src mod N); rows of
  *   one (sender, receiver) message share a round. Receivers that several senders reach in the same
@@ -37,11 +41,21 @@ export interface MagiOptions {
   /** Tokens per chunk; undefined: ceil(total / (8N)). */
   chunkSize: number | undefined;
   overlapDegree: number;
+  hideTailReduce: boolean;
+  backend: 'a2av' | 'native';
 }
 
 /** Defaults and validation of the magi options. */
 export function resolveMagiOptions(o: PlannerOptions): MagiOptions {
-  const { chunkSize, overlapDegree = 2 } = o;
+  const { chunkSize, overlapDegree = 2, hideTailReduce = false, magiBackend: backend = 'a2av' } = o;
+  if (backend !== 'a2av' && backend !== 'native')
+    fail('option.magiBackend', `magi backend must be a2av or native (got ${String(backend)})`, 'magiBackend');
+  if (typeof hideTailReduce !== 'boolean')
+    fail(
+      'option.hideTailReduce',
+      `hideTailReduce must be true or false (got ${String(hideTailReduce)})`,
+      'hideTailReduce',
+    );
   if (chunkSize !== undefined && (!Number.isInteger(chunkSize) || chunkSize < 1))
     fail(
       'option.chunkSize',
@@ -54,7 +68,7 @@ export function resolveMagiOptions(o: PlannerOptions): MagiOptions {
       `--overlap-degree must be an integer in 1..64 (got ${overlapDegree})`,
       'overlapDegree',
     );
-  return { chunkSize, overlapDegree };
+  return { chunkSize, overlapDegree, hideTailReduce, backend };
 }
 
 /** Home segments: maximal runs of one sequence on one rank, in packed order. */
@@ -114,20 +128,25 @@ interface Fetch {
   stage: number;
 }
 
+/** One message of a collective: `seg` from src to dst; `afterSlot` >= 0: sendAfter (src, slot). */
+interface Msg {
+  src: number;
+  dst: number;
+  kind: KindCode;
+  seg: number;
+  afterSlot: number;
+}
+
 /**
  * Rounds of one all-to-all-v: message (src, dst) goes in round base + (its position in src's list of
  * destinations ordered by (dst - src) mod N). Returns the round of each message and the round count.
  */
-function a2avRounds(
-  srcs: number[],
-  dsts: number[],
-  world: number,
-): { pos: Map<number, number>; rounds: number } {
+function a2avRounds(msgs: readonly Msg[], world: number): { pos: Map<number, number>; rounds: number } {
   const bySrc = new Map<number, Set<number>>();
-  for (let i = 0; i < srcs.length; i++) {
-    const set = bySrc.get(srcs[i]!) ?? new Set<number>();
-    set.add(dsts[i]!);
-    bySrc.set(srcs[i]!, set);
+  for (const m of msgs) {
+    const set = bySrc.get(m.src) ?? new Set<number>();
+    set.add(m.dst);
+    bySrc.set(m.src, set);
   }
   const pos = new Map<number, number>();
   let rounds = 0;
@@ -141,38 +160,94 @@ function a2avRounds(
   return { pos, rounds };
 }
 
-/** Emits the messages of one collective into round base..base+rounds-1; returns rounds used. */
-function emitCollective(
-  ph: PhaseBuilder,
-  fetches: Fetch[],
-  seg: Segments,
-  kind: KindCode,
-  base: number,
-  world: number,
-  reverse: boolean,
-): number {
-  const srcs = fetches.map((f) => (reverse ? f.dst : f.src));
-  const dsts = fetches.map((f) => (reverse ? f.src : f.dst));
-  const { pos, rounds } = a2avRounds(srcs, dsts, world);
-  fetches.forEach((f, i) => {
-    const src = srcs[i]!;
-    const round = base + pos.get(src * world + dsts[i]!)!;
-    const id = ph.transfer(
-      round,
-      src,
-      dsts[i]!,
-      kind,
-      seg.seq[f.seg]!,
-      seg.start[f.seg]!,
-      seg.length[f.seg]!,
-    );
-    // dK/dV partials leave after the stage's compute on the sender (op slot 1 + stage).
-    if (reverse) ph.sendAfter(id, src, 1 + f.stage);
-  });
-  return rounds;
+/**
+ * The messages of one stage's collective, in two sub-phases (the second runs in the next group).
+ * `a2av`: every fetch is one message (phase 1). `native` (MagiAttention's native group collective,
+ * `docs/source/blog/native_grpcoll.md`): a K/V segment needed by several ranks of one other node
+ * crosses the network once, to the lowest of them (phase 1), which forwards it over NVLink
+ * (phase 2); the dK/dV reduce runs the other way: the node's partials are summed on that rank over
+ * NVLink (phase 1), which sends the sum across once (phase 2). Forwarding from a rank that received
+ * the data in an earlier group, and a `dkv` to a rank that is not the key range's home (it adds it
+ * to its own partial and moves the sum on), are both allowed by the plan format
+ * (docs/plan-format.md, execution semantics of `kv` and `dkv`).
+ */
+function stageMessages(
+  fetches: readonly Fetch[],
+  kind: 'kv' | 'dkv',
+  native: boolean,
+  nodeOf: (r: number) => number,
+  slotOf: (stage: number) => number,
+): [Msg[], Msg[]] {
+  const p1: Msg[] = [];
+  const p2: Msg[] = [];
+  const k = kind === 'kv' ? Kind.kv : Kind.dkv;
+  // dK/dV partials leave after the stage's compute on the sender.
+  const send = (f: Fetch, src: number, dst: number, into: Msg[]) =>
+    into.push({ src, dst, kind: k, seg: f.seg, afterSlot: kind === 'dkv' ? slotOf(f.stage) : -1 });
+  if (!native) {
+    for (const f of fetches) send(f, kind === 'kv' ? f.src : f.dst, kind === 'kv' ? f.dst : f.src, p1);
+    return [p1, p2];
+  }
+  const byNode = new Map<string, Fetch[]>();
+  for (const f of fetches) {
+    if (nodeOf(f.src) === nodeOf(f.dst)) {
+      send(f, kind === 'kv' ? f.src : f.dst, kind === 'kv' ? f.dst : f.src, p1);
+      continue;
+    }
+    const key = `${f.seg}:${nodeOf(f.dst)}`;
+    const list = byNode.get(key);
+    if (list) list.push(f);
+    else byNode.set(key, [f]);
+  }
+  for (const list of byNode.values()) {
+    const relay = list.reduce((a, b) => (b.dst < a.dst ? b : a));
+    if (kind === 'kv') {
+      send(relay, relay.src, relay.dst, p1);
+      for (const f of list) if (f !== relay) send(f, relay.dst, f.dst, p2);
+    } else if (list.length === 1) send(relay, relay.dst, relay.src, p1);
+    else {
+      for (const f of list) if (f !== relay) send(f, f.dst, relay.dst, p1);
+      send(relay, relay.dst, relay.src, p2);
+    }
+  }
+  return [p1, p2];
 }
 
-/** Plans MagiAttention's dispatch and all-to-all-v stages. */
+/**
+ * Emits the given sub-groups in order, skipping empty ones; each becomes one comm group whose
+ * rounds follow {@link a2avRounds}. Returns the index of the last group emitted (-1: none yet).
+ */
+function emitGroups(
+  ph: PhaseBuilder,
+  groups: Msg[][],
+  groupOfRound: number[],
+  seg: Segments,
+  world: number,
+): number {
+  for (const msgs of groups) {
+    if (msgs.length === 0) continue;
+    const g = groupOfRound.length ? groupOfRound[groupOfRound.length - 1]! + 1 : 0;
+    const base = groupOfRound.length;
+    const { pos, rounds } = a2avRounds(msgs, world);
+    for (const m of msgs) {
+      const round = base + pos.get(m.src * world + m.dst)!;
+      const id = ph.transfer(
+        round,
+        m.src,
+        m.dst,
+        m.kind,
+        seg.seq[m.seg]!,
+        seg.start[m.seg]!,
+        seg.length[m.seg]!,
+      );
+      if (m.afterSlot >= 0) ph.sendAfter(id, m.src, m.afterSlot);
+    }
+    for (let i = 0; i < rounds; i++) groupOfRound.push(g);
+  }
+  return groupOfRound.length ? groupOfRound[groupOfRound.length - 1]! : -1;
+}
+
+/** Plans MagiAttention's dispatch and its overlapped group-collective stages. */
 export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   const o = resolveMagiOptions(options);
   const { sequences, world } = problem;
@@ -186,6 +261,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   // Tasks: every (query segment, key segment) pair of a sequence that the mask attends.
   const fetches: Fetch[] = [];
   const fetchOf = new Map<number, Fetch>();
+  const host: { rank: number; task: number }[] = [];
   for (let s = 0; s < sequences.length; s++) {
     const lo = seg.firstOfSeq[s]!;
     const hi = seg.firstOfSeq[s + 1]!;
@@ -196,8 +272,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
         const t = b.task(qr, s, seg.start[qi]!, seg.length[qi]!, seg.start[ki]!, seg.length[ki]!);
         const kr = seg.rank[ki]!;
         if (kr === qr) {
-          b.forward.task(qr, 0, -1, t);
-          b.backward.task(qr, 0, -1, t);
+          host.push({ rank: qr, task: t });
           continue;
         }
         const key = ki * world + qr;
@@ -230,7 +305,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
       heap.push(load[st]!, st);
     }
   }
-  // Compact the stages that hold any fetch into groups 0..E-1.
+  // Compact the stages that hold any fetch into 0..E-1.
   const groupOfStage = new Int32Array(o.overlapDegree).fill(-1);
   let stages = 0;
   for (let st = 0; st < o.overlapDegree; st++) if (used[st]) groupOfStage[st] = stages++;
@@ -238,44 +313,63 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   for (const f of fetches) {
     f.stage = groupOfStage[f.stage]!;
     stageFetches[f.stage]!.push(f);
-    for (const t of f.tasks) {
-      b.forward.task(f.dst, 1 + f.stage, f.stage, t);
-      b.backward.task(f.dst, 1 + f.stage, f.stage, t);
-    }
   }
 
-  // Forward: group j = all-to-all-v of stage j's K/V.
+  const native = o.backend === 'native';
+  const gpn = Math.max(1, problem.gpusPerNode);
+  const nodeOf = (r: number) => Math.floor(r / gpn);
+  // Op slots. Forward: host stage first (slot 0), remote stage j in slot 1+j. Backward: the same,
+  // or with the hidden tail reduce the host stage last (slot E) after the remote stages (slot j).
+  const fwdSlot = (j: number) => 1 + j;
+  const bwdSlot = (j: number) => (o.hideTailReduce ? j : 1 + j);
+  const bwdHostSlot = o.hideTailReduce ? stages : 0;
+
+  // Forward: stage j's K/V GroupCast is one group (two with the native backend's NVLink fan-out);
+  // stage j computes after it, while stage j+1's fetch runs (prefetch).
   const fwdGroups: number[] = [];
+  const fwdAfter: number[] = [];
   for (let j = 0; j < stages; j++) {
-    const r = emitCollective(b.forward, stageFetches[j]!, seg, Kind.kv, fwdGroups.length, world, false);
-    for (let i = 0; i < r; i++) fwdGroups.push(j);
+    const [p1, p2] = stageMessages(stageFetches[j]!, 'kv', native, nodeOf, fwdSlot);
+    fwdAfter.push(emitGroups(b.forward, [p1, p2], fwdGroups, seg, world));
   }
-  // Backward: group j = K/V of stage j (GroupCast) + dK/dV of stage j-1 (GroupReduce).
+  // Backward (`dist_attn.py`, `DistAttnFunc.backward`): step j fetches stage j's K/V and reduces
+  // the dK/dV of stage j-2, so the reduce of stage i overlaps the compute of stage i+1 (it is
+  // issued after stage i's compute and waited for only before the end); steps E and E+1 carry the
+  // last two reduces, the last one exposed unless the host stage runs after it (hideTailReduce).
   const bwdGroups: number[] = [];
-  for (let j = 0; j <= stages; j++) {
-    if (j < stages) {
-      const r = emitCollective(b.backward, stageFetches[j]!, seg, Kind.kv, bwdGroups.length, world, false);
-      for (let i = 0; i < r; i++) bwdGroups.push(j);
-    }
-    if (j > 0) {
-      const r = emitCollective(
-        b.backward,
-        stageFetches[j - 1]!,
-        seg,
-        Kind.dkv,
-        bwdGroups.length,
-        world,
-        true,
-      );
-      for (let i = 0; i < r; i++) bwdGroups.push(j);
-    }
+  const bwdAfter: number[] = [];
+  for (let j = 0; j < stages + 2; j++) {
+    const kv = j < stages ? stageMessages(stageFetches[j]!, 'kv', native, nodeOf, bwdSlot) : [[], []];
+    const red = j >= 2 ? stageMessages(stageFetches[j - 2]!, 'dkv', native, nodeOf, bwdSlot) : [[], []];
+    const last = emitGroups(
+      b.backward,
+      [
+        [...kv[0], ...red[0]],
+        [...kv[1], ...red[1]],
+      ],
+      bwdGroups,
+      seg,
+      world,
+    );
+    if (j < stages) bwdAfter.push(last);
   }
+  for (const h of host) {
+    b.forward.task(h.rank, 0, -1, h.task);
+    b.backward.task(h.rank, bwdHostSlot, -1, h.task);
+  }
+  for (const f of fetches)
+    for (const t of f.tasks) {
+      b.forward.task(f.dst, fwdSlot(f.stage), fwdAfter[f.stage]!, t);
+      b.backward.task(f.dst, bwdSlot(f.stage), bwdAfter[f.stage]!, t);
+    }
   return b.build('magi', Int32Array.from(fwdGroups), Int32Array.from(bwdGroups), {
     planner: 'magi',
     chunkSize: d.chunkSize,
     chunks: d.chunks,
     chunksPerRank: d.chunksPerRank,
     overlapDegree: o.overlapDegree,
+    hideTailReduce: o.hideTailReduce,
+    backend: o.backend,
     stages,
     paddingTokens: d.paddingTokens,
     segments: seg.rank.length,
