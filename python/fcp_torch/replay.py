@@ -12,6 +12,7 @@ from typing import Dict, List
 import numpy as np
 import torch
 
+from .liveness import allocate, check_allocation, lifetimes, live_set_bytes
 from .plan import Plan, attended_pairs, expand_chunks, rank_program
 from .runtime import RankRuntime
 
@@ -72,20 +73,39 @@ def replay_rank(
     seed: int = 0,
     kv_cap: int = 1 << 21,
     profile: bool = False,
+    merge: str = "fused",
+    pool: bool = False,
+    pool_max_space: int = 1 << 22,
 ) -> dict:
     """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
 
     Every K/V token the rank's tasks read is resident. A ring rank reads the whole batch (8M tokens
     at 256 ranks: 34 GB of K/V plus 69 GB of float32 dK/dV), so K/V slots are folded modulo `kv_cap`
     tokens: the kernels and gathers do the same work on the same shapes; the values are random anyway.
+
+    `merge`: "fused" (fused.py: Triton merges and gathers where the probe passes) or "legacy" (the
+    original torch merges). `pool`: K/V rows reused by liveness (liveness.py; lifetimes in the issue
+    order of a real run, transfers included), buffers sized by the computed peak; spaces larger than
+    `pool_max_space` tokens are folded instead (the host-side allocation of a 256-rank ring rank takes
+    a minute). Peak memory is `torch.cuda.max_memory_allocated` over the timed iterations, beside the
+    computed live set (`liveness.live_set_bytes`).
     """
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
     rt = RankRuntime(prog, None, device, dtype, kernel, local=True)
+    if merge == "legacy":
+        rt.fused = None
     prep_s = rt.prepare()
     expand_s = time.perf_counter() - t0 - prep_s
     nq, nk = rt.qspace.size, rt.kvspace["forward"].size
-    if nk > kv_cap:
+    pool_rows = None
+    pool_s = 0.0
+    if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
+        tp = time.perf_counter()
+        pool_rows = {ph: apply_pool(rt, ph) for ph in ("forward", "backward")}
+        nk = max(pool_rows.values())
+        pool_s = time.perf_counter() - tp
+    elif nk > kv_cap:
         for launches in rt._launch_cache.values():
             for L in launches:
                 L.kidx = L.kidx % kv_cap
@@ -94,6 +114,11 @@ def replay_rank(
                 if L.kf is not None and np.any(L.kf + L.lk > kv_cap):
                     L.qf = L.kf = None  # slice-wise accumulation would cross the folded buffer's end
         nk = kv_cap
+    if rt.cuda:
+        torch.cuda.synchronize(rt.device)
+        torch.cuda.empty_cache()
+        mem0 = torch.cuda.memory_allocated(rt.device)
+        torch.cuda.reset_peak_memory_stats(rt.device)
     base = _fill(rt, seed, nk)
     dev = rt.device
     fw: List[float] = []
@@ -110,12 +135,14 @@ def replay_rank(
             "LSE": torch.full((nq, rt.H), float("-inf"), device=dev, dtype=torch.float32),
         }
         f = rt._run_phase("forward", bf)
+        ofinal, lse = bf["O"].to(dtype), bf["LSE"]
+        del bf  # the float32 O is not needed by the backward
         bb = {
             "Q": base["Q"],
             "K": base["K"],
             "V": base["V"],
-            "Ofinal": bf["O"].to(dtype),
-            "LSE": bf["LSE"],
+            "Ofinal": ofinal,
+            "LSE": lse,
             "dO": torch.randn_like(base["Q"]),
             "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
             "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
@@ -129,7 +156,11 @@ def replay_rank(
             bw.append(b.wall_ms)
             fk.append(f.compute_ms)
             bk.append(b.compute_ms)
-        del bf, bb
+        del bb, ofinal, lse
+    peak_bytes = None
+    if rt.cuda:
+        torch.cuda.synchronize(rt.device)
+        peak_bytes = torch.cuda.max_memory_allocated(rt.device) - mem0
     kernel_ms = None
     if profile and rt.cuda:
         kernel_ms = _profile_kernels(rt, base, nq, nk, dtype)
@@ -157,9 +188,38 @@ def replay_rank(
         "forward_mfu": flops_f / (PEAK_TFLOPS * 1e12 * med(fw) / 1e3),
         "backward_mfu": flops_b / (PEAK_TFLOPS * 1e12 * med(bw) / 1e3),
         "kernel_only_ms": kernel_ms,
+        "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
+        "fused_backend": rt.fused.backend if rt.fused is not None else None,
+        "pool_rows": pool_rows,
+        "pool_s": pool_s,
+        "peak_bytes": peak_bytes,
+        "live_set_bytes": live_set_bytes(prog, nq, {"forward": nk, "backward": nk}),
         "expand_s": expand_s,
         "prepare_s": prep_s,
     }
+
+
+def apply_pool(rt: RankRuntime, phase: str) -> int:
+    """Remaps the K/V rows of a phase's cached launches to pool rows (liveness.allocate); returns the pool size."""
+    lt = lifetimes(rt.prog, phase, rt.kvspace[phase], rt.base_space)
+    pool_of, size = allocate(lt)
+    bad = check_allocation(lt, pool_of)
+    assert not bad, bad
+    for i in range(len(getattr(rt.prog, phase).ops)):
+        for L in rt._launches(phase, i):
+            k = pool_of[L.kidx.cpu().numpy()]
+            assert np.all(k >= 0), "a launch reads a K/V slot outside every lifetime"
+            L.kidx = torch.from_numpy(k).to(rt.device)
+            contig = len(k) > 0 and bool(np.all(np.diff(k) == 1))
+            L.k_range = (int(k[0]), int(k[-1]) + 1) if contig else None
+            if L.kf is not None:
+                starts = np.concatenate(([0], np.cumsum(L.lk)[:-1])).astype(np.int64)
+                seg_ok = all(np.all(np.diff(k[a : a + n]) == 1) for a, n in zip(starts.tolist(), L.lk.tolist()))
+                if seg_ok:
+                    L.kf = k[starts]
+                else:
+                    L.qf = L.kf = None  # slice-wise adds need contiguous rows per segment
+    return size
 
 
 def _profile_kernels(rt: RankRuntime, base, nq: int, nk: int, dtype) -> dict:

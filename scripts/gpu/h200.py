@@ -55,10 +55,12 @@ ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "tm
 ap.add_argument("--budget", type=float, default=540.0, help="seconds; sections stop starting work past it")
 ap.add_argument("--smoke", action="store_true", help="CPU, tiny sizes: check the script itself")
 ap.add_argument("--manifest", action="store_true", help="pick replay ranks (CPU) into plans/manifest.json and exit")
-ap.add_argument("--sections", default="env,numerics,multirank,calibrate,replay,multigpu")
+ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,calibrate,replay,multigpu")
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
 ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
+ap.add_argument("--replay-modes", default="legacy,fused", help="replay: merge paths to time (legacy = the original torch merges, no pool; fused = fused.py merges + K/V pool)")
+ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 T0 = time.time()
@@ -206,6 +208,11 @@ def errs(got, ref):
     return {f: rel_err(torch.cat([t.reshape(-1) for t in got[f]]), torch.cat([t.reshape(-1) for t in ref[f]])) for f in ("o", "dq", "dk", "dv")}
 
 
+def ratio(a, b):
+    """Per field: our error against float32 over unsharded bf16 SDPA's error against float32."""
+    return {f: a[f] / max(b[f], 1e-30) for f in a}
+
+
 def whole_inputs(plan, seed):
     from fcp_torch.io import generate_rows
 
@@ -270,7 +277,7 @@ def multirank() -> None:
 
     res = {}
     backend_used = None
-    for strategy in ("fcp", "ring", "magi"):
+    for strategy in ("fcp", "ring", "magi", "bytescale"):
         if left() < 120:
             res[strategy] = {"skipped": "time budget"}
             continue
@@ -313,6 +320,8 @@ def multirank() -> None:
             }
             r["backend"] = backend
             r["pass"] = max(r["attempts"][backend]["vs_sdpa_bf16"].values()) < 1e-2
+            r["attempts"][backend]["error_ratio"] = ratio(r["attempts"][backend]["vs_fp32"], r["attempts"][backend]["sdpa_bf16_vs_fp32"])
+            r["pass_1p2"] = max(r["attempts"][backend]["error_ratio"].values()) <= 1.2
             backend_used = backend
             log("multirank", strategy, backend, json.dumps(r["attempts"][backend]))
             break
@@ -327,7 +336,9 @@ def multirank() -> None:
                 got = run_local(plan, x, device=str(DEV), dtype=DT, kernel="auto", streams=True, timeout=60)
                 got = {f: [t_.to(DEV) for t_ in v] for f, v in got.items()}
                 bf, fp = sdpa_ref(x, plan.causal)
-                r["threads_streams"] = {"s": time.time() - t, "vs_sdpa_bf16": errs(got, bf), "vs_fp32": errs(got, fp)}
+                r["threads_streams"] = {"s": time.time() - t, "vs_sdpa_bf16": errs(got, bf), "vs_fp32": errs(got, fp), "sdpa_bf16_vs_fp32": errs(bf, fp)}
+                r["threads_streams"]["error_ratio"] = ratio(r["threads_streams"]["vs_fp32"], r["threads_streams"]["sdpa_bf16_vs_fp32"])
+                r["threads_streams"]["pass_1p2"] = max(r["threads_streams"]["error_ratio"].values()) <= 1.2
                 r["threads_streams"]["pass"] = max(r["threads_streams"]["vs_sdpa_bf16"].values()) < 1e-2
                 log("multirank", strategy, "threads+streams", json.dumps(r["threads_streams"]))
             except Exception as e:  # noqa: BLE001
@@ -495,6 +506,171 @@ def make_manifest() -> None:
         json.dump(man, f, indent=1)
 
 
+@section("fused")
+def fused_check() -> None:
+    """The fused path's start-up choice, its agreement with the torch merge on a replay-sized case, and
+    a micro-benchmark of one launch's merge (32K rows, 64 heads x 128) per implementation."""
+    from fcp_torch.fused import Fused, merge_csr_torch, merge_plans
+    from fcp_torch.kernels import merge_into, merge_slice
+
+    f = Fused(DEV)
+    out = {"backend": f.backend, "errors": f.errors}
+    n = 32768 if not SMOKE else 256
+    Hh, Dd = (H, D) if not SMOKE else (4, 16)
+    rng = np.random.default_rng(1)
+    idx_a, idx_b = np.arange(n), rng.permutation(n)[: n // 2]
+    plans = merge_plans([idx_a, idx_b], n, DEV)
+    g = torch.Generator(device="cpu").manual_seed(2)
+    parts = [(torch.randn(len(i), Hh, Dd, generator=g).to(DEV, DT), (torch.randn(len(i), Hh, generator=g) * 2).to(DEV)) for i in (idx_a, idx_b)]
+
+    def fresh():
+        return torch.zeros(n, Hh, Dd, device=DEV), torch.full((n, Hh), float("-inf"), device=DEV)
+
+    ref, got = fresh(), fresh()
+    for i, (o, l) in zip((idx_a, idx_b), parts):
+        merge_into(ref[0], ref[1], torch.from_numpy(i).to(DEV), o.float(), l)
+    for mp, (o, l) in zip(plans, parts):
+        f.merge(got[0], got[1], o, l, mp)
+    out["rel_err_O"] = rel_err(got[0], ref[0])
+    out["rel_err_LSE"] = rel_err(got[1], ref[1])
+    acc = fresh()
+    o, l = parts[0]
+    out["ms_one_launch_32k_rows"] = {
+        "legacy merge_slice": bench(lambda: merge_slice(acc[0], acc[1], 0, o, l)),
+        "legacy merge_into": bench(lambda: merge_into(acc[0], acc[1], torch.from_numpy(idx_a).to(DEV), o.float(), l)),
+        "torch csr (first touch)": bench(lambda: merge_csr_torch(acc[0], acc[1], o, l, plans[0])),
+        f"{f.backend} csr (first touch)": bench(lambda: f.merge(acc[0], acc[1], o, l, plans[0])),
+        f"{f.backend} csr (half the rows, merged)": bench(lambda: f.merge(acc[0], acc[1], parts[1][0], parts[1][1], plans[1])),
+    }
+    R["fused"] = out
+    log("fused", json.dumps(out))
+
+
+@section("world1")
+def world1() -> None:
+    """The world-1 FCP plan of a long-tailed 64K-token batch against a per-sequence SDPA loop."""
+    import torch.nn.functional as F
+
+    from fcp_torch.kernels import math_forward
+    from fcp_torch.runtime import RankRuntime
+
+    if SMOKE:
+        from fcp_torch.plan import plan_from_json
+        from tests import synth
+
+        plan = plan_from_json(synth.owner_plan([40, 9, 70, 3], 1, 2, "causal", H=4, Hk=2, D=16))
+    else:
+        plan = read_plan(os.path.join(PLANS, "w1-fcp-longtail-64k.json.gz"))
+    prog = rank_program(plan, 0)
+    lens = plan.sequences.tolist()
+    T = int(sum(lens))
+    g = torch.Generator(device="cpu").manual_seed(4)
+    q = torch.randn(T, plan.q_heads, plan.head_dim, generator=g).to(DEV, DT)
+    k = torch.randn(T, plan.kv_heads, plan.head_dim, generator=g).to(DEV, DT)
+    v = torch.randn(T, plan.kv_heads, plan.head_dim, generator=g).to(DEV, DT)
+    do = torch.randn(T, plan.q_heads, plan.head_dim, generator=g).to(DEV, DT)
+    # user layout = rows sorted by (sequence, start): with one rank, the sequences in order
+    assert prog.user_tokens == T
+    offs = np.concatenate(([0], np.cumsum(lens))).tolist()
+
+    def sdpa_fwd(q, k, v):
+        outs = []
+        for s in range(len(lens)):
+            a, b = offs[s], offs[s + 1]
+            if SMOKE:  # torch 1.13 has no SDPA: the math kernel stands in
+                outs.append(math_forward(q[a:b], k[a:b], v[a:b], True, 1.0 / math.sqrt(plan.head_dim))[0].to(q.dtype))
+                continue
+            o = F.scaled_dot_product_attention(q[a:b].transpose(0, 1)[None], k[a:b].transpose(0, 1)[None], v[a:b].transpose(0, 1)[None],
+                                               is_causal=True, enable_gqa=True)
+            outs.append(o[0].transpose(0, 1))
+        return torch.cat(outs)
+
+    def sdpa_fb():
+        qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
+        sdpa_fwd(qq, kk, vv).backward(do)
+        return qq.grad
+
+    res = {"sequences": len(lens), "tokens": T, "max_len": max(lens), "runs": {}}
+    res["sdpa_loop"] = {"forward_ms": bench(lambda: sdpa_fwd(q, k, v), warmup=2, reps=5), "fwd_bwd_ms": bench(sdpa_fb, warmup=2, reps=5)}
+    for mode in ("legacy", "fused"):
+        rt = RankRuntime(prog, None, DEV, DT, kname("auto"))
+        if mode == "legacy":
+            rt.fused = None
+        rt.prepare()
+
+        def fcp_fb():
+            o, st = rt.forward_with_state(q, k, v)
+            return rt.backward(do, st)
+
+        r = {"forward_ms": bench(lambda: rt.forward(q, k, v), warmup=2, reps=5), "fwd_bwd_ms": bench(fcp_fb, warmup=2, reps=5),
+             "launches": rt.stats["forward"].launch_kinds}
+        o_f = rt.forward(q, k, v)
+        r["o_rel_err_vs_sdpa"] = rel_err(o_f, sdpa_fwd(q, k, v))
+        r["speedup_forward"] = res["sdpa_loop"]["forward_ms"] / r["forward_ms"]
+        r["speedup_fwd_bwd"] = res["sdpa_loop"]["fwd_bwd_ms"] / r["fwd_bwd_ms"]
+        res["runs"][mode] = r
+        del rt
+    R["world1"] = res
+    log("world1", json.dumps(res))
+
+
+@section("hf")
+def hf_section() -> None:
+    """transformers: a small random Llama with attn_implementation="fcp" against the same model with sdpa per sequence."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from fcp_torch import hf
+    from fcp_torch.autograd import FcpAttention
+
+    hf.register()
+    plan = read_plan(os.path.join(PLANS, "hf-fcp-1.json.gz"))
+    lens = plan.sequences.tolist()
+    cfg = LlamaConfig(vocab_size=1000, hidden_size=plan.q_heads * plan.head_dim, intermediate_size=1024, num_hidden_layers=3,
+                      num_attention_heads=plan.q_heads, num_key_value_heads=plan.kv_heads, head_dim=plan.head_dim,
+                      max_position_embeddings=8192)
+    torch.manual_seed(0)
+    ref32 = LlamaForCausalLM(cfg).to(DEV).float()
+    ref32.config._attn_implementation = "sdpa"
+    sd = ref32.state_dict()
+    models = {}
+    for name, impl, dt in (("sdpa_bf16", "sdpa", torch.bfloat16), ("fcp_bf16", "fcp", torch.bfloat16)):
+        m = LlamaForCausalLM(cfg).to(DEV)
+        m.load_state_dict(sd)
+        m = m.to(dt)
+        m.config._attn_implementation = impl
+        models[name] = m
+    g = torch.Generator(device="cpu").manual_seed(1)
+    ids = [torch.randint(0, cfg.vocab_size, (L,), generator=g).to(DEV) for L in lens]
+    w = torch.randn(sum(lens), cfg.vocab_size, generator=g).to(DEV)
+
+    def per_sequence(m):
+        m.zero_grad()
+        logits = torch.cat([m(x[None]).logits[0] for x in ids]).float()
+        (logits * w).sum().backward()
+        return logits.detach(), {n: p.grad.float() for n, p in m.named_parameters()}
+
+    def packed_fcp(m):
+        m.zero_grad()
+        att = FcpAttention.from_plan(plan, rank=0, device=str(DEV), dtype=torch.bfloat16, kernel="auto")
+        pos = torch.cat([torch.arange(L, device=DEV) for L in lens])[None]
+        with hf.use_plan(att):
+            logits = m(torch.cat(ids)[None], position_ids=pos).logits[0].float()
+        (logits * w).sum().backward()
+        return logits.detach(), {n: p.grad.float() for n, p in m.named_parameters()}
+
+    lr, gr = per_sequence(ref32)
+    ls, gs = per_sequence(models["sdpa_bf16"])
+    lf, gf = packed_fcp(models["fcp_bf16"])
+    def gerr(a):
+        return max(rel_err(a[n], gr[n]) for n in gr)
+    res = {"transformers": __import__("transformers").__version__, "sequences": lens, "layers": cfg.num_hidden_layers,
+           "logits_err": {"sdpa_bf16": rel_err(ls, lr), "fcp_bf16": rel_err(lf, lr)},
+           "max_grad_err": {"sdpa_bf16": gerr(gs), "fcp_bf16": gerr(gf)}}
+    res["pass_1p2"] = res["logits_err"]["fcp_bf16"] <= 1.2 * res["logits_err"]["sdpa_bf16"] and res["max_grad_err"]["fcp_bf16"] <= 1.2 * res["max_grad_err"]["sdpa_bf16"]
+    R["hf"] = res
+    log("hf", json.dumps(res))
+
+
 @section("replay")
 def replay() -> None:
     from fcp_torch.replay import replay_rank
@@ -520,25 +696,34 @@ def replay() -> None:
             entry = man.get(name) or manifest_entry(os.path.join(PLANS, f"{name}.json.gz"))
             plan = read_plan(os.path.join(PLANS, f"{name}.json.gz"))
             res = {"manifest": entry, "runs": []}
-            kernels = ("auto", "flash", "cudnn") if entry["strategy"] == "fcp" else ("auto", "flash")
+            kernels = ("auto",)
             # Never fall back to the math kernel on 32K-token ranks: skip policies whose kernels failed the probe.
             if not KERNELS.available.get("flash"):
                 kernels = ("cudnn",) if KERNELS.available.get("cudnn") and entry["strategy"] == "fcp" else ()
             elif not KERNELS.available.get("cudnn"):
                 kernels = ("flash",)
             last_s = 0.0  # the previous run of this plan: a run that cannot finish inside the budget is not started
-            for which in ("heaviest", "median"):
-                for kernel in kernels:
+            for which in args.replay_which.split(","):
+                for kernel, mode in ((k, m) for k in kernels for m in args.replay_modes.split(",")):
                     if left() < max(25.0, 1.1 * last_s):
-                        res["runs"].append({"which": which, "kernel": kernel, "skipped": "time budget"})
+                        res["runs"].append({"which": which, "kernel": kernel, "mode": mode, "skipped": "time budget"})
                         continue
                     t_run = time.time()
-                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=2, warmup=1, profile=args.profile)
+                    big = entry["world"] >= 256 and entry["strategy"] == "ring"
+                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=1 if big else 2, warmup=1, profile=args.profile,
+                                    merge=mode, pool=mode == "fused")
                     last_s = time.time() - t_run
                     r["run_s"] = last_s
                     r["which"] = which
+                    r["mode"] = mode
+                    ko = r.get("kernel_only_ms") or {}
+                    kf = sum(v for k_, v in ko.items() if k_.startswith("forward"))
+                    kb = sum(v for k_, v in ko.items() if k_.startswith("backward"))
+                    r["kernel_share"] = {"forward": kf / r["forward_ms"] if ko else None, "backward": kb / r["backward_ms"] if ko else None}
+                    live = max(r["live_set_bytes"].values())
+                    r["peak_over_live"] = r["peak_bytes"] / live if r.get("peak_bytes") else None
                     res["runs"].append(r)
-                    log(name, which, kernel, f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
+                    log(name, which, kernel, mode, f"share {r['kernel_share']} peak/live {r['peak_over_live']} pool {r['pool_rows']} kv {r['kv_tokens']}", f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
                         f"(first iter {r['first_iteration']}, launches {r['launches']['forward']}, kernel-only {r.get('kernel_only_ms')})")
                     torch.cuda.empty_cache()
             out[name] = res
@@ -673,8 +858,11 @@ if __name__ == "__main__":
         make_manifest()
         sys.exit(0)
     env()
+    fused_check()
     numerics()
     multirank()
+    world1()
+    hf_section()
     calibrate()
     replay()
     multigpu()
