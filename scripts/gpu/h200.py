@@ -59,7 +59,7 @@ ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,ca
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
 ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
-ap.add_argument("--replay-modes", default="legacy,fused", help="replay: merge paths to time (legacy = the original torch merges, no pool; fused = fused.py merges + K/V pool)")
+ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
@@ -628,17 +628,22 @@ def hf_section() -> None:
     cfg = LlamaConfig(vocab_size=1000, hidden_size=plan.q_heads * plan.head_dim, intermediate_size=1024, num_hidden_layers=3,
                       num_attention_heads=plan.q_heads, num_key_value_heads=plan.kv_heads, head_dim=plan.head_dim,
                       max_position_embeddings=8192)
+    import copy
+
+    def build(impl):
+        c = copy.deepcopy(cfg)  # each model its own config: the attention implementation lives there
+        c._attn_implementation = impl
+        return LlamaForCausalLM(c).to(DEV)
+
     torch.manual_seed(0)
-    ref32 = LlamaForCausalLM(cfg).to(DEV).float()
-    ref32.config._attn_implementation = "sdpa"
+    ref32 = build("sdpa").float()
     sd = ref32.state_dict()
     models = {}
     for name, impl, dt in (("sdpa_bf16", "sdpa", torch.bfloat16), ("fcp_bf16", "fcp", torch.bfloat16)):
-        m = LlamaForCausalLM(cfg).to(DEV)
+        m = build(impl)
         m.load_state_dict(sd)
-        m = m.to(dt)
-        m.config._attn_implementation = impl
-        models[name] = m
+        models[name] = m.to(dt)
+    res_impl = {n: m.config._attn_implementation for n, m in models.items()}
     g = torch.Generator(device="cpu").manual_seed(1)
     ids = [torch.randint(0, cfg.vocab_size, (L,), generator=g).to(DEV) for L in lens]
     w = torch.randn(sum(lens), cfg.vocab_size, generator=g).to(DEV)
@@ -663,7 +668,7 @@ def hf_section() -> None:
     lf, gf = packed_fcp(models["fcp_bf16"])
     def gerr(a):
         return max(rel_err(a[n], gr[n]) for n in gr)
-    res = {"transformers": __import__("transformers").__version__, "sequences": lens, "layers": cfg.num_hidden_layers,
+    res = {"transformers": __import__("transformers").__version__, "impl": res_impl, "sequences": lens, "layers": cfg.num_hidden_layers,
            "logits_err": {"sdpa_bf16": rel_err(ls, lr), "fcp_bf16": rel_err(lf, lr)},
            "max_grad_err": {"sdpa_bf16": gerr(gs), "fcp_bf16": gerr(gf)}}
     res["pass_1p2"] = res["logits_err"]["fcp_bf16"] <= 1.2 * res["logits_err"]["sdpa_bf16"] and res["max_grad_err"]["fcp_bf16"] <= 1.2 * res["max_grad_err"]["sdpa_bf16"]
@@ -704,14 +709,17 @@ def replay() -> None:
                 kernels = ("flash",)
             last_s = 0.0  # the previous run of this plan: a run that cannot finish inside the budget is not started
             for which in args.replay_which.split(","):
-                for kernel, mode in ((k, m) for k in kernels for m in args.replay_modes.split(",")):
+                modes = args.replay_modes.split(",")
+                if entry["world"] >= 256 and entry["strategy"] == "ring":
+                    modes = [m for m in modes if m == "fused"]  # 1 min per mode; the pool is not built for 8M-slot spaces
+                for kernel, mode in ((k, m) for k in kernels for m in modes):
                     if left() < max(25.0, 1.1 * last_s):
                         res["runs"].append({"which": which, "kernel": kernel, "mode": mode, "skipped": "time budget"})
                         continue
                     t_run = time.time()
                     big = entry["world"] >= 256 and entry["strategy"] == "ring"
                     r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=1 if big else 2, warmup=1, profile=args.profile,
-                                    merge=mode, pool=mode == "fused")
+                                    merge="legacy" if mode == "legacy" else "fused", pool=mode == "pool")
                     last_s = time.time() - t_run
                     r["run_s"] = last_s
                     r["which"] = which
