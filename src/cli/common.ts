@@ -44,7 +44,12 @@ export function addPlannerOptions(cmd: Command): Command {
   return cmd
     .option('--block-size <n>', 'fcp: tokens per block', '4096')
     .option('--tolerance <x>', 'fcp: load tolerance of the locality tie-break (fraction)', '0.01')
-    .option('--coalesce <n>', 'fcp: rounds merged into one group', '16')
+    .option('--coalesce <n>', 'fcp: rounds merged into one group (one compute launch per rank)', '16')
+    .option(
+      '--comm-coalesce <n>',
+      "fcp: rounds sharing one concurrent transfer call; a group's calls run one after another (1: congestion-free on the wire)",
+      '16',
+    )
     .option('--no-pipeline', 'fcp ablation: all fetches before any compute')
     .option('--rounds <mode>', 'fcp ablation: matching (congestion-free) or naive', 'matching')
     .option('--no-reshuffle-overlap', 'fcp ablation: no compute while the reshuffle is in flight')
@@ -120,6 +125,7 @@ export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
   if (o.blockSize !== undefined) out.blockSize = intOption(o.blockSize, 'blockSize');
   if (o.tolerance !== undefined) out.tolerance = numberOption(o.tolerance, 'tolerance');
   if (o.coalesce !== undefined) out.coalesce = intOption(o.coalesce, 'coalesce');
+  if (o.commCoalesce !== undefined) out.commCoalesce = intOption(o.commCoalesce, 'commCoalesce');
   if (o.pipeline === false) out.noPipeline = true;
   if (o.rounds !== undefined) {
     if (o.rounds !== 'matching' && o.rounds !== 'naive')

@@ -160,6 +160,8 @@ export function planFromJson(json: unknown): Plan {
     );
     if (p.chunkTransfers !== undefined)
       phase.chunkTransfers = table(p.chunkTransfers, `${name}.chunkTransfers`, COLUMNS.chunkTransfers);
+    if (p.commGroupOfRound !== undefined)
+      phase.commGroupOfRound = toInt(p.commGroupOfRound, `${name}.commGroupOfRound`, issues);
     out[name] = phase;
   }
   if (issues.length > 0) throw new FcpError(issues);

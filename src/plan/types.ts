@@ -115,6 +115,13 @@ export interface Phase {
   compute: ComputeTable;
   sendAfter: SendAfterTable;
   chunkTransfers?: ChunkTransferTable;
+  /**
+   * Chained rounds (optional): the comm group of each round, non-decreasing, each comm group inside
+   * one group. A group's comm groups run one after another on every rank (one concurrent transfer
+   * call each), so a group may coalesce many rounds for compute while its transfers stay congestion
+   * free on the wire. Absent: every round of a group runs concurrently (one comm group per group).
+   */
+  commGroupOfRound?: Int32Array;
 }
 
 /** A whole plan. Extra fields (e.g. `meta`) are allowed and preserved. */

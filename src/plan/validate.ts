@@ -37,6 +37,7 @@
 import type { FcpIssue } from '../core/issues.ts';
 import { type PlanReport, planReport, zeroReport } from './report.ts';
 import { PLAN_FORMAT, type Plan } from './types.ts';
+import { checkChains } from './validate-chain.ts';
 import { checkDataPresence, layoutHolding } from './validate-data.ts';
 import { flattenPlan } from './validate-expand.ts';
 import { bucketBySeq, RangeIndex } from './validate-index.ts';
@@ -73,6 +74,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
   if (!checkStructure(plan, sink))
     return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
 
+  checkChains(plan, sink);
   const fo = checkOrder(plan, plan.forward, 'forward', sink);
   const bo = checkOrder(plan, plan.backward, 'backward', sink);
   const fm = opMembership(plan, plan.forward, 'forward', sink);

@@ -17,6 +17,8 @@ export interface PlannerOptions {
   tolerance?: number;
   /** fcp: consecutive rounds merged into one group (default 16). */
   coalesce?: number;
+  /** fcp: rounds sharing one concurrent transfer call; a group's comm groups are chained (default 16). */
+  commCoalesce?: number;
   /** fcp ablation: all fetches complete before any compute. */
   noPipeline?: boolean;
   /** fcp ablation: `matching` (congestion-free, default) or `naive` (each rank receives one fetch per round, senders uncoordinated). */

@@ -73,6 +73,7 @@ test('ablation variants stay valid', () => {
       noPipeline: fc.boolean(),
       noReshuffleOverlap: fc.boolean(),
       coalesce: fc.constantFrom(1, 2, 16),
+      commCoalesce: fc.constantFrom(1, 2, 4, 16),
       rounds: fc.constantFrom('matching' as const, 'naive' as const),
       noLocality: fc.boolean(),
       noAffinity: fc.boolean(),

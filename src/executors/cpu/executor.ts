@@ -14,6 +14,7 @@
  */
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { FcpError, issue } from '../../core/issues.ts';
+import { planChainsAsGroups } from '../../plan/chains.ts';
 import { expandChunks } from '../../plan/expand.ts';
 import type { Plan } from '../../plan/types.ts';
 import { validatePlan } from '../../plan/validate.ts';
@@ -140,7 +141,8 @@ async function runCpu(
     validateMs = performance.now() - v0;
     if (issues.length > 0) throw new FcpError(issues);
   }
-  const ex = expandChunks(plan);
+  // Chained rounds run as their comm groups, one after another (src/plan/chains.ts).
+  const ex = expandChunks(planChainsAsGroups(plan));
   const W = ex.world;
   const rowInputs = splitInputs(ex, inputs);
   const ports = connect(ex);

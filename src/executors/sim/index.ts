@@ -12,6 +12,7 @@ import { KernelModel, type KernelPolicy } from '../../cost/kernel.ts';
 import { Network } from '../../cost/network.ts';
 import { OpCost } from '../../cost/op-cost.ts';
 import { sequencePairs } from '../../model/attention.ts';
+import { chainsAsGroups } from '../../plan/chains.ts';
 import type { Plan } from '../../plan/types.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming } from '../types.ts';
@@ -121,7 +122,7 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   const phases: { prep: PreparedPhase; run: PhaseRun }[] = [];
   const results: SimPhaseResult[] = [];
   for (const dir of ['forward', 'backward'] as const) {
-    const prep = preparePhase(ctx, plan[dir], dir);
+    const prep = preparePhase(ctx, chainsAsGroups(plan[dir]), dir);
     const run = runPhase(prep, network.capacity, rates);
     phases.push({ prep, run });
     results.push(summarise(prep, run, plan[dir].groupOfRound, kernel.flops(dir, pairs), cluster.peakTflops));

@@ -134,7 +134,7 @@ export interface BackwardResult {
 export function planBackward(forward: ForwardResult, ctx: PhaseContext): BackwardResult {
   const { runs, pieces, world, o } = ctx;
   const { kvEdges: edges, kvColouring, tasks, inColouring } = forward;
-  const placer = new GroupPlacer(o.coalesce, world);
+  const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
   const kv = placeKv(placer, list, edges, new Int32Array(edges.src.length), hunger(ctx), ctx, kvColouring);

@@ -34,8 +34,14 @@ export interface FcpOptions {
   readonly maxUnitShare: number;
   /** Locality tie-break window: ranks within tolerance x (average per-rank compute) of the least load. */
   readonly tolerance: number;
-  /** Rounds merged into one group. */
+  /** Rounds merged into one group (one compute op per rank per group). */
   readonly coalesce: number;
+  /**
+   * Rounds sharing one concurrent transfer call: a group's rounds run in chained comm groups of
+   * this many rounds (1: at most one send and one receive in flight per rank). >= coalesce: one
+   * transfer call per group, no chains in the plan.
+   */
+  readonly commCoalesce: number;
   readonly noPipeline: boolean;
   readonly rounds: 'matching' | 'naive';
   readonly noReshuffleOverlap: boolean;
@@ -59,6 +65,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   maxUnitShare: 1,
   tolerance: 0.01,
   coalesce: 16,
+  commCoalesce: 16,
   noPipeline: false,
   rounds: 'matching',
   noReshuffleOverlap: false,
@@ -123,6 +130,15 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'coalesce',
       ),
     );
+  const commCoalesce = o.commCoalesce ?? d.commCoalesce;
+  if (!isPosInt(commCoalesce))
+    issues.push(
+      issue(
+        'option.commCoalesce',
+        `comm-coalesce must be an integer >= 1 (got ${commCoalesce}); try --comm-coalesce 1`,
+        'commCoalesce',
+      ),
+    );
   const rounds = o.rounds ?? d.rounds;
   if (rounds !== 'matching' && rounds !== 'naive')
     issues.push(issue('option.rounds', `rounds must be matching or naive (got ${String(rounds)})`, 'rounds'));
@@ -153,6 +169,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     maxUnitShare,
     tolerance,
     coalesce,
+    commCoalesce,
     noPipeline: o.noPipeline ?? d.noPipeline,
     rounds,
     noReshuffleOverlap: o.noReshuffleOverlap ?? d.noReshuffleOverlap,
@@ -169,9 +186,11 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, ...rest } = o;
+  const { calibration, commCoalesce, ...rest } = o;
   return {
     ...rest,
+    // Recorded only when it chains rounds, so plans without chains keep their bytes.
+    ...(commCoalesce < o.coalesce ? { commCoalesce } : {}),
     calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default',
   };
 }

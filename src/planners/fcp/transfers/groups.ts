@@ -1,9 +1,13 @@
 /**
  * Pipeline and coalescer (DESIGN.md, component 3).
  *
- * Rounds are merged into groups of at most `coalesce` consecutive rounds: one NCCL group call each,
- * and one compute op per rank per group for the work that group unlocks, so that the scheduling
- * granularity (rounds of small blocks) is decoupled from the execution granularity (big launches).
+ * Rounds are merged into groups of at most `coalesce` consecutive rounds, with one compute op per
+ * rank per group for the work that group unlocks, so that the scheduling granularity (rounds of
+ * small blocks) is decoupled from the execution granularity (big launches). Communication grouping
+ * is separate (issue 14): a group's rounds run in chained comm groups of `commCoalesce` rounds,
+ * one concurrent transfer call each, one after another; with `commCoalesce` 1 a rank has at most
+ * one send and one receive in flight (congestion-free on the wire), with `commCoalesce` >=
+ * `coalesce` the whole group is one transfer call (the plan then carries no chains).
  * A rank runs its local work (op with after = -1) while the first group is in flight, then the
  * work each group unlocks while the next one is in flight.
  *
@@ -31,9 +35,18 @@ export class GroupPlacer {
   private readonly sendFrom: Int32Array;
   private readonly recvFrom: Int32Array;
 
+  /** Position of each slot among its group's rounds (placement order). */
+  private readonly slotPos: number[] = [];
+
+  /**
+   * @param coalesce rounds per group (one compute op per rank per group)
+   * @param commCoalesce rounds per comm group: a group's rounds run in chained comm groups of this
+   *   many concurrent rounds (>= coalesce: one comm group per group, the plan carries no chains)
+   */
   constructor(
     readonly coalesce: number,
     readonly world: number,
+    readonly commCoalesce: number = coalesce,
   ) {
     this.send = new Uint8Array(64 * world);
     this.recv = new Uint8Array(64 * world);
@@ -61,6 +74,7 @@ export class GroupPlacer {
       this.count.push(0);
       this.groupSlots.push([]);
     }
+    this.slotPos.push(this.count[g]!);
     this.count[g]!++;
     const slot = this.slotGroup.length;
     this.slotGroup.push(g);
@@ -124,8 +138,26 @@ export class GroupPlacer {
     return this.slotGroup[slot]!;
   }
 
-  /** Final numbering: round of every slot (by group, then placement order) and group of every round. */
-  finish(): { roundOfSlot: Int32Array; groupOfRound: Int32Array } {
+  /** Whether groups are split into chained comm groups. */
+  get chained(): boolean {
+    return this.commCoalesce < this.coalesce;
+  }
+
+  /** Comm groups per group at most (1 when not chained). */
+  get commPerGroup(): number {
+    return this.chained ? Math.ceil(this.coalesce / this.commCoalesce) : 1;
+  }
+
+  /** Comm group of a slot within its group (0 when not chained). */
+  commOf(slot: number): number {
+    return this.chained ? Math.floor(this.slotPos[slot]! / this.commCoalesce) : 0;
+  }
+
+  /**
+   * Final numbering: round of every slot (by group, then placement order), group of every round,
+   * and, when chained, the comm group of every round (consecutive `commCoalesce` rounds of a group).
+   */
+  finish(): { roundOfSlot: Int32Array; groupOfRound: Int32Array; commGroupOfRound?: Int32Array } {
     const n = this.slotGroup.length;
     const first = new Int32Array(this.count.length + 1);
     for (let g = 0; g < this.count.length; g++) first[g + 1] = first[g]! + this.count[g]!;
@@ -138,7 +170,16 @@ export class GroupPlacer {
       roundOfSlot[s] = r;
       groupOfRound[r] = g;
     }
-    return { roundOfSlot, groupOfRound };
+    if (!this.chained) return { roundOfSlot, groupOfRound };
+    // Rounds of a group are numbered in placement order, so position = r - first[g].
+    const commGroupOfRound = new Int32Array(n);
+    let base = 0;
+    for (let g = 0; g < this.count.length; g++) {
+      for (let r = first[g]!; r < first[g + 1]!; r++)
+        commGroupOfRound[r] = base + Math.floor((r - first[g]!) / this.commCoalesce);
+      base += Math.ceil(this.count[g]! / this.commCoalesce);
+    }
+    return { roundOfSlot, groupOfRound, commGroupOfRound };
   }
 }
 
@@ -210,7 +251,7 @@ export function finishPhase(
   compute: ComputeTable,
   sendAfter: { transfer: IntColumn; compute: IntColumn },
 ): Phase {
-  const { roundOfSlot, groupOfRound } = placer.finish();
+  const { roundOfSlot, groupOfRound, commGroupOfRound } = placer.finish();
   const n = list.size;
   const rounds = groupOfRound.length;
   const roundOf = new Int32Array(n);
@@ -247,12 +288,14 @@ export function finishPhase(
     transfer[i] = rowKey[saOrder[i]!]!;
     comp[i] = saC[saOrder[i]!]!;
   }
-  return {
+  const phase: Phase = {
     transfers: { round, src, dst, kind, seq, start, length },
     groupOfRound,
     compute,
     sendAfter: { transfer, compute: comp },
   };
+  if (commGroupOfRound) phase.commGroupOfRound = commGroupOfRound;
+  return phase;
 }
 
 /**

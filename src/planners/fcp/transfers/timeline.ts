@@ -75,21 +75,15 @@ export function estimateGroups(
   const { nodeSize: gpn, interBytesPerMs, intraBytesPerMs, groupLatencyMs } = ctx.links;
   const G = placer.groups;
   const fwd = ctx.dir === 'forward';
-  // Per group and rank: inter-node send, receive; intra-node send, receive (bytes).
-  const load = new Float64Array(G * W * 4);
-  // Transfers by group (counting sort) for the partner coupling.
+  // Comm groups of one group run one after another: a rank's time in a group is the sum over its
+  // comm groups of their bytes over its links plus one latency each (one comm group when not chained).
+  const C = placer.commPerGroup;
+  // Per comm group of the current group and rank: inter-node send, receive; intra-node send, receive (bytes).
+  const load = new Float64Array(C * W * 4);
+  // Transfers by group (counting sort) for the partner coupling and the per-group loads.
   const byGroup = new Int32Array(list.size);
   const gOff = new Int32Array(G + 1);
-  for (let i = 0; i < list.size; i++) {
-    const g = placer.groupOf(list.field(i, 0));
-    gOff[g + 1]!++;
-    const s = list.field(i, 1);
-    const d = list.field(i, 2);
-    const bytes = list.field(i, 6) * tokenBytes(ctx.model, list.field(i, 3), fwd);
-    const intra = Math.floor(s / gpn) === Math.floor(d / gpn) ? 2 : 0;
-    load[(g * W + s) * 4 + intra]! += bytes;
-    load[(g * W + d) * 4 + intra + 1]! += bytes;
-  }
+  for (let i = 0; i < list.size; i++) gOff[placer.groupOf(list.field(i, 0)) + 1]!++;
   for (let g = 0; g < G; g++) gOff[g + 1]! += gOff[g]!;
   const fill = gOff.slice(0, G);
   for (let i = 0; i < list.size; i++) byGroup[fill[placer.groupOf(list.field(i, 0))]!++] = i;
@@ -99,21 +93,30 @@ export function estimateGroups(
   const enter = new Float64Array(W);
   for (let g = 0; g < G; g++) {
     enter.set(prev);
+    load.fill(0);
     for (let k = gOff[g]!; k < gOff[g + 1]!; k++) {
       const i = byGroup[k]!;
       const s = list.field(i, 1);
       const d = list.field(i, 2);
+      const c = placer.commOf(list.field(i, 0));
+      const bytes = list.field(i, 6) * tokenBytes(ctx.model, list.field(i, 3), fwd);
+      const intra = Math.floor(s / gpn) === Math.floor(d / gpn) ? 2 : 0;
+      load[(c * W + s) * 4 + intra]! += bytes;
+      load[(c * W + d) * 4 + intra + 1]! += bytes;
       const t = Math.max(prev[s]!, prev[d]!);
       if (t > enter[s]!) enter[s] = t;
       if (t > enter[d]!) enter[d] = t;
     }
     for (let r = 0; r < W; r++) {
-      const o = (g * W + r) * 4;
-      const inter = Math.max(load[o]!, load[o + 1]!) / interBytesPerMs;
-      const intra = Math.max(load[o + 2]!, load[o + 3]!) / intraBytesPerMs;
-      const busy = inter > 0 || intra > 0;
+      let busyMs = 0;
+      for (let c = 0; c < C; c++) {
+        const o = (c * W + r) * 4;
+        const inter = Math.max(load[o]!, load[o + 1]!) / interBytesPerMs;
+        const intra = Math.max(load[o + 2]!, load[o + 3]!) / intraBytesPerMs;
+        if (inter > 0 || intra > 0) busyMs += Math.max(inter, intra) + groupLatencyMs;
+      }
       groupStart[g * W + r] = enter[r]!;
-      prev[r] = enter[r]! + (busy ? Math.max(inter, intra) + groupLatencyMs : 0);
+      prev[r] = enter[r]! + busyMs;
       groupEnd[g * W + r] = prev[r]!;
     }
   }
