@@ -12,6 +12,7 @@ from typing import Optional
 
 import torch
 
+from .check import check_plan, check_world
 from .plan import Plan, rank_program, read_plan
 from .runtime import RankRuntime
 
@@ -56,12 +57,15 @@ class FcpAttention:
         comm=None,
     ) -> "FcpAttention":
         p = read_plan(plan) if isinstance(plan, str) else plan
+        # The whole plan is checked on every rank before any collective call (fcp_torch.check).
+        check_plan(p)
         if comm is None and p.world > 1:
             import torch.distributed as dist
 
             from .comm import DistComm
 
             if dist.is_available() and dist.is_initialized():
+                check_world(p, dist.get_world_size())
                 comm = DistComm(rank, p.world, torch.device(device))
         dt = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
         return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel))

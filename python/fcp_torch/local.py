@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from .check import check_plan
 from .comm import LocalComm, Mailbox, ThreadComm
 from .plan import Plan, rank_program
 from .runtime import RankRuntime
@@ -30,6 +31,7 @@ def run_local(
     `streams=True` (CUDA): each rank posts its groups from its own communication stream, the code
     path of NCCL runs (stream-ordered completion, compute waiting on events) without NCCL.
     """
+    check_plan(plan)  # before any rank starts: a broken plan must not hang or give wrong outputs
     box = Mailbox(plan.world, timeout)
     results: List[Optional[tuple]] = [None] * plan.world
     errors: List[BaseException] = []

@@ -33,10 +33,24 @@ class PlanError(Exception):
 def _ints(v, path: str) -> np.ndarray:
     if not isinstance(v, list):
         raise PlanError("plan.schema", f"{path} must be an array of integers")
-    try:
-        return np.asarray(v, dtype=np.int64).reshape(-1)
-    except (TypeError, ValueError) as e:  # pragma: no cover - malformed file
-        raise PlanError("plan.schema", f"{path} must hold integers ({e})") from e
+    if not v:
+        return np.zeros(0, np.int64)
+    # No silent conversion: 1.5 would become 1, true 1, and 2**70 an overflow.
+    a = np.asarray(v)
+    if a.ndim != 1 or a.dtype.kind not in "iu" or (a.dtype.kind == "u" and a.max() > np.iinfo(np.int64).max):
+        bad = next((i for i, x in enumerate(v) if not _is_int(x)), 0)
+        raise PlanError("plan.schema", f"{path} must hold integers ({path}[{bad}] is {str(v[bad])[:40]})")
+    return a.astype(np.int64)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
+
+
+def _int(v, path: str) -> int:
+    if not _is_int(v):
+        raise PlanError("plan.schema", f"{path} must be an integer (got {str(v)[:40]})")
+    return int(v)
 
 
 def _kinds(v, path: str) -> np.ndarray:
@@ -45,7 +59,7 @@ def _kinds(v, path: str) -> np.ndarray:
     out = np.zeros(len(v), dtype=np.int8)
     for i, k in enumerate(v):
         if k not in KIND_NAMES:
-            raise PlanError("plan.schema", f"{path}[{i}] is {k!r}; kinds are {', '.join(KIND_NAMES)}")
+            raise PlanError("plan.structure.kind", f"{path}[{i}] is {k!r}; kinds are {', '.join(KIND_NAMES)}")
         out[i] = KIND_NAMES.index(k)
     return out
 
@@ -139,20 +153,19 @@ def plan_from_json(o) -> Plan:
         raise PlanError("plan.schema", "a plan file must hold a JSON object")
     if o.get("format") != "fcp-plan/1":
         raise PlanError("plan.format", f"unsupported plan format {o.get('format')!r}; expected 'fcp-plan/1'")
-    m = o.get("model") or {}
-    try:
-        model = [int(m[k]) for k in ("qHeads", "kvHeads", "headDim", "bytesPerElement")]
-    except (KeyError, TypeError, ValueError) as e:
-        raise PlanError("plan.schema", f"model needs qHeads, kvHeads, headDim, bytesPerElement ({e})") from e
+    m = o.get("model")
+    if not isinstance(m, dict) or any(k not in m for k in ("qHeads", "kvHeads", "headDim", "bytesPerElement")):
+        raise PlanError("plan.schema", "model needs qHeads, kvHeads, headDim, bytesPerElement")
+    model = [_int(m[k], f"model.{k}") for k in ("qHeads", "kvHeads", "headDim", "bytesPerElement")]
     if o.get("mask") not in ("causal", "full"):
         raise PlanError("plan.schema", "mask must be 'causal' or 'full'")
     opt = lambda k, cols: _table(o[k], k, cols) if o.get(k) is not None else None  # noqa: E731
     seq_sets = None
     if o.get("seqSets") is not None:
         seq_sets = _table(o["seqSets"], "seqSets", ("offsets", "seqs"), ("padTo",))
-    return Plan(
+    plan = Plan(
         strategy=str(o.get("strategy", "?")),
-        world=int(o["world"]),
+        world=_int(o.get("world"), "world"),
         mask=o["mask"],
         q_heads=model[0],
         kv_heads=model[1],
@@ -170,6 +183,12 @@ def plan_from_json(o) -> Plan:
         chunk_tasks=opt("chunkTasks", CHUNK_TASKS),
         meta=o.get("meta") or {},
     )
+    # Sizes, ids and ranks of every row, before anything indexes with them (fcp_torch.check; the
+    # rules on the expanded rows are check_plan's, run by every executor before its first collective).
+    from .check import check_structure
+
+    check_structure(plan)
+    return plan
 
 
 def read_plan(path: str) -> Plan:
@@ -436,7 +455,7 @@ def _phase_program(plan: Plan, phase: Phase, rank: int) -> PhaseProgram:
         dtype=np.int64,
     )
     if np.any(after_pos == -2):
-        raise PlanError("plan.rule5.sendAfter", "a sendAfter compute op is not on the transfer's sender")
+        raise PlanError("plan.rule5.sendAfterRank", "a sendAfter compute op is not on the transfer's sender")
     bounds = np.searchsorted(cat["group"], np.arange(G + 1))
     groups = []
     for g in range(G):

@@ -21,6 +21,7 @@ for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from .check import check_plan  # noqa: E402
 from .plan import PlanError, rank_program, read_plan  # noqa: E402
 
 EXIT_USER = 3
@@ -59,6 +60,8 @@ def main(argv=None) -> int:
     for path in a.plan:
         try:
             plan = read_plan(path)
+            # Every rank checks the whole plan before the process group exists: all refuse together.
+            check_plan(plan)
         except PlanError as e:
             fail(e.code, e.message)
         if plan.world != world:

@@ -134,7 +134,16 @@ def owner_plan(seqs: List[int], world: int, seed: int = 1, mask: str = "causal",
         nr = len(group_of_round)
         g_next = max(group_of_round, default=-1) + 1
         if backward:
-            pushes = [(f[1], f[0], f[2], f[3], f[4]) for f in fetch]
+            # One push per (sender, home, sequence) range union: two pushes of one partial in one
+            # group would move it twice (plan.rule4.dkvDuplicate).
+            spans: Dict[Tuple[int, int, int], List[List[int]]] = {}
+            for f in sorted(fetch, key=lambda f: (f[1], f[0], f[2], f[3])):
+                cur = spans.setdefault((f[1], f[0], f[2]), [])
+                if cur and f[3] <= cur[-1][1]:
+                    cur[-1][1] = max(cur[-1][1], f[3] + f[4])
+                else:
+                    cur.append([f[3], f[3] + f[4]])
+            pushes = [(a, b, s, x, y - x) for (a, b, s), rs in spans.items() for x, y in rs]
             r_p = _rounds([(p[0], p[1]) for p in pushes])
             for p, r in zip(pushes, r_p):
                 sa.append((len(transfers), last_op[p[0]]))

@@ -69,7 +69,7 @@ class LocalRuntimeTest(unittest.TestCase):
         plan = plan_from_json(p)
         with self.assertRaises(PlanError) as e:
             run_local(plan, inputs_for(plan), timeout=5)
-        self.assertEqual(e.exception.code, "plan.rule3.missing")
+        self.assertEqual(e.exception.code, "plan.rule3.kvMissing")
 
 
 class AutogradTest(unittest.TestCase):
