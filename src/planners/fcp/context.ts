@@ -25,6 +25,11 @@ export interface PlannerContext {
   readonly links: LinkModel;
   /** The user layout's rows by sequence. */
   readonly userRows: SeqRows;
+  /**
+   * Mode (b), the loader layout: the user layout is the home layout (no placement, no reshuffle)
+   * and these are the sequences' block sizes (the tile grid); null: FCP places the blocks.
+   */
+  readonly homeFromUser: Int32Array | null;
 }
 
 /** What both phases read: the inputs, the home layout, the reshuffle pieces and the K/V requests. */
@@ -37,7 +42,12 @@ export interface PhaseContext extends PlannerContext, TaskContext {
  * Stage `context`: the inputs every later stage reads. `kernel` may be passed to share one memoised
  * time model between runs (tests, benches); it must be built for the problem's model.
  */
-export function plannerContext(problem: Problem, o: FcpOptions, kernel?: KernelTime): PlannerContext {
+export function plannerContext(
+  problem: Problem,
+  o: FcpOptions,
+  kernel?: KernelTime,
+  homeFromUser: Int32Array | null = null,
+): PlannerContext {
   return {
     problem,
     world: problem.world,
@@ -46,5 +56,6 @@ export function plannerContext(problem: Problem, o: FcpOptions, kernel?: KernelT
     kernel: kernel ?? new KernelTime(problem.model, o.calibration),
     links: linkModel(problem.cluster, problem.gpusPerNode),
     userRows: rowsBySeq(problem.userLayout, problem.sequences.length),
+    homeFromUser,
   };
 }

@@ -32,6 +32,7 @@ import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './opti
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
+import { levelTokens, TOKEN_BAND, tokenImbalance } from './placement/loader-layout.ts';
 import { type Placed, placeBlocks, tileGeometry } from './placement/place.ts';
 import { fetchRequests } from './transfers/fetch.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './transfers/reshuffle.ts';
@@ -88,8 +89,19 @@ class StageClock {
 
 /** Plans `problem` with FCP; returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
+  return runPipeline(problem, options, null);
+}
+
+/** The pipeline; `homeFromUser`: mode (b), the user layout is the home layout (context.ts). */
+function runPipeline(
+  problem: Problem,
+  options: FcpPlannerOptions,
+  homeFromUser: Int32Array | null,
+): FcpResult & { placed: Placed } {
   const clock = new StageClock();
-  const ctx = clock.run('context', () => plannerContext(problem, resolveFcpOptions(options)));
+  const ctx = clock.run('context', () =>
+    plannerContext(problem, resolveFcpOptions(options), undefined, homeFromUser),
+  );
   const placed = clock.run('place', () => placeBlocks(ctx));
   const phases = clock.run('layout', () => layoutStage(ctx, placed));
   const forward = clock.run('forward', () => planForward(phases));
@@ -107,7 +119,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   timings.total += clock.get('assemble');
   // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
   Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
-  return { plan, timings };
+  return { plan, timings, placed };
 }
 
 /** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */
@@ -185,19 +197,27 @@ export const fcpPlanner: Planner = {
 };
 
 /**
- * `loaderLayout`: plan once from the user's layout to find FCP's home layout, then plan again with
- * that layout as the input, as if the data loader had delivered it (what ring, ByteScale and
- * MagiAttention assume for their own layouts). The locality tie-break keeps the second placement
- * on the first, so almost nothing is reshuffled; whatever still moves is planned and charged.
+ * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): plan once from the user's
+ * layout to find FCP's compute-balanced home layout, level its tokens to the mean within
+ * {@link TOKEN_BAND} (the rest of the model runs per token in this layout), then plan again with
+ * the levelled layout as both the user and the home layout: the loader delivers it once per step,
+ * so no attention layer reshuffles. `meta.loaderLayout` records the token imbalance of the layout
+ * and the compute imbalance before levelling.
  */
 function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const rest: PlannerOptions = { ...options };
   delete rest.loaderLayout;
-  const first = planFcp(problem, rest).plan;
-  const plan = planFcp({ ...problem, userLayout: first.homeLayout }, rest).plan;
-  const timings = (plan.meta as { timings?: unknown } | undefined)?.timings;
-  plan.meta = { ...plan.meta, loaderLayout: true };
-  if (timings !== undefined)
-    Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
+  const first = runPipeline(problem, rest, null);
+  const layout = levelTokens(first.plan.homeLayout, problem.sequences, problem.world, problem.mask);
+  const second = runPipeline({ ...problem, userLayout: layout }, rest, first.placed.blocks.blockSizeOfSeq);
+  const plan = second.plan;
+  plan.meta = {
+    ...plan.meta,
+    loaderLayout: {
+      tokenImbalance: tokenImbalance(layout, problem.world),
+      placedComputeImbalance: computeImbalance(first.placed.placement.computeLoad),
+    },
+  };
+  Object.defineProperty(plan.meta, 'timings', { value: second.timings, enumerable: false });
   return plan;
 }

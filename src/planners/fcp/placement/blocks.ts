@@ -178,15 +178,22 @@ export function splitBlocks(
 /**
  * Blocks that are exactly the user layout's rows, each its own unit: the fallback when memory is
  * too tight for any block split to pack (a batch that fills every rank's memory exactly), since the
- * user layout itself always fits (no rank holds more than ceil(total / world) tokens there).
+ * user layout itself always fits (no rank holds more than ceil(total / world) tokens there), and
+ * the loader layout (mode (b): the user layout is the home layout, `blockSizeOfSeq` from the plan
+ * that chose it).
  */
-export function userLayoutBlocks(sequences: Int32Array, rows: SeqRows, mask: Mask, o: FcpOptions): Blocks {
+export function userLayoutBlocks(
+  sequences: Int32Array,
+  rows: SeqRows,
+  mask: Mask,
+  o: FcpOptions,
+  blockSizeOfSeq: Int32Array = new Int32Array(sequences.length).fill(o.blockSize),
+): Blocks {
   const causal = mask === 'causal';
   const S = sequences.length;
   const B = rows.rank.length;
   const seq = new Int32Array(B);
   const unitPairs = new Float64Array(B);
-  const blockSizeOfSeq = new Int32Array(S).fill(o.blockSize);
   let totalPairs = 0;
   let totalTokens = 0;
   for (let s = 0; s < S; s++) {

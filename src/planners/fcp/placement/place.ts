@@ -51,7 +51,8 @@ export function placeBlocks(ctx: PlannerContext): Placed {
   const weigh = (b: Blocks): Weights =>
     weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
   let splitMs = 0;
-  for (let attempt = 0; attempt < MEMORY_ATTEMPTS; attempt++) {
+  const fixed = ctx.homeFromUser;
+  for (let attempt = 0; fixed === null && attempt < MEMORY_ATTEMPTS; attempt++) {
     const t0 = performance.now();
     const blocks = splitBlocks(sequences, mask, world, o, memoryTokens, 2 ** attempt);
     const weights = weigh(blocks);
@@ -63,7 +64,7 @@ export function placeBlocks(ctx: PlannerContext): Placed {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;
     }
   }
-  const blocks = userLayoutBlocks(sequences, userRows, mask, o);
+  const blocks = userLayoutBlocks(sequences, userRows, mask, o, fixed ?? undefined);
   const weights = weigh(blocks);
   return {
     blocks,
