@@ -22,12 +22,14 @@
  * plan file.
  */
 
-import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
+import { assert } from '../../core/assert.ts';
+import { type Layout, PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { type BackwardResult, planBackward } from './backward.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
+import { KernelTime } from './kernel-time.ts';
 import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
@@ -197,25 +199,52 @@ export const fcpPlanner: Planner = {
 };
 
 /**
- * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): plan once from the user's
- * layout to find FCP's compute-balanced home layout, level its tokens to the mean within
- * {@link TOKEN_BAND} (the rest of the model runs per token in this layout), then plan again with
- * the levelled layout as both the user and the home layout: the loader delivers it once per step,
- * so no attention layer reshuffles. `meta.loaderLayout` records the token imbalance of the layout
- * and the compute imbalance before levelling.
+ * Token caps tried for the placement behind the loader layout, as multiples of the mean tokens per
+ * rank (Infinity: only the memory cap). A tight cap keeps the placement near equal tokens, so
+ * levelling moves little compute, but may leave compute unbalanced when blocks pack badly under
+ * it; which cap wins varies by batch and scale (longtail, after levelling: 16 ranks best with no
+ * cap, 64 with 1.05, 256 with 1.02-1.05), so each is tried and the best kept.
+ */
+const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.1, 1.05, 1.02];
+
+/**
+ * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): place the blocks under each of
+ * {@link LOADER_CAPS}, level the resulting home layout's tokens to the mean within
+ * {@link TOKEN_BAND} (the rest of the model runs per token in this layout), keep the levelled
+ * layout with the least modelled compute imbalance, and plan with it as both the user and the home
+ * layout: the loader delivers it once per step, so no attention layer reshuffles.
+ * `meta.loaderLayout` records the token imbalance, the cap chosen and the compute imbalance of the
+ * placement before levelling.
  */
 function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const rest: PlannerOptions = { ...options };
   delete rest.loaderLayout;
-  const first = runPipeline(problem, rest, null);
-  const layout = levelTokens(first.plan.homeLayout, problem.sequences, problem.world, problem.mask);
-  const second = runPipeline({ ...problem, userLayout: layout }, rest, first.placed.blocks.blockSizeOfSeq);
+  const o = resolveFcpOptions(rest);
+  const kernel = new KernelTime(problem.model, o.calibration);
+  const { sequences, world, mask } = problem;
+  const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
+  let best: { layout: Layout; blockSize: Int32Array; imbalance: number; cap: number; placed: number } | null =
+    null;
+  for (const cap of LOADER_CAPS) {
+    const memoryTokens = Math.min(problem.memoryTokens, Math.ceil(cap * mean));
+    const placed = placeBlocks(plannerContext({ ...problem, memoryTokens }, o, kernel));
+    const home = homeLayoutOf(homeRuns(placed.blocks, placed.placement.blockRank, world));
+    const layout = levelTokens(home, sequences, world, mask);
+    const blockSize = placed.blocks.blockSizeOfSeq;
+    const levelled = placeBlocks(plannerContext({ ...problem, userLayout: layout }, o, kernel, blockSize));
+    const imbalance = computeImbalance(levelled.placement.computeLoad);
+    if (best === null || imbalance < best.imbalance)
+      best = { layout, blockSize, imbalance, cap, placed: computeImbalance(placed.placement.computeLoad) };
+  }
+  assert(best !== null, 'at least one cap is tried');
+  const second = runPipeline({ ...problem, userLayout: best.layout }, rest, best.blockSize);
   const plan = second.plan;
   plan.meta = {
     ...plan.meta,
     loaderLayout: {
-      tokenImbalance: tokenImbalance(layout, problem.world),
-      placedComputeImbalance: computeImbalance(first.placed.placement.computeLoad),
+      tokenImbalance: tokenImbalance(best.layout, world),
+      tokenCap: Number.isFinite(best.cap) ? best.cap : null,
+      placedComputeImbalance: best.placed,
     },
   };
   Object.defineProperty(plan.meta, 'timings', { value: second.timings, enumerable: false });
