@@ -324,6 +324,9 @@ export function register(program: Command): void {
       progress: createProgress(total, 'compare'),
     });
     const summary = summarise(rows, strategies, worlds);
+    process.stdout.write(
+      `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'} (engine ${sim.engine?.name ?? 'builtin'}); simulated\n`,
+    );
     process.stdout.write(`${formatCompareTable(summary, strategies, worlds)}\n`);
     if (o.out !== undefined) {
       const doc = {
@@ -336,6 +339,8 @@ export function register(program: Command): void {
         tokensPerRank: po.tokensPerRank,
         mask: po.mask,
         cluster: sim.cluster,
+        engine: sim.engine?.name ?? 'builtin',
+        network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
         kernel: sim.kernel,
         calibration: sim.calibration?.sources ?? 'default',
         rates: sim.rates,

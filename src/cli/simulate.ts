@@ -7,6 +7,7 @@
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { calibrationFromOption } from '../cost/calibration.ts';
+import { contentionOverrides, loadNetworkParams } from '../cost/contention.ts';
 import { KERNEL_POLICIES, type KernelPolicy } from '../cost/kernel.ts';
 import {
   type SimOptions,
@@ -14,8 +15,15 @@ import {
   type SimResult,
   simulatePlan,
 } from '../executors/sim/index.ts';
+import { parseSimgridModel, SIMGRID_MODELS, simgridEngine } from '../executors/simgrid/index.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
-import { CLUSTER_NAMES, type ClusterOverrides, resolveCluster } from '../problem/cluster.ts';
+import {
+  CLUSTER_NAMES,
+  type ClusterOverrides,
+  NETWORK_MODELS,
+  type NetworkModel,
+  resolveCluster,
+} from '../problem/cluster.ts';
 import { intOption, numberOption } from './common.ts';
 
 /** Adds the cluster and cost-model options (simulate, compare). */
@@ -49,7 +57,25 @@ export function addSimOptions(cmd: Command, standalone = true): Command {
       'rate solver: local (neighbourhood of each change) or exact (whole component)',
       'local',
     )
-    .option('--rate-hops <n>', 'local rate solver: levels of flows re-balanced per change (default 1)');
+    .option('--rate-hops <n>', 'local rate solver: levels of flows re-balanced per change (default 1)')
+    .option(
+      '--network <model>',
+      `network model of the built-in engine: ${NETWORK_MODELS.join(' or ')} (NIC ports lose bandwidth and pay a per-message cost with concurrent flows; data/network/contention.json)`,
+    )
+    .option(
+      '--network-params <file>',
+      'contention parameters (fcp-network/1 JSON; implies --network contention)',
+    )
+    .option(
+      '--engine <name>',
+      'builtin (our discrete-event engine) or simgrid (SimGrid 3.32, python3-simgrid)',
+      'builtin',
+    )
+    .option(
+      '--simgrid-model <model>',
+      `SimGrid network model: ${SIMGRID_MODELS.join(', ')} (cm02: every factor 1)`,
+      'ib',
+    );
   if (standalone) cmd.option('--gpus-per-node <n>', 'GPUs per NVLink node (preset: 8)');
   return cmd;
 }
@@ -78,7 +104,19 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
     ov.torusDims = String(o.torusDims)
       .split(/[x,]/)
       .map((s) => intOption(s, 'torusDims'));
+  networkFrom(o, ov);
   const out: SimOptions = { cluster: resolveCluster(String(o.cluster ?? 'hopper-ib'), ov) };
+  const engine = String(o.engine ?? 'builtin');
+  if (engine === 'simgrid') {
+    if (out.cluster!.network !== 'fluid')
+      fail(
+        'option.network',
+        'the SimGrid engine uses its own network model (--simgrid-model); drop --network/--network-params',
+        'network',
+      );
+    out.engine = simgridEngine(parseSimgridModel(String(o.simgridModel ?? 'ib')));
+  } else if (engine !== 'builtin')
+    fail('option.engine', `--engine must be builtin or simgrid (got ${engine})`, 'engine');
   if (o.calibration !== undefined) out.calibration = calibrationFromOption(String(o.calibration));
   const raw = String(o.kernel ?? 'auto');
   const kernel = (raw === 'flash' ? 'varlen' : raw) as KernelPolicy;
@@ -102,6 +140,23 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
   return out;
 }
 
+/** `--network` and `--network-params` into cluster overrides (validated by resolveCluster). */
+function networkFrom(
+  o: Record<string, unknown>,
+  ov: { -readonly [K in keyof ClusterOverrides]: ClusterOverrides[K] },
+): void {
+  if (o.networkParams !== undefined) {
+    Object.assign(ov, contentionOverrides(loadNetworkParams(String(o.networkParams))));
+    ov.network = 'contention';
+  }
+  if (o.network !== undefined) {
+    const m = String(o.network);
+    if (!(NETWORK_MODELS as readonly string[]).includes(m))
+      fail('option.network', `--network must be ${NETWORK_MODELS.join(' or ')} (got ${m})`, 'network');
+    ov.network = m as NetworkModel;
+  }
+}
+
 const f3 = (x: number): string => x.toFixed(3);
 const gb = (b: number): string => (b / 1e9).toFixed(2);
 
@@ -114,6 +169,7 @@ export function formatSimResult(r: SimResult): string {
         ? `torus links ${c.linkGBps} GB/s`
         : `NVLink ${c.nvlinkGBps} GB/s, NIC ${c.nicGBps} GB/s, ${c.gpusPerNode} GPUs/node`) +
       `); kernels ${r.kernel.policy}${r.kernel.denseBackend ? ` (dense: ${r.kernel.denseBackend})` : ''}`,
+    `network model: ${r.network} (engine ${r.engine}${r.network === 'contention' ? `, loss ${c.contentionLoss}, ${c.contentionMsgUs} us per extra message` : ''}); all times simulated`,
   ];
   const rows: [string, (p: SimPhaseResult) => string][] = [
     ['makespan ms', (p) => f3(p.makespanMs)],

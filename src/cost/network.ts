@@ -13,6 +13,11 @@
  * Torus: ranks on a torus (x fastest), each with one directed link per neighbour and direction;
  * messages follow dimension-order shortest paths (ties go the positive way) and use every link on
  * the path; latency grows per hop.
+ *
+ * Under the `contention` network model (cluster.network) the per-GPU NIC ports are marked in
+ * {@link Network.contended}: the rate solver shrinks their capacity with the number of flows on
+ * them and the simulator adds the per-message cost (src/cost/contention.ts). NVLink, the node caps
+ * and torus links stay fluid: the measurements the model is fitted to are of NICs only.
  */
 import type { ClusterSpec } from '../problem/cluster.ts';
 import { torusDimsFor } from '../problem/cluster.ts';
@@ -25,6 +30,8 @@ export class Network {
   readonly resourceCount: number;
   /** Capacity of each resource, bytes per ms. */
   readonly capacity: Float64Array;
+  /** 1 for the resources whose capacity falls with their concurrent flows (NIC ports under `contention`). */
+  readonly contended: Uint8Array;
   private readonly dims: number[];
   private readonly intraMs: number;
   private readonly interMs: number;
@@ -53,6 +60,17 @@ export class Network {
       }
       for (let i = 4 * world; i < this.resourceCount; i++) this.capacity[i] = cluster.nodeNicGBps * GBPS;
     }
+    this.contended = new Uint8Array(this.resourceCount);
+    if (cluster.network === 'contention' && cluster.topology !== 'torus')
+      for (let r = 0; r < world; r++) {
+        this.contended[4 * r + 2] = 1;
+        this.contended[4 * r + 3] = 1;
+      }
+  }
+
+  /** True when some resource is contended (the contention model is on and applies). */
+  hasContention(): boolean {
+    return this.contended.includes(1);
   }
 
   /** Torus dimensions (empty for the switch topology). */

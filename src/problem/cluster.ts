@@ -8,6 +8,24 @@ import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
 /** Network shape. `switch`: NVLink in a node, per-GPU NICs into a full-bisection fabric. `torus`: links to neighbours only. */
 export type Topology = 'switch' | 'torus';
 
+/**
+ * How concurrent flows share a port. `fluid`: max-min fair shares of the full capacity, nothing
+ * else. `contention`: a NIC port with k concurrent flows keeps only a fraction
+ * 1 - contentionLoss * (1 - 1/k) of its bandwidth, and each flow pays contentionMsgUs per other
+ * message its busiest NIC port carries in the same group (src/cost/contention.ts; the fit is
+ * data/network/contention.json).
+ */
+export type NetworkModel = 'fluid' | 'contention';
+
+/** The network models, in `--network` order. */
+export const NETWORK_MODELS: readonly NetworkModel[] = ['fluid', 'contention'];
+
+/**
+ * Fitted contention parameters (data/network/contention.json; a test checks that they agree):
+ * bandwidth lost by a NIC port as its concurrent flows grow, and the per-message cost.
+ */
+export const DEFAULT_CONTENTION = { contentionLoss: 0.06288, contentionMsgUs: 2.582 } as const;
+
 /** Everything the simulator needs to know about the machine. Bandwidths are per direction. */
 export interface ClusterSpec {
   readonly name: string;
@@ -35,6 +53,12 @@ export interface ClusterSpec {
   readonly hopUs: number;
   /** Torus dimensions (product = world); empty = the most square 2-D torus. */
   readonly torusDims: readonly number[];
+  /** How concurrent flows share a port (default `fluid`). */
+  readonly network: NetworkModel;
+  /** Contention model: fraction of a NIC port's bandwidth lost as its concurrent flows grow, in [0, 1). */
+  readonly contentionLoss: number;
+  /** Contention model: cost of each further concurrent message on a NIC port, microseconds. */
+  readonly contentionMsgUs: number;
 }
 
 const HOPPER: ClusterSpec = {
@@ -52,6 +76,8 @@ const HOPPER: ClusterSpec = {
   linkGBps: 50,
   hopUs: 1,
   torusDims: [],
+  network: 'fluid',
+  ...DEFAULT_CONTENTION,
 };
 
 /**
@@ -106,7 +132,24 @@ export function resolveCluster(name = 'hopper-ib', overrides: ClusterOverrides =
       issues.push(issue(`option.${k}`, `${k} must be a non-negative number (got ${v})`, k));
   };
   for (const k of ['peakTflops', 'nvlinkGBps', 'nicGBps', 'linkGBps'] as const) pos(k);
-  for (const k of ['nodeNicGBps', 'latencyUs', 'nvlinkLatencyUs', 'hopUs'] as const) nonneg(k);
+  for (const k of ['nodeNicGBps', 'latencyUs', 'nvlinkLatencyUs', 'hopUs', 'contentionMsgUs'] as const)
+    nonneg(k);
+  if (!NETWORK_MODELS.includes(c.network))
+    issues.push(
+      issue(
+        'option.network',
+        `network model must be ${NETWORK_MODELS.join(' or ')} (got ${String(c.network)})`,
+        'network',
+      ),
+    );
+  if (!(Number.isFinite(c.contentionLoss) && c.contentionLoss >= 0 && c.contentionLoss < 1))
+    issues.push(
+      issue(
+        'option.contentionLoss',
+        `contentionLoss must be a number in [0, 1) (got ${c.contentionLoss})`,
+        'contentionLoss',
+      ),
+    );
   if (!Number.isInteger(c.totalSms) || c.totalSms < 1)
     issues.push(
       issue('option.totalSms', `totalSms must be a positive integer (got ${c.totalSms})`, 'totalSms'),

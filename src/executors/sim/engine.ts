@@ -12,7 +12,7 @@ import { fail } from '../../core/issues.ts';
 import { Kind } from '../../plan/types.ts';
 import { EventHeap, IndexedHeap } from './heap.ts';
 import type { PreparedPhase } from './prepare.ts';
-import { type RateOptions, RateSolver } from './rates.ts';
+import { type RateContention, type RateOptions, RateSolver } from './rates.ts';
 
 const EV_FLOW_ACTIVATE = 1;
 const EV_OP_END = 2;
@@ -44,7 +44,12 @@ export interface PhaseRun {
 }
 
 /** Runs one prepared phase to completion. Throws FcpError `sim.deadlock` if the plan cannot finish. */
-export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOptions): PhaseRun {
+export function runPhase(
+  p: PreparedPhase,
+  capacity: Float64Array,
+  rates: RateOptions,
+  contention: RateContention | null = null,
+): PhaseRun {
   const W = p.world;
   const F = p.flowCount;
   const heap = new EventHeap(Math.max(1024, 2 * W));
@@ -56,7 +61,7 @@ export function runPhase(p: PreparedPhase, capacity: Float64Array, rates: RateOp
   const need = new Int32Array(F);
   const flowReady = new Float64Array(F).fill(Number.NaN);
   const flowEnd = new Float64Array(F).fill(Number.NaN);
-  const solver = new RateSolver(capacity, p.flowResOff, p.flowRes, rate, rates);
+  const solver = new RateSolver(capacity, p.flowResOff, p.flowRes, rate, rates, contention);
   for (let f = 0; f < F; f++) need[f] = 2 + p.flowDeps[f]!;
 
   const E = p.entryGroup.length;

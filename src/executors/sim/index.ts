@@ -44,6 +44,24 @@ export interface SimOptions {
    * default true. False costs what a runtime that does not pad executes (the GPU runtime's replay).
    */
   padding?: boolean | undefined;
+  /**
+   * Another engine for the phases (default: the built-in discrete-event engine, {@link runPhase}).
+   * It gets the prepared phases (ops with our kernel model's durations, flows, resources) so that
+   * only the network differs; e.g. SimGrid (src/executors/simgrid).
+   */
+  engine?: PhaseEngine | undefined;
+}
+
+/** An engine that runs prepared phases (forward, backward) on a network. */
+export interface PhaseEngine {
+  /** Engine name as outputs print it, e.g. `simgrid`. */
+  readonly name: string;
+  /** Name of the network model as outputs print it, e.g. `simgrid-ib`. */
+  readonly network: string;
+  run(
+    phases: readonly PreparedPhase[],
+    network: Network,
+  ): { runs: PhaseRun[]; info: Record<string, unknown> };
 }
 
 /** Results of one phase. Times in ms; per-rank arrays indexed by rank. */
@@ -87,6 +105,12 @@ export interface SimResult {
     launchMs: { forward: number; backward: number };
   };
   rates: RateOptions;
+  /** Engine that ran the phases: `builtin` (ours) or `simgrid`. */
+  engine: string;
+  /** Network model: `fluid` or `contention` (ours, cluster.network) or `simgrid-cm02|lv08|ib`. */
+  network: string;
+  /** What a non-built-in engine reports (SimGrid: model, wall time). */
+  engineInfo?: Record<string, unknown>;
   forward: SimPhaseResult;
   backward: SimPhaseResult;
   /** Forward plus backward useful FLOPs over world * peak * (forward + backward makespan). */
@@ -110,6 +134,9 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   if (options.emptyTileMs !== undefined) kernelOpts.emptyTileMs = options.emptyTileMs;
   const kernel = new KernelModel(plan.model, kernelOpts);
   const network = new Network(cluster, plan.world);
+  const contention = network.hasContention()
+    ? { mask: network.contended, loss: cluster.contentionLoss }
+    : null;
   const ctx = {
     plan,
     network,
@@ -119,14 +146,20 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   let pairs = 0;
   for (let i = 0; i < plan.sequences.length; i++)
     pairs += sequencePairs(plan.mask === 'causal', plan.sequences[i]!);
+  const dirs = ['forward', 'backward'] as const;
+  const preps = dirs.map((dir) => preparePhase(ctx, chainsAsGroups(plan[dir]), dir));
+  const engine = options.engine;
+  const ran = engine
+    ? engine.run(preps, network)
+    : { runs: preps.map((prep) => runPhase(prep, network.capacity, rates, contention)), info: undefined };
   const phases: { prep: PreparedPhase; run: PhaseRun }[] = [];
   const results: SimPhaseResult[] = [];
-  for (const dir of ['forward', 'backward'] as const) {
-    const prep = preparePhase(ctx, chainsAsGroups(plan[dir]), dir);
-    const run = runPhase(prep, network.capacity, rates);
+  dirs.forEach((dir, i) => {
+    const prep = preps[i]!;
+    const run = ran.runs[i]!;
     phases.push({ prep, run });
     results.push(summarise(prep, run, plan[dir].groupOfRound, kernel.flops(dir, pairs), cluster.peakTflops));
-  }
+  });
   const [fwd, bwd] = results as [SimPhaseResult, SimPhaseResult];
   const total = fwd.makespanMs + bwd.makespanMs;
   const out: SimResult = {
@@ -140,6 +173,9 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
       launchMs: { forward: kernel.launchMs('forward'), backward: kernel.launchMs('backward') },
     },
     rates,
+    engine: engine ? engine.name : 'builtin',
+    network: engine ? engine.network : cluster.network,
+    ...(ran.info ? { engineInfo: ran.info } : {}),
     forward: fwd,
     backward: bwd,
     mfu:

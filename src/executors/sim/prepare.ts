@@ -216,6 +216,7 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     flowLatency[f] = network.route(flowSrc[f]!, flowDst[f]!, res);
     flowResOff[f + 1] = res.length;
   }
+  if (network.hasContention()) addMessageCosts(network, flowGroup, flowResOff, res, flowLatency);
 
   // Per-rank entries: (rank, group) pairs sorted by rank then group, each with its flows.
   const ends = new Int32Array(2 * flows); // rank of each flow endpoint
@@ -297,6 +298,37 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     entryFlows,
     messages: n,
   };
+}
+
+/**
+ * Contention model's per-message cost: a flow waits contentionMsgUs for each further message of its
+ * group on its busiest contended port (flows are numbered group by group, so each group is a run).
+ */
+function addMessageCosts(
+  network: Network,
+  flowGroup: Int32Array,
+  flowResOff: Int32Array,
+  res: readonly number[],
+  flowLatency: Float64Array,
+): void {
+  const msgMs = network.cluster.contentionMsgUs / 1000;
+  const mask = network.contended;
+  const count = new Int32Array(network.resourceCount);
+  const F = flowGroup.length;
+  for (let a = 0; a < F; ) {
+    let b = a;
+    while (b < F && flowGroup[b] === flowGroup[a]) b++;
+    for (let f = a; f < b; f++)
+      for (let k = flowResOff[f]!; k < flowResOff[f + 1]!; k++) if (mask[res[k]!]) count[res[k]!]!++;
+    for (let f = a; f < b; f++) {
+      let most = 1;
+      for (let k = flowResOff[f]!; k < flowResOff[f + 1]!; k++)
+        if (mask[res[k]!]) most = Math.max(most, count[res[k]!]!);
+      flowLatency[f]! += msgMs * (most - 1);
+    }
+    for (let f = a; f < b; f++) for (let k = flowResOff[f]!; k < flowResOff[f + 1]!; k++) count[res[k]!] = 0;
+    a = b;
+  }
 }
 
 /** Indices 0..n-1 stably sorted by key (keys in 0..buckets-1). */

@@ -9,7 +9,13 @@
  * collected flows over the capacity the other flows leave free. Other flows keep their rates, so
  * the allocation stays feasible; it is exactly max-min fair whenever the connected component of the
  * change lies within the radius (mode `exact` always takes the whole component).
+ *
+ * Contention (optional): a marked resource with n active flows offers capacity * eta(n)
+ * (src/cost/contention.ts). Its flow count changes only when a flow on it starts or ends, which
+ * makes it dirty, and every flow on a dirty resource is re-solved, so the reduced capacity is
+ * always respected.
  */
+import { portEfficiency } from '../../cost/contention.ts';
 
 /** How far a rate change propagates. */
 export interface RateOptions {
@@ -19,6 +25,14 @@ export interface RateOptions {
   hops: number;
   /** Stop collecting past this many flows (local mode). */
   budget: number;
+}
+
+/** Resources whose capacity falls with their number of active flows. */
+export interface RateContention {
+  /** 1 for a contended resource. */
+  readonly mask: Uint8Array;
+  /** The contention model's bandwidth loss (eta(n) = 1 - loss * (1 - 1/n)). */
+  readonly loss: number;
 }
 
 /** Defaults of {@link RateOptions}. */
@@ -62,6 +76,7 @@ export class RateSolver {
     private readonly flowRes: Int32Array,
     private readonly rate: Float64Array,
     options: RateOptions,
+    private readonly contention: RateContention | null = null,
   ) {
     const nRes = capacity.length;
     const nFlows = flowResOff.length - 1;
@@ -206,7 +221,7 @@ export class RateSolver {
     for (let i = 0; i < resList.length; i++) {
       const r = resList[i]!;
       csrOff[i + 1] = csrOff[i]! + count[r]!;
-      residual[r] = Math.max(0, this.capacity[r]! - (this.used[r]! - residual[r]!));
+      residual[r] = Math.max(0, this.capacityOf(r) - (this.used[r]! - residual[r]!));
     }
     const slots = csrOff[resList.length]!;
     if (this.csr.length < slots) this.csr = new Int32Array(2 * slots);
@@ -249,6 +264,13 @@ export class RateSolver {
       }
       count[r] = 0;
     }
+  }
+
+  /** Capacity resource r offers to its current active flows. */
+  private capacityOf(r: number): number {
+    const c = this.contention;
+    if (c === null || c.mask[r] !== 1) return this.capacity[r]!;
+    return this.capacity[r]! * portEfficiency(c.loss, this.onRes[r]!.length);
   }
 
   private heapPush(s: number, r: number): void {
