@@ -5,7 +5,8 @@
  * sequences) and print errors and timings. Exit 1 when any error exceeds `--max-error`.
  *
  * `--dump DIR` writes DIR/plan.json, DIR/index.json and per sequence q, k, v, do, o, dq, dk, dv as
- * raw little-endian float32 files of shape [tokens, heads, headDim] in sequence token order; the
+ * NumPy `.npy` float32 arrays of shape [tokens, heads, headDim] in sequence token order (`numpy.load`
+ * reads them; index.json keeps every array's name, sequence, file and shape); the
  * directory is assembled under a temporary name and renamed into place, so a failure never leaves
  * a half-written dump. `--inputs DIR` reads q, k, v, do back from such a dump.
  */
@@ -19,10 +20,10 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { endianness } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { FcpError, fail, issue } from '../core/issues.ts';
+import { npyBytes, parseNpy } from '../core/npy.ts';
 import { randomInputs } from '../executors/inputs.ts';
 import { compareOutputs, type OutputErrors, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
@@ -128,15 +129,6 @@ export interface DumpIndex {
   arrays: DumpArray[];
 }
 
-/** Little-endian bytes of a float32 array (a copy on big-endian hosts). */
-function littleEndian(a: Float32Array): Uint8Array {
-  if (endianness() === 'LE') return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  const out = new Uint8Array(a.length * 4);
-  const view = new DataView(out.buffer);
-  for (let i = 0; i < a.length; i++) view.setFloat32(i * 4, a[i]!, true);
-  return out;
-}
-
 function fromLittleEndian(bytes: Buffer): Float32Array {
   const out = new Float32Array(bytes.length / 4);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -189,8 +181,8 @@ export function writeDump(
       for (const [name, arrs, heads] of sets) {
         const a = arrs?.[s];
         if (!a) continue;
-        const file = `seq${s}_${name}.bin`;
-        writeFileSync(join(tmp, file), littleEndian(a));
+        const file = `seq${s}_${name}.npy`;
+        writeFileSync(join(tmp, file), npyBytes(a, [plan.sequences[s]!, heads, d]));
         arrays.push({
           name,
           sequence: s,
@@ -286,6 +278,18 @@ export function readDumpInputs(dir: string, plan: Plan): SequenceInputs {
       } catch (e) {
         fail('input.read', `cannot read ${join(dir, a.file)}: ${(e as Error).message}`, 'inputs');
       }
+      if (a.file.endsWith('.npy')) {
+        const arr = parseNpy(bytes, join(dir, a.file));
+        if (arr.data.length !== want)
+          fail(
+            'input.length',
+            `${a.file} holds ${arr.data.length} values, expected ${want} (${plan.sequences[s]} x ${heads} x ${plan.model.headDim} float32)`,
+            'inputs',
+          );
+        out[key[name]].push(arr.data);
+        continue;
+      }
+      // Dumps written before .npy: raw little-endian float32.
       if (bytes.length !== want * 4)
         fail(
           'input.length',

@@ -4,13 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type DumpIndex, formatVerify, readDumpInputs, verifyPlan, writeDump } from '../../src/cli/verify.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { npyBytes, parseNpy } from '../../src/core/npy.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
@@ -82,15 +83,12 @@ describe('fcp verify (CLI)', () => {
     for (const a of index.arrays) {
       assert.equal(a.dtype, 'float32');
       assert.equal(a.byteOrder, 'little');
-      assert.equal(statSync(join(d, a.file)).size, a.shape[0] * a.shape[1] * a.shape[2] * 4);
+      assert.ok(a.file.endsWith('.npy'), a.file);
+      assert.deepEqual(parseNpy(readFileSync(join(d, a.file))).shape, a.shape);
     }
     const plan = readPlan(join(d, 'plan.json'));
     const q1 = index.arrays.find((a) => a.name === 'q' && a.sequence === 0)!;
-    const bytes = readFileSync(join(d, q1.file));
-    assert.deepEqual(
-      new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4),
-      randomInputsForPlan(plan, 5).q[0],
-    );
+    assert.deepEqual(parseNpy(readFileSync(join(d, q1.file))).data, randomInputsForPlan(plan, 5).q[0]);
   });
 
   it('reads a plan file and inputs back from a dump (same errors); exits 1 on a mismatch', () => {
@@ -146,7 +144,7 @@ describe('fcp verify (library)', () => {
       'exec.input.heads',
     );
     assert.deepEqual(readDumpInputs(d, plan).k[2], randomInputsForPlan(plan, 1).k[2]);
-    writeFileSync(join(d, 'seq0_v.bin'), Buffer.alloc(12));
+    writeFileSync(join(d, 'seq0_v.npy'), npyBytes(new Float32Array(3), [3]));
     assert.equal(await code(() => readDumpInputs(d, plan)), 'input.length');
   });
 
