@@ -27,6 +27,7 @@ import { type Layout, PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { type BackwardResult, planBackward } from './backward.ts';
+import { type PlanBalance, planBalance } from './balance.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
 import { KernelTime } from './kernel-time.ts';
@@ -65,6 +66,8 @@ export interface FcpStats {
   reshuffleBytes: number;
   forward: PhaseStats;
   backward: PhaseStats;
+  /** Communication (all bytes, NIC bytes) and home-token balance of the plan (balance.ts). */
+  planBalance: PlanBalance;
 }
 
 /** A plan and how long each stage took. */
@@ -154,6 +157,7 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
   }
   let maxMem = 0;
   for (let r = 0; r < world; r++) maxMem = Math.max(maxMem, placement.memoryLoad[r]!);
+  const homeLayout = homeLayoutOf(runs);
   const stats: FcpStats = {
     blocks: blocks.seq.length,
     units: blocks.unitSeq.length,
@@ -170,6 +174,16 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
     reshuffleBytes: reshuffleBytes(pieces, problem.model),
     forward: fwd.stats,
     backward: bwd.stats,
+    planBalance: planBalance(
+      [
+        { phase: fwd.phase, forward: true },
+        { phase: bwd.phase, forward: false },
+      ],
+      homeLayout,
+      world,
+      problem.model,
+      ctx.links.nodeSize,
+    ),
   };
   return {
     format: PLAN_FORMAT,
@@ -179,7 +193,7 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
     model: { ...problem.model },
     sequences,
     userLayout: problem.userLayout,
-    homeLayout: homeLayoutOf(runs),
+    homeLayout,
     tasks: fwd.tasks.table,
     forward: fwd.phase,
     backward: bwd.phase,
