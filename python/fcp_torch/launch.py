@@ -58,6 +58,9 @@ def run_workers(
                 "MASTER_PORT": str(port),
                 "PYTHONPATH": pkg_root + os.pathsep + env.get("PYTHONPATH", ""),
                 "PYTHONUNBUFFERED": "1",
+                # the worker ends itself when this process is gone (fcp_torch.worker.watch_parent)
+                "FCP_PARENT_PID": str(os.getpid()),
+                "FCP_WATCH_STDIN": "1",
             }
         )
         if env_extra:
@@ -68,6 +71,7 @@ def run_workers(
             subprocess.Popen(
                 [python, "-m", "fcp_torch.worker", "--plan", plan_path, "--out", out_dir, *args],
                 env=env,
+                stdin=subprocess.PIPE,  # never written to: EOF tells the worker we are gone
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

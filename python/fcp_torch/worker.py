@@ -18,6 +18,46 @@ import traceback
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
+EXIT_PARENT_GONE = 4
+
+
+def watch_parent() -> None:
+    """Ends this worker when the launcher that started it is gone (issue 11 item 11).
+
+    Our launchers (src/executors/torch/launch.ts, fcp_torch.launch) set FCP_PARENT_PID and give the
+    worker a stdin pipe they never write to. Three guards, so that no path leaves a worker behind:
+    the parent-death signal (Linux prctl; the kernel kills us even while a collective holds the
+    GIL), a check that the parent did not die before that was set, and a thread that exits when
+    stdin reaches EOF (the pipe closes with the parent, on any OS). torchrun sets none of this.
+    """
+    ppid = os.environ.get("FCP_PARENT_PID")
+    if not ppid:
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if str(os.getppid()) != ppid:
+        os._exit(EXIT_PARENT_GONE)
+    if os.environ.get("FCP_WATCH_STDIN") == "1":
+        import threading
+
+        def wait_eof() -> None:
+            try:
+                while os.read(0, 65536):
+                    pass
+            except OSError:
+                pass
+            os._exit(EXIT_PARENT_GONE)
+
+        threading.Thread(target=wait_eof, name="fcp-parent-watch", daemon=True).start()
+
+
+watch_parent()  # before importing torch: that alone takes seconds
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 

@@ -6,6 +6,9 @@
  * fails, every other one is ended at once (SIGTERM, then SIGKILL), so a dead peer never leaves the
  * rest blocked in a receive; an overall deadline does the same for a run that stops making progress.
  * A worker reports user errors as a line `FCP_ERROR {"code", "message"}`, raised here as FcpError.
+ * Workers never outlive this process (issue 11 item 11): SIGINT/SIGTERM/SIGHUP here kill them
+ * first; if this process is killed outright, each worker ends itself (its stdin pipe closes, and
+ * on Linux its parent-death signal fires).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -55,6 +58,9 @@ export async function freePort(): Promise<number> {
 
 const TAIL = 4000;
 
+/** Signals that end a run and its workers. */
+const SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
 /** Environment of one worker. */
 export function workerEnv(rank: number, nproc: number, port: number, extra: Record<string, string> = {}) {
   const root = pythonPackageRoot();
@@ -99,6 +105,7 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
       if (settled) return;
       settled = true;
       if (timer) clearTimeout(timer);
+      removeSignalHandlers();
       o.signal?.removeEventListener('abort', onAbort);
       if (err) {
         killAll();
@@ -112,6 +119,20 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
     };
     const onAbort = (): void => finish(new FcpError(issue('run.aborted', 'the run was cancelled')));
     o.signal?.addEventListener('abort', onAbort);
+    // SIGINT/SIGTERM/SIGHUP of this process: end every worker at once, then let the signal do what
+    // it would have done (the workers run in their own process group, so a terminal's Ctrl-C
+    // reaches only us). SIGKILL cannot be caught: then each worker sees its stdin pipe close and
+    // its parent-death signal fire (python/fcp_torch/worker.py), and ends itself.
+    const onSignal = (sig: NodeJS.Signals): void => {
+      for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+      removeSignalHandlers();
+      process.kill(process.pid, sig);
+    };
+    const handlers = SIGNALS.map((sig) => [sig, () => onSignal(sig)] as const);
+    const removeSignalHandlers = (): void => {
+      for (const [sig, h] of handlers) process.removeListener(sig, h);
+    };
+    for (const [sig, h] of handlers) process.on(sig, h);
     timer = setTimeout(
       () =>
         finish(
@@ -126,8 +147,14 @@ export async function launchWorkers(o: LaunchOptions): Promise<WorkerLogs> {
     );
     for (let r = 0; r < o.nproc; r++) {
       const p = spawn(o.python, ['-m', 'fcp_torch.worker', ...o.args], {
-        env: workerEnv(r, o.nproc, port, o.env),
-        stdio: ['ignore', 'ignore', 'pipe'],
+        env: {
+          ...workerEnv(r, o.nproc, port, o.env),
+          FCP_PARENT_PID: String(process.pid),
+          FCP_WATCH_STDIN: '1',
+        },
+        // stdin: a pipe we never write to nor close; it reaches EOF only when this process is gone.
+        stdio: ['pipe', 'ignore', 'pipe'],
+        detached: true,
       });
       procs.push(p);
       p.stderr?.setEncoding('utf8');
