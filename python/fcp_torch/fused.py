@@ -347,11 +347,12 @@ def forward_op(rt, launches) -> None:
 
 
 def backward_op(rt, launches) -> None:
-    """One backward op: as RankRuntime._backward_op, with the gathers of one index in one launch."""
+    """One backward op: as RankRuntime._backward_op. Its gathers stay `index_select`: with the Triton
+    gathers the backward measured slower on the H200 (fcp-64 replay 241 ms against 230 ms, run 4)."""
     b = rt._bufs
     for L in launches:
-        q, o, do = _q(rt, b, L, ("Q", "Ofinal", "dO"))
-        k, v = _kv(rt, b, L)
+        q, o, do = (b[n][L.q_range[0] : L.q_range[1]] for n in ("Q", "Ofinal", "dO")) if L.q_range is not None else gather_rows_torch([b["Q"], b["Ofinal"], b["dO"]], L.qidx)
+        k, v = (b[n][L.k_range[0] : L.k_range[1]] for n in ("K", "V")) if L.k_range is not None else gather_rows_torch([b["K"], b["V"]], L.kidx)
         lse = b["LSE"][L.q_range[0] : L.q_range[1]] if L.q_range is not None else b["LSE"].index_select(0, L.qidx)
         dq, dk, dv = rt.kernels.backward(L, q, k, v, o, do, lse)
         if rt._sliced(L):
