@@ -304,7 +304,7 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
  * Contention model's per-message cost: a flow waits contentionMsgUs for each further message of its
  * group on its busiest contended port (flows are numbered group by group, so each group is a run).
  */
-function addMessageCosts(
+export function addMessageCosts(
   network: Network,
   flowGroup: Int32Array,
   flowResOff: Int32Array,
