@@ -62,6 +62,11 @@ export interface PlannerOptions {
   ringVariant?: 'p2p' | 'a2a+p2p' | 'all_gather';
   /** ring `a2a+p2p`: ranks of one all-to-all group (default: GPUs per node); must divide the heads. */
   a2aDegree?: number;
+  /**
+   * ring `a2a+p2p`: sequences whose 2N-way parts hold at least this many tokens are split among the
+   * ranks of an a2a group; shorter ones go whole to one of them (default 1024; see variants.ts).
+   */
+  a2aSplitTokens?: number;
   /** bytescale: group size of a long sequence by `memory` (ceil(L/C), default) or by its `work` share. */
   bytescaleSizing?: 'memory' | 'work';
   /** bytescale: balance whole sequences by `tokens` (default) or by attention `work` within memory. */

@@ -9,11 +9,13 @@
  * the batch this way already (`get_batch_on_this_cp_rank`), so the ring moves no `in`/`out`.
  */
 
+import { fail } from '../../core/issues.ts';
 import type { Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { addDualChunkRing } from '../shared/dual-chunk-ring.ts';
 import { oneRoundPerGroup, PlanBuilder } from '../shared/plan-builder.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
+import { A2A_SPLIT_TOKENS, addA2aP2pRing, addAllGather, checkA2aDegree } from './variants.ts';
 
 /** Tokens of padding TE adds: each sequence rounded up to a multiple of `padTo`. */
 export function paddingTokens(sequences: ArrayLike<number>, padTo: number): number {
@@ -23,27 +25,65 @@ export function paddingTokens(sequences: ArrayLike<number>, padTo: number): numb
   return pad;
 }
 
-/** Plans TE's DualChunkSwap ring over every rank. No options. */
-export function planRing(problem: Problem, _options: PlannerOptions = {}): Plan {
+/** The ring variant and a2a degree of `options`, defaults filled in, validated against the problem. */
+export function resolveRingOptions(
+  problem: Problem,
+  o: PlannerOptions,
+): { variant: 'p2p' | 'a2a+p2p' | 'all_gather'; a2aDegree: number; splitTokens: number } {
+  const variant = o.ringVariant ?? 'p2p';
+  if (variant !== 'p2p' && variant !== 'a2a+p2p' && variant !== 'all_gather')
+    fail(
+      'option.ringVariant',
+      `ring variant must be p2p, a2a+p2p or all_gather (got ${String(variant)})`,
+      'ringVariant',
+    );
+  const a2aDegree = o.a2aDegree ?? Math.min(problem.gpusPerNode, problem.world);
+  if (variant === 'a2a+p2p')
+    checkA2aDegree(a2aDegree, problem.world, problem.model.qHeads, problem.model.kvHeads);
+  const splitTokens = o.a2aSplitTokens ?? A2A_SPLIT_TOKENS;
+  if (!Number.isInteger(splitTokens) || splitTokens < 1)
+    fail(
+      'option.a2aSplitTokens',
+      `a2a split tokens must be a positive integer (got ${splitTokens})`,
+      'a2aSplitTokens',
+    );
+  return { variant, a2aDegree: variant === 'a2a+p2p' ? a2aDegree : 1, splitTokens };
+}
+
+/**
+ * Plans TE context parallelism over every rank: `p2p` (default), `a2a+p2p` or `all_gather`
+ * (`options.ringVariant`; `options.a2aDegree` for `a2a+p2p`, default GPUs per node).
+ */
+export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
+  const { variant, a2aDegree, splitTokens } = resolveRingOptions(problem, options);
   const b = new PlanBuilder(problem);
   const n = problem.world;
-  const ranks = Int32Array.from({ length: n }, (_, i) => i);
   const seqs = Int32Array.from({ length: problem.sequences.length }, (_, i) => i);
-  const ring = addDualChunkRing(b, ranks, seqs);
   const padTo = n > 1 ? 2 * n : 0;
-  return b.build('ring', oneRoundPerGroup(b.forward.rounds), oneRoundPerGroup(b.backward.rounds), {
+  const meta = {
     planner: 'ring',
-    parts: ring.parts,
+    variant,
+    ...(variant === 'a2a+p2p' ? { a2aDegree, a2aSplitTokens: splitTokens } : {}),
     padTo,
     paddingTokens: paddingTokens(problem.sequences, padTo),
     layout: 'DualChunkSwap (user layout = home layout: the loader shards the batch)',
-  });
+  };
+  if (variant === 'p2p' || n === 1) {
+    const ranks = Int32Array.from({ length: n }, (_, i) => i);
+    const ring = addDualChunkRing(b, ranks, seqs);
+    return b.build('ring', oneRoundPerGroup(b.forward.rounds), oneRoundPerGroup(b.backward.rounds), {
+      ...meta,
+      parts: ring.parts,
+    });
+  }
+  const v = variant === 'a2a+p2p' ? addA2aP2pRing(b, seqs, a2aDegree, splitTokens) : addAllGather(b, seqs);
+  return b.build('ring', v.forwardGroups, v.backwardGroups, { ...meta, parts: 2 * n });
 }
 
 /** The `ring` planner. */
 export const ringPlanner: Planner = {
   name: 'ring',
   description:
-    'TransformerEngine p2p ring attention with DualChunkSwap (2N chunks per sequence, N-1 ring steps)',
+    'TransformerEngine CP with DualChunkSwap (2N chunks per sequence): p2p ring (default), a2a+p2p or all_gather',
   plan: planRing,
 };
