@@ -6,10 +6,11 @@
  *
  * Batch b of n uses seed `--seed` + b; every strategy sees the same batches.
  */
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
+import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../experiments/strategies.ts';
 import type { PlannerOptions } from '../planners/types.ts';
@@ -243,34 +244,41 @@ export function compareCharts(
   };
 }
 
+/** `compare --out` folders, recognised by their compare.json (core/outputs.ts: never another folder). */
+export const COMPARE_FOLDER = {
+  option: '--out',
+  what: 'fcp compare output',
+  isOwn: (dir: string): boolean => {
+    try {
+      return readFileSync(join(dir, 'compare.json'), 'utf8').slice(0, 200).includes(`"${COMPARE_FORMAT}"`);
+    } catch {
+      return false;
+    }
+  },
+};
+
 /** Writes compare.json and the plots into `outDir` through a temporary folder and a rename. */
 export async function writeCompare(
   outDir: string,
   doc: object,
   charts: Record<string, unknown>,
 ): Promise<void> {
-  const target = resolve(outDir);
-  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
+  const target = checkOutputFolder(outDir, COMPARE_FOLDER);
   // Render first: a failing chart leaves nothing behind. vega is loaded only here: it costs half a
   // second of every CLI start otherwise.
   const { renderChart } = await import('../report/plots.ts');
   const rendered: [string, { svg: string; png: Uint8Array }][] = [];
   for (const [name, spec] of Object.entries(charts))
     rendered.push([name, await renderChart(spec as Parameters<typeof renderChart>[0])]);
+  const tmp = makeSiblingTemp(target, '--out');
   try {
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp, { recursive: true });
+    chmodSync(tmp, 0o755); // mkdtemp makes it private; results are meant to be shared
     writeFileSync(join(tmp, 'compare.json'), `${JSON.stringify(doc, null, 1)}\n`);
     for (const [name, r] of rendered) {
       writeFileSync(join(tmp, `${name}.svg`), r.svg);
       writeFileSync(join(tmp, `${name}.png`), r.png);
     }
-    if (existsSync(target)) {
-      const old = join(dirname(target), `.${basename(target)}.old-${process.pid}`);
-      renameSync(target, old);
-      renameSync(tmp, target);
-      rmSync(old, { recursive: true, force: true });
-    } else renameSync(tmp, target);
+    replaceFolder(tmp, target);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     fail(
@@ -293,6 +301,8 @@ export function register(program: Command): void {
   addPlannerOptions(cmd);
   addSimOptions(cmd, false);
   cmd.action(async (o: Record<string, unknown>) => {
+    // The output folder is checked before minutes of simulation, not after them.
+    if (o.out !== undefined) checkOutputFolder(String(o.out), COMPARE_FOLDER);
     const strategies = String(o.strategies)
       .split(',')
       .map((s) => s.trim())

@@ -10,28 +10,21 @@
  * directory is assembled under a temporary name and renamed into place, so a failure never leaves
  * a half-written dump. `--inputs DIR` reads q, k, v, do back from such a dump.
  */
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { FcpError, fail, issue } from '../core/issues.ts';
 import { npyBytes, parseNpy } from '../core/npy.ts';
+import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
 import { randomInputs } from '../executors/inputs.ts';
 import { compareOutputs, type OutputErrors, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
 import type { ExecutionResult, SequenceInputs, SequenceOutputs } from '../executors/types.ts';
+import { getPlanner } from '../experiments/strategies.ts';
 import { SMALL_MODEL } from '../model/attention.ts';
 import { planToJson, readPlan } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
-import { getPlanner } from '../experiments/strategies.ts';
+import { requireValidPlan } from '../plan/validate.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
@@ -88,6 +81,8 @@ export async function verifyPlan(plan: Plan, o: VerifyOptions = {}): Promise<Ver
       `executor ${executor.name} does not compute outputs; verify needs a numeric executor`,
       'executor',
     );
+  // Before the inputs: their size comes from the plan, which may be absurd.
+  requireValidPlan(plan);
   const progress = o.progress ?? silentProgress;
   const inputs = o.inputs ?? randomInputs(plan.sequences, plan.model, o.seed ?? 1);
   progress.step(`run the ${executor.name} executor`);
@@ -136,6 +131,19 @@ function fromLittleEndian(bytes: Buffer): Float32Array {
   return out;
 }
 
+/** `verify --dump` folders, recognised by an index.json of {@link DUMP_FORMAT} (core/outputs.ts). */
+export const DUMP_FOLDER = {
+  option: '--dump',
+  what: 'an fcp verify dump',
+  isOwn: (dir: string): boolean => {
+    try {
+      return readFileSync(join(dir, 'index.json'), 'utf8').slice(0, 200).includes(`"${DUMP_FORMAT}"`);
+    } catch {
+      return false;
+    }
+  },
+};
+
 /**
  * Writes a dump directory atomically: everything goes to a temporary sibling that is renamed to
  * `dir` at the end. An existing dump at `dir` is replaced; any other non-empty directory is refused.
@@ -147,22 +155,11 @@ export function writeDump(
   outputs: SequenceOutputs | undefined,
   meta: { seed: number | null; errors: OutputErrors | null },
 ): void {
-  const target = resolve(dir);
-  if (existsSync(target)) {
-    const st = statSync(target);
-    const entries = st.isDirectory() ? readdirSync(target) : ['?'];
-    if (entries.length > 0 && !entries.includes('index.json'))
-      fail(
-        'io.write',
-        `${dir} exists and is not an fcp verify dump; choose a new or empty directory`,
-        'dump',
-      );
-  }
-  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
+  const target = checkOutputFolder(dir, DUMP_FOLDER);
+  const tmp = makeSiblingTemp(target, '--dump');
   const arrays: DumpArray[] = [];
   try {
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp, { recursive: true });
+    chmodSync(tmp, 0o755); // mkdtemp makes it private; a dump is meant to be read by other tools
     writeFileSync(join(tmp, 'plan.json'), planToJson(plan));
     const qh = plan.model.qHeads;
     const kh = plan.model.kvHeads;
@@ -204,12 +201,7 @@ export function writeDump(
       arrays,
     };
     writeFileSync(join(tmp, 'index.json'), `${JSON.stringify(index, null, 1)}\n`);
-    if (existsSync(target)) {
-      const old = join(dirname(target), `.${basename(target)}.old-${process.pid}`);
-      renameSync(target, old);
-      renameSync(tmp, target);
-      rmSync(old, { recursive: true, force: true });
-    } else renameSync(tmp, target);
+    replaceFolder(tmp, target);
   } catch (e) {
     removeQuietly(tmp);
     if (e instanceof FcpError) throw e;
@@ -386,11 +378,14 @@ export function register(program: Command): void {
       const maxError = numberOption(opts.maxError, 'maxError');
       const stallTimeoutMs = intOption(opts.stallTimeout, 'stallTimeout');
       const seed = intOption(opts.seed ?? 1, 'seed');
+      // The dump target is checked before the run, not after minutes of it.
+      if (opts.dump !== undefined) checkOutputFolder(String(opts.dump), DUMP_FOLDER);
       const progress = createProgress(opts.plan === undefined ? 3 : 2, 'fcp verify');
       let plan: Plan;
       let planMs: number | undefined;
       if (opts.plan !== undefined) {
         plan = readPlan(String(opts.plan));
+        requireValidPlan(plan, String(opts.plan));
         checkPlanAgainstOptions(cmd, opts, plan);
       } else {
         const problem = problemFrom(opts, { model: SMALL_MODEL });

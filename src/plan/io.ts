@@ -5,10 +5,10 @@
  * turns columns into typed arrays; the plan's semantics are the validator's job. Writes go to a
  * temporary file renamed into place, so a failed write never leaves a partial plan behind.
  */
-import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { readInputFile } from '../core/files.ts';
 import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
+import { writeOutputFile } from '../core/outputs.ts';
 import { COLUMNS, KIND_NAMES, PLAN_FORMAT, type Plan } from './types.ts';
 
 /** Serialises a plan to JSON text. Deterministic: same plan, same bytes. */
@@ -30,20 +30,13 @@ export function writePlan(path: string, plan: Plan): void {
   writeFileAtomic(path, bytes);
 }
 
-/** Writes `data` to `path` through a temporary file and a rename; throws FcpError `io.write` on failure. */
+/**
+ * Writes `data` to `path` through a temporary file and a rename; symlinks are written through,
+ * FIFOs and character devices directly, other non-files refused (see core/outputs.ts). Throws
+ * FcpError `io.write` on failure.
+ */
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    writeFileSync(tmp, data);
-    renameSync(tmp, path);
-  } catch (e) {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // nothing was written
-    }
-    fail('io.write', `cannot write ${path}: ${(e as Error).message}; choose a writable path`, path);
-  }
+  writeOutputFile(path, data);
 }
 
 /** Reads and structurally checks a plan file. Throws FcpError with `io.read`, `plan.json`, `plan.format` or `plan.schema`. */

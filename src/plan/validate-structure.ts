@@ -7,6 +7,7 @@
  * break rule 1 (`plan.rule1.range`).
  */
 
+import { LIMITS } from '../core/limits.ts';
 import type { ChunkLayout, Layout, Phase, Plan } from './types.ts';
 import { Kind } from './types.ts';
 import type { IssueSink } from './validate-issues.ts';
@@ -27,6 +28,9 @@ export function checkStructure(plan: Plan, sink: IssueSink): boolean {
     sink.add(`${S}.world`, `world must be a positive integer (got ${world})`, 'world');
     return false;
   }
+  // Sizes first: every later check (and every executor) allocates by world, heads and lengths, so
+  // an absurd value must stop here, before any of them runs.
+  if (!checkSizes(plan, sink)) return false;
   if (plan.mask !== 'causal' && plan.mask !== 'full')
     sink.add(`${S}.mask`, `mask must be causal or full`, 'mask');
   const seqs = plan.sequences;
@@ -110,6 +114,15 @@ export function checkStructure(plan: Plan, sink: IssueSink): boolean {
         sink.add(`${S}.seq`, `sequence ${ss.seqs[i]} does not exist`, 'seqSets.seqs', i);
     if (ss.padTo && ss.padTo.length !== nSets)
       sink.add(`${S}.columns`, `seqSets.padTo must have one entry per set`, 'seqSets.padTo');
+    if (ss.padTo)
+      for (let i = 0; i < ss.padTo.length; i++)
+        if (ss.padTo[i]! < 0 || ss.padTo[i]! > LIMITS.sequenceLength.max)
+          sink.add(
+            `${S}.padTo`,
+            `padTo ${ss.padTo[i]} is not in [0, ${LIMITS.sequenceLength.max}]`,
+            'seqSets.padTo',
+            i,
+          );
   }
   const setOk = (s: number): boolean => s >= 0 && s < nSets;
   const chunkCommon = (
@@ -122,8 +135,8 @@ export function checkStructure(plan: Plan, sink: IssueSink): boolean {
     if (!rankOk(rank[i]!)) sink.add(`${S}.rank`, `rank ${rank[i]} is not in [0, ${world})`, path, i);
     if (!setOk(set[i]!))
       sink.add(`${S}.set`, `sequence set ${set[i]} does not exist (seqSets has ${nSets})`, path, i);
-    if (parts[i]! < 1) {
-      sink.add(`${S}.part`, `parts must be >= 1 (got ${parts[i]})`, path, i);
+    if (parts[i]! < 1 || parts[i]! > LIMITS.parts.max) {
+      sink.add(`${S}.part`, `parts must be in [1, ${LIMITS.parts.max}] (got ${parts[i]})`, path, i);
       return false;
     }
     return true;
@@ -172,6 +185,26 @@ function checkPhase(
 ): void {
   const S = 'plan.structure';
   const rounds = ph.groupOfRound.length;
+  if (rounds > LIMITS.rounds.max) {
+    sink.add(
+      'plan.limit.rounds',
+      `${rounds} rounds is above the limit of ${LIMITS.rounds.max}`,
+      `${name}.groupOfRound`,
+    );
+    return;
+  }
+  // Group ids size per-group arrays in the rule checks: bound them by the rounds here (rule 5
+  // checks that they start at 0 and grow by at most one per round).
+  for (let r = 0; r < rounds; r++)
+    if (ph.groupOfRound[r]! > rounds) {
+      sink.add(
+        `${S}.group`,
+        `group ${ph.groupOfRound[r]} of round ${r} is above the number of rounds (${rounds})`,
+        `${name}.groupOfRound`,
+        r,
+      );
+      return;
+    }
   const groups = groupCount(ph.groupOfRound);
   const allowed = name === 'forward' ? [Kind.in, Kind.kv, Kind.out] : [Kind.in, Kind.kv, Kind.dkv, Kind.out];
   const rankOk = (r: number): boolean => r >= 0 && r < world;
@@ -218,7 +251,12 @@ function checkPhase(
       transferRow(path, i, ctr.round[i]!, ctr.src[i]!, ctr.dst[i]!, ctr.kind[i]!);
       if (ctr.set[i]! < 0 || ctr.set[i]! >= nSets)
         sink.add(`${S}.set`, `sequence set ${ctr.set[i]} does not exist`, path, i);
-      if (ctr.parts[i]! < 1 || ctr.part[i]! < 0 || ctr.part[i]! >= ctr.parts[i]!)
+      if (
+        ctr.parts[i]! < 1 ||
+        ctr.parts[i]! > LIMITS.parts.max ||
+        ctr.part[i]! < 0 ||
+        ctr.part[i]! >= ctr.parts[i]!
+      )
         sink.add(`${S}.part`, `part ${ctr.part[i]} of ${ctr.parts[i]} is not a part`, path, i);
     }
 
@@ -288,4 +326,52 @@ function checkPhase(
   };
   pairs(ph.sendAfter.transfer, ph.sendAfter.compute, nTr, 'transfer');
   pairs(ph.sendAfter.chunkTransfer, ph.sendAfter.chunkCompute, nCtr, 'chunkTransfer');
+}
+
+/**
+ * World, model and sequence sizes against {@link LIMITS} (codes `plan.limit.<name>`), and the model
+ * shape's own consistency (`plan.structure.model`: positive integers, query heads a multiple of KV
+ * heads). Returns false when a size is out of bounds: no later check may allocate by it.
+ */
+function checkSizes(plan: Plan, sink: IssueSink): boolean {
+  const before = sink.count;
+  const over = (name: keyof typeof LIMITS, value: number, what: string, path: string): void => {
+    if (value > LIMITS[name].max)
+      sink.add(
+        `plan.limit.${name}`,
+        `${what} is ${value}, above the limit of ${LIMITS[name].max} (${LIMITS[name].why})`,
+        path,
+      );
+  };
+  over('world', plan.world, 'world', 'world');
+  const m = plan.model;
+  const shape: [keyof typeof m, keyof typeof LIMITS][] = [
+    ['qHeads', 'heads'],
+    ['kvHeads', 'heads'],
+    ['headDim', 'headDim'],
+    ['bytesPerElement', 'bytesPerElement'],
+  ];
+  for (const [k, limit] of shape) {
+    const v = m?.[k];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+      sink.add('plan.structure.model', `model.${k} must be a positive integer (got ${v})`, `model.${k}`);
+    else over(limit, v, `model.${k}`, `model.${k}`);
+  }
+  if (sink.count === before && m.qHeads % m.kvHeads !== 0)
+    sink.add(
+      'plan.structure.model',
+      `query heads (${m.qHeads}) must be a multiple of KV heads (${m.kvHeads})`,
+      'model.qHeads',
+    );
+  const seqs = plan.sequences;
+  over('sequences', seqs.length, 'the number of sequences', 'sequences');
+  let total = 0;
+  let longest = 0;
+  for (let i = 0; i < seqs.length; i++) {
+    total += Math.max(0, seqs[i]!);
+    if (seqs[i]! > longest) longest = seqs[i]!;
+  }
+  over('sequenceLength', longest, 'the longest sequence', 'sequences');
+  over('totalTokens', total, 'the number of tokens', 'sequences');
+  return sink.count === before;
 }

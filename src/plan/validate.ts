@@ -34,7 +34,7 @@
  * Chunk rows are checked through a few expanded representative sequences (validate-expand.ts),
  * so ring-like plans validate in time independent of the number of sequences in a set.
  */
-import type { FcpIssue } from '../core/issues.ts';
+import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
 import { type PlanReport, planReport, zeroReport } from './report.ts';
 import { PLAN_FORMAT, type Plan } from './types.ts';
 import { checkChains } from './validate-chain.ts';
@@ -98,4 +98,20 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
     checkOutputs(flat, ph, userB, homeB, taskB, sink);
   }
   return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };
+}
+
+/**
+ * Throws unless `plan` is valid: what every executor calls before any work. The error is one line
+ * (the first broken check, its code and row, how many more there are, and how to list them all), not
+ * the whole list: a broken plan often breaks dozens of checks and the first one names the defect.
+ * `what` names the plan for the hint (e.g. its file).
+ */
+export function requireValidPlan(plan: Plan, what = 'the plan'): void {
+  const { issues, omitted } = validatePlan(plan, { maxIssues: 1 });
+  if (issues.length === 0) return;
+  const first = issues[0]!;
+  const more = issues.length - 1 + omitted;
+  const hint = more > 0 ? ` (and ${more} more; \`fcp validate ${what}\` lists them)` : '';
+  const msg = `${what} is invalid, nothing was run: ${first.message}${hint}`;
+  throw new FcpError(issue(first.code, msg, first.path, first.row));
 }

@@ -7,21 +7,11 @@
  * `fcp report`), `plots/<id>.png` (PNG copies of the figures) and `plots/<id>.vl.json` (their
  * vega-lite specs, to restyle a figure elsewhere).
  */
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
 import { fail } from '../core/issues.ts';
+import { checkOutputFolder, makeSiblingTemp } from '../core/outputs.ts';
 import { figuresOf } from './figures.ts';
 import { type RenderedFigure, reportHtml } from './html.ts';
 import { RESULTS_FORMAT, type Results, resultsToJson } from './results.ts';
@@ -42,47 +32,21 @@ function isPreviousReport(dir: string): boolean {
   }
 }
 
+/** Report folders: `--out`, recognised by their results.json. */
+const REPORT_FOLDER = { option: '--out', what: 'an fcp report', isOwn: isPreviousReport };
+
 /**
- * Checks up front that `outDir` can receive a report, before any expensive work: its parent must
- * be a writable folder (it is created when missing), and the target must be absent, an empty
- * folder, or a report fcp wrote before (never a folder of other files, which replacing would
- * destroy). Throws FcpError `io.write`.
+ * Checks up front that `outDir` can receive a report, before any expensive work (the rule of
+ * core/outputs.ts: absent, empty, or a report fcp wrote before; a writable parent, created when
+ * missing). Throws FcpError `io.write`.
  */
 export function checkOutDir(outDir: string): void {
-  const target = resolve(outDir);
-  if (existsSync(target)) {
-    let st: ReturnType<typeof statSync>;
-    try {
-      st = statSync(target);
-    } catch (e) {
-      fail('io.write', `cannot use ${outDir}: ${(e as Error).message}`, outDir);
-    }
-    if (!st.isDirectory())
-      fail('io.write', `${outDir} exists and is not a folder; choose another --out`, outDir);
-    if (readdirSync(target).length > 0 && !isPreviousReport(target))
-      fail(
-        'io.write',
-        `${outDir} exists and is not an fcp report (no results.json of format ${RESULTS_FORMAT}); choose an empty or new --out folder`,
-        outDir,
-      );
-  }
-  const probe = makeTempDir(target);
-  rmSync(probe, { recursive: true, force: true });
+  checkOutputFolder(outDir, REPORT_FOLDER);
 }
 
 /** Creates the temporary build folder next to `target` (creating the parent); FcpError `io.write`. */
 function makeTempDir(target: string): string {
-  const parent = dirname(target);
-  try {
-    mkdirSync(parent, { recursive: true });
-    return mkdtempSync(join(parent, `.${basename(target)}.tmp-`));
-  } catch (e) {
-    fail(
-      'io.write',
-      `cannot write the report to ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}; choose a writable --out folder`,
-      target,
-    );
-  }
+  return makeSiblingTemp(target, '--out');
 }
 
 /** Turns a vega-lite spec into SVG text and PNG bytes (default: `renderChart` of plots.ts). */

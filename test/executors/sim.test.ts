@@ -42,7 +42,13 @@ const toyCluster = (o: Parameters<typeof resolveCluster>[1] = {}) =>
     ...o,
   });
 
-const OPTS: SimOptions = { cluster: toyCluster(), calibration: CAL, launchMs: { forward: 0, backward: 0 } };
+// Toy plans break rules on purpose (one transfer, no backward): only the engine is under test.
+const OPTS: SimOptions = {
+  cluster: toyCluster(),
+  calibration: CAL,
+  launchMs: { forward: 0, backward: 0 },
+  skipValidation: true,
+};
 
 interface X {
   src: number;

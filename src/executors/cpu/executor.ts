@@ -17,7 +17,7 @@ import { FcpError, issue } from '../../core/issues.ts';
 import { planChainsAsGroups } from '../../plan/chains.ts';
 import { expandChunks } from '../../plan/expand.ts';
 import type { Plan } from '../../plan/types.ts';
-import { validatePlan } from '../../plan/validate.ts';
+import { requireValidPlan } from '../../plan/validate.ts';
 import { checkInputs } from '../inputs.ts';
 import type {
   ExecutionResult,
@@ -133,14 +133,14 @@ async function runCpu(
         `the stall timeout must be a positive number of ms (got ${stallTimeoutMs})`,
       ),
     );
-  checkInputs(plan, inputs);
+  // Validate before anything else: the input check and the expansion index the plan's tables.
   let validateMs = 0;
   if (!options.skipValidation) {
     const v0 = performance.now();
-    const { issues } = validatePlan(plan);
+    requireValidPlan(plan);
     validateMs = performance.now() - v0;
-    if (issues.length > 0) throw new FcpError(issues);
   }
+  checkInputs(plan, inputs);
   // Chained rounds run as their comm groups, one after another (src/plan/chains.ts).
   const ex = expandChunks(planChainsAsGroups(plan));
   const W = ex.world;

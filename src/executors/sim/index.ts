@@ -14,6 +14,7 @@ import { OpCost } from '../../cost/op-cost.ts';
 import { sequencePairs } from '../../model/attention.ts';
 import { chainsAsGroups } from '../../plan/chains.ts';
 import type { Plan } from '../../plan/types.ts';
+import { requireValidPlan } from '../../plan/validate.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming } from '../types.ts';
 import { type PhaseRun, runPhase } from './engine.ts';
@@ -44,6 +45,8 @@ export interface SimOptions {
    * default true. False costs what a runtime that does not pad executes (the GPU runtime's replay).
    */
   padding?: boolean | undefined;
+  /** Skip the validation of the plan (only for plans the caller has just validated). */
+  skipValidation?: boolean | undefined;
   /**
    * Another engine for the phases (default: the built-in discrete-event engine, {@link runPhase}).
    * It gets the prepared phases (ops with our kernel model's durations, flows, resources) so that
@@ -121,6 +124,9 @@ export interface SimResult {
 
 /** Simulates a plan. Throws FcpError for plans it cannot replay (`sim.plan.*`, `sim.deadlock`). */
 export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
+  // A plan the validator rejects can index out of range or loop forever in the engine: refuse it
+  // first, with the validator's code (a trusted caller that just validated may skip this).
+  if (!options.skipValidation) requireValidPlan(plan);
   const cluster = options.cluster ?? resolveCluster('hopper-ib');
   const rates: RateOptions = { ...RATE_DEFAULTS, ...definedOnly(options.rates ?? {}) };
   const kernelOpts: ConstructorParameters<typeof KernelModel>[1] = {
