@@ -111,20 +111,19 @@ export function granularityIssues(
     if (n > longest) longest = n;
   }
   const out: FcpIssue[] = [];
-  const a = limitIssue(
-    'blocksPerSequence',
-    longest,
-    `--${option} ${piece} cuts the longest sequence into ${longest} pieces, which`,
-    path,
-  );
-  if (a) out.push(a);
-  const b = limitIssue(
-    'blocks',
-    pieces,
-    `--${option} ${piece} cuts the batch into ${pieces} pieces, which`,
-    path,
-  );
-  if (b) out.push(b);
+  const check = (name: 'blocksPerSequence' | 'blocks', n: number, what: string): void => {
+    const l = LIMITS[name];
+    if (n > l.max)
+      out.push(
+        issue(
+          `limit.${name}`,
+          `--${option} ${piece} cuts ${what} into ${n} pieces, above the limit of ${l.max} (${l.why})`,
+          path,
+        ),
+      );
+  };
+  check('blocksPerSequence', longest, 'the longest sequence');
+  check('blocks', pieces, 'the batch');
   return out;
 }
 

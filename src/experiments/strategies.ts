@@ -4,7 +4,8 @@
  * It lives in experiments/ because it is where a planner meets an executor: `wlb` is a cost-model
  * oracle and gets the simulator injected here (planner modules never import executors).
  */
-import { fail } from '../core/issues.ts';
+import { FcpError, fail } from '../core/issues.ts';
+import { plannerLimitIssues } from '../core/limits.ts';
 import { simulatePlan } from '../executors/sim/index.ts';
 import { byteScalePlanner } from '../planners/bytescale/index.ts';
 import { fcpPlanner } from '../planners/fcp/index.ts';
@@ -22,7 +23,9 @@ const PLANNERS = new Map<string, Planner>();
 export const simulatorEstimate: NamedEstimate = {
   name: 'sim',
   estimate: (plan, problem) => {
-    const r = simulatePlan(plan, { cluster: problem.cluster });
+    // The planner's own candidate, costed many times per plan: the plan wlb returns is validated
+    // wherever it is executed, so the candidates skip it.
+    const r = simulatePlan(plan, { cluster: problem.cluster, skipValidation: true });
     return r.forward.makespanMs + r.backward.makespanMs;
   },
 };
@@ -30,7 +33,17 @@ export const simulatorEstimate: NamedEstimate = {
 /** Adds a planner; registering a name twice is a bug. */
 export function registerPlanner(p: Planner): void {
   if (PLANNERS.has(p.name)) throw new Error(`planner ${p.name} registered twice`);
-  PLANNERS.set(p.name, p);
+  // Every plan request first meets the granularity limits (core/limits.ts): `--block-size 1` or
+  // `--chunk-size 1` would otherwise plan for minutes or run out of memory.
+  const bounded: Planner = {
+    ...p,
+    plan: (problem, options = {}) => {
+      const issues = plannerLimitIssues(p.name, problem.sequences, options as Record<string, unknown>);
+      if (issues.length > 0) throw new FcpError(issues);
+      return p.plan(problem, options);
+    },
+  };
+  PLANNERS.set(p.name, bounded);
 }
 
 registerPlanner(fcpPlanner);

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { GENERATOR_NAMES, generateBatch } from '../batch/generators.ts';
 import { readBatchFile } from '../batch/read.ts';
 import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
+import { limitIssue } from '../core/limits.ts';
 import { LLAMA3_70B } from '../model/attention.ts';
 import { evenUserLayout, totalTokens } from '../plan/layout.ts';
 import type { Layout, Mask, ModelShape } from '../plan/types.ts';
@@ -90,8 +91,28 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
   };
   if (!positiveInt(world))
     issues.push(issue('option.world', `world size must be a positive integer (got ${world})`, 'world'));
-  else if (world > 65536)
-    issues.push(issue('option.world', `world size ${world} is above the supported 65536`, 'world'));
+  else {
+    const l = limitIssue('world', world, 'the world size', 'world');
+    if (l) issues.push(l);
+  }
+  if (positiveInt(tpr)) {
+    const l = limitIssue('tokensPerRank', tpr, 'tokens per rank', 'tokensPerRank');
+    if (l) issues.push(l);
+  }
+  if (positiveInt(gpusPerNode)) {
+    const l = limitIssue('gpusPerNode', gpusPerNode, 'GPUs per node', 'gpusPerNode');
+    if (l) issues.push(l);
+  }
+  for (const [k, name] of [
+    ['qHeads', 'heads'],
+    ['kvHeads', 'heads'],
+    ['headDim', 'headDim'],
+    ['bytesPerElement', 'bytesPerElement'],
+  ] as const)
+    if (positiveInt(model[k])) {
+      const l = limitIssue(name, model[k], k, k);
+      if (l) issues.push(l);
+    }
   if (!positiveInt(tpr))
     issues.push(
       issue(
@@ -141,8 +162,8 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
   let sequences: Int32Array;
   let batchName: string;
   if (typeof spec !== 'string') {
-    sequences = Int32Array.from(spec as ArrayLike<number>);
     batchName = 'explicit';
+    // Checked before the conversion: Int32Array.from would wrap 4294967301 to 5 silently.
     for (let i = 0; i < spec.length; i++) {
       const v = spec[i]!;
       if (!Number.isInteger(v) || v <= 0)
@@ -154,10 +175,21 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
             i,
           ),
         );
+      const l = limitIssue('sequenceLength', v, `sequence ${i}'s length`, 'batch');
+      if (l) throw new FcpError({ ...l, row: i });
     }
+    sequences = Int32Array.from(spec as ArrayLike<number>);
     if (sequences.length === 0)
       throw new FcpError(issue('batch.empty', 'the batch holds no sequences', 'batch'));
   } else if (GENERATOR_NAMES.includes(spec)) {
+    // A generated batch holds world x tokens-per-rank tokens: bound it before drawing them.
+    const l = limitIssue(
+      'totalTokens',
+      world * tpr,
+      `--world ${world} x --tokens-per-rank ${tpr}`,
+      'tokensPerRank',
+    );
+    if (l) throw new FcpError(l);
     sequences = generateBatch(spec, world, tpr, seed);
     batchName = spec;
   } else if (existsSync(spec)) {
@@ -173,6 +205,15 @@ export function resolveProblem(o: ProblemOptions = {}): Problem {
     );
   }
   const total = totalTokens(sequences);
+  // Lengths beyond the limits are refused before any planner sizes an array by them.
+  let longest = 0;
+  for (let i = 0; i < sequences.length; i++) if (sequences[i]! > longest) longest = sequences[i]!;
+  const sizeIssues = [
+    limitIssue('sequences', sequences.length, 'the number of sequences', 'batch'),
+    limitIssue('sequenceLength', longest, 'the longest sequence', 'batch'),
+    limitIssue('totalTokens', total, 'the number of tokens in the batch', 'batch'),
+  ].filter((x) => x !== undefined);
+  if (sizeIssues.length > 0) throw new FcpError(sizeIssues);
   const budget = typeof spec === 'string' && GENERATOR_NAMES.includes(spec) ? tpr : Math.ceil(total / world);
   const memoryTokens = o.memoryTokens ?? Math.ceil(1.5 * Math.max(budget, o.tokensPerRank ?? 0));
   if (total > memoryTokens * world)
