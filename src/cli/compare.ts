@@ -13,8 +13,16 @@ import { fail } from '../core/issues.ts';
 import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../experiments/strategies.ts';
+import {
+  type BaselinesMode,
+  defaultConfig,
+  parseBaselinesMode,
+  sweepStages,
+  tuneStrategy,
+} from '../experiments/tune.ts';
+import { checkA2aDegree } from '../planners/ring/variants.ts';
 import type { PlannerOptions } from '../planners/types.ts';
-import { resolveProblem } from '../problem/problem.ts';
+import { type Problem, resolveProblem } from '../problem/problem.ts';
 import { type LinePoint, lineChartSpec } from '../report/charts/line.ts';
 import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
 import {
@@ -46,6 +54,8 @@ export interface CompareRow {
   bytes: { forward: number; backward: number };
   kernelMfu: { forward: number; backward: number };
   exposedCommMs: { forward: number; backward: number };
+  /** The baseline knobs this row ran with (its defaults, or the winner of `--baselines best`). */
+  config: PlannerOptions;
 }
 
 /** What {@link runCompare} needs. */
@@ -65,6 +75,10 @@ export interface CompareOptions {
   planner: PlannerOptions;
   sim: SimOptions;
   progress?: Progress;
+  /** `default`: each baseline as configured by default; `best`: each one's best from its sweep (experiments/tune.ts). */
+  baselines?: BaselinesMode;
+  /** `--a2a-degree`: the only a2a degree the ring's sweep tries. */
+  a2aDegree?: number;
 }
 
 /** Mean, min and max over batches of one (strategy, world). */
@@ -86,31 +100,82 @@ export function runCompare(o: CompareOptions): CompareRow[] {
     fail('option.batches', `--batches must be a positive integer (got ${o.batches})`, 'batches');
   const planners = o.strategies.map((s) => getPlanner(s));
   const progress = o.progress ?? silentProgress;
+  const best = o.baselines === 'best';
   const rows: CompareRow[] = [];
-  for (const world of o.worlds)
-    for (let b = 0; b < o.batches; b++) {
-      const seed = o.seed + b;
-      const problem = resolveProblem({
+  for (const world of o.worlds) {
+    const problems = Array.from({ length: o.batches }, (_, b) =>
+      resolveProblem({
         ...(o.problem ?? {}),
         batch: o.batch,
         world,
-        seed,
+        seed: o.seed + b,
         tokensPerRank: o.tokensPerRank,
         mask: o.mask,
         gpusPerNode: o.gpusPerNode,
         cluster: o.sim.cluster ?? 'hopper-ib',
-      });
-      for (const p of planners) {
-        progress.step(`${p.name} world ${world} batch ${b}`);
-        const plan = p.plan(problem, o.planner);
-        rows.push(rowOf(p.name, world, b, seed, simulatePlan(plan, o.sim)));
+      }),
+    );
+    if (o.a2aDegree !== undefined && o.strategies.includes('ring'))
+      checkA2aDegree(o.a2aDegree, world, problems[0]!.model.qHeads, problems[0]!.model.kvHeads);
+    // Per strategy: its config and one result per batch (best: the sweep's winner, per world).
+    const byStrategy = planners.map((p) => {
+      if (best && sweepStages(p.name, problems[0]!, o.a2aDegree).length > 0) {
+        progress.step(`${p.name} world ${world}: tuning`);
+        const t = tuneStrategy(p, problems, o.planner, o.sim, o.a2aDegree);
+        return { config: t.config, results: t.results };
       }
-    }
+      const config = {
+        ...defaultConfig(p.name, problems[0]!),
+        ...pickKnobs(p.name, problems[0]!, o.planner),
+      };
+      const results = problems.map((problem, b) => {
+        progress.step(`${p.name} world ${world} batch ${b}`);
+        return simulatePlan(p.plan(problem, o.planner), o.sim);
+      });
+      return { config, results };
+    });
+    for (let b = 0; b < o.batches; b++)
+      planners.forEach((p, i) => {
+        const s = byStrategy[i]!;
+        rows.push(rowOf(p.name, world, b, o.seed + b, s.results[b]!, s.config));
+      });
+  }
   progress.done();
   return rows;
 }
 
-function rowOf(strategy: string, world: number, batch: number, seed: number, r: SimResult): CompareRow {
+/** One line per (strategy, world) that has knobs: the configuration it ran with. */
+export function formatConfigs(rows: readonly CompareRow[]): string {
+  const lines = ['', 'baseline configurations (best by simulated time over the batches of each world)'];
+  const seen = new Set<string>();
+  for (const r of rows) {
+    const k = `${r.strategy}:${r.world}`;
+    if (seen.has(k) || Object.keys(r.config).length === 0) continue;
+    seen.add(k);
+    const knobs = Object.entries(r.config)
+      .map(([n, v]) => `${n}=${v}`)
+      .join(' ');
+    lines.push(`${r.strategy.padEnd(10)} ${String(r.world).padStart(5)}  ${knobs}`);
+  }
+  return lines.join('\n');
+}
+
+/** The command line's values of the knobs `strategy`'s default config names (so rows say what ran). */
+function pickKnobs(strategy: string, problem: Problem, options: PlannerOptions): PlannerOptions {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(defaultConfig(strategy, problem)))
+    if (options[k as keyof PlannerOptions] !== undefined) out[k] = options[k as keyof PlannerOptions];
+  return out as PlannerOptions;
+}
+
+function rowOf(
+  strategy: string,
+  world: number,
+  batch: number,
+  seed: number,
+  r: SimResult,
+  config: PlannerOptions,
+): CompareRow {
   return {
     strategy,
     world,
@@ -129,6 +194,7 @@ function rowOf(strategy: string, world: number, batch: number, seed: number, r: 
     bytes: { forward: r.forward.bytes.total, backward: r.backward.bytes.total },
     kernelMfu: { forward: r.forward.kernelMfu, backward: r.backward.kernelMfu },
     exposedCommMs: { forward: r.forward.meanExposedCommMs, backward: r.backward.meanExposedCommMs },
+    config,
   };
 }
 
@@ -296,7 +362,16 @@ export function register(program: Command): void {
     .description('plan and simulate strategies over world sizes and batches; table, compare.json and plots')
     .option('--strategies <list>', 'comma-separated strategies', 'fcp,ring,bytescale,wlb,magi')
     .option('--batches <n>', 'batches per world size (seeds seed..seed+n-1)', '1')
-    .option('--out <dir>', 'output folder for compare.json and plots');
+    .option('--out <dir>', 'output folder for compare.json and plots')
+    .option(
+      '--baselines <mode>',
+      'default: each baseline as configured by default; best: each one tuned by its own sweep per world (docs/baselines.md)',
+      'default',
+    )
+    .option(
+      '--a2a-degree <n>',
+      'ring a2a+p2p: the a2a degree the sweep tries (must divide the world and the heads)',
+    );
   addProblemOptions(cmd, { world: '16,32,64,128,256' });
   addPlannerOptions(cmd);
   addSimOptions(cmd, false);
@@ -318,6 +393,8 @@ export function register(program: Command): void {
     const gpusPerNode = po.gpusPerNode ?? 8;
     const sim = simOptionsFrom(o, { gpusPerNode });
     const planner = plannerOptionsFrom(o);
+    const baselines = parseBaselinesMode(o.baselines);
+    const a2aDegree = o.a2aDegree === undefined ? undefined : intOption(o.a2aDegree, 'a2aDegree');
     const total = strategies.length * worlds.length * batches;
     const rows = runCompare({
       strategies,
@@ -332,12 +409,15 @@ export function register(program: Command): void {
       planner,
       sim,
       progress: createProgress(total, 'compare'),
+      baselines,
+      ...(a2aDegree !== undefined ? { a2aDegree } : {}),
     });
     const summary = summarise(rows, strategies, worlds);
     process.stdout.write(
       `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'} (engine ${sim.engine?.name ?? 'builtin'}); simulated\n`,
     );
     process.stdout.write(`${formatCompareTable(summary, strategies, worlds)}\n`);
+    if (baselines === 'best') process.stdout.write(`${formatConfigs(rows)}\n`);
     if (o.out !== undefined) {
       const doc = {
         format: COMPARE_FORMAT,
@@ -355,6 +435,7 @@ export function register(program: Command): void {
         calibration: sim.calibration?.sources ?? 'default',
         rates: sim.rates,
         plannerOptions: planner,
+        baselines,
         summary,
         rows,
       };

@@ -1,0 +1,112 @@
+/**
+ * `fcp compare --baselines best`: each baseline's sweep (experiments/tune.ts) keeps the
+ * configuration with the least simulated time, rows carry it, and bad values exit 2 writing nothing.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { runCompare } from '../../src/cli/compare.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
+import { a2aDegrees, parseBaselinesMode, sweepStages, tuneStrategy } from '../../src/experiments/tune.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
+import { codeOf } from '../helpers/errors.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const base = {
+  worlds: [8],
+  batch: 'longtail',
+  batches: 2,
+  seed: 3,
+  tokensPerRank: 4096,
+  mask: 'causal',
+  gpusPerNode: 4,
+  planner: {},
+  sim: {},
+};
+
+test('tune: the winner is the least total simulated time among the trials, and never worse than the default', () => {
+  const problems = [1, 2].map((seed) =>
+    resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed, gpusPerNode: 8 }),
+  );
+  for (const name of ['ring', 'bytescale', 'magi']) {
+    const t = tuneStrategy(getPlanner(name), problems, {}, {});
+    assert.ok(t.trials.length >= 2, name);
+    const min = Math.min(...t.trials.map((x) => x.totalMs));
+    const winner = t.trials.find((x) => JSON.stringify(x.config) === JSON.stringify(t.config))!;
+    assert.equal(winner.totalMs, min, name);
+    assert.ok(min <= t.trials[0]!.totalMs, `${name}: the first trial is the default`);
+    const total = t.results.reduce((s, r) => s + r.forward.makespanMs + r.backward.makespanMs, 0);
+    assert.equal(total, min);
+  }
+});
+
+test('tune: sweeps name only configurations the problem accepts (a2a degrees divide world and heads)', () => {
+  const p = resolveProblem({ batch: [100], world: 24, gpusPerNode: 8, qHeads: 12, kvHeads: 6 });
+  // 8 does not divide 6 K/V heads; 4 does not divide 6 either: no a2a candidate at all.
+  assert.deepEqual(a2aDegrees(p), []);
+  const q = resolveProblem({ batch: [100], world: 16, gpusPerNode: 8 });
+  assert.deepEqual(a2aDegrees(q), [8, 4]);
+  assert.deepEqual(a2aDegrees(q, 2), [2]);
+  assert.ok(sweepStages('magi', q).length === 3);
+  assert.deepEqual(sweepStages('fcp', q), []);
+  assert.equal(
+    codeOf(() => parseBaselinesMode('tuned')),
+    'option.baselines',
+  );
+});
+
+test('compare --baselines: rows carry config; best is never slower than default per (strategy, world)', () => {
+  const strategies = ['fcp', 'ring', 'bytescale', 'magi'];
+  const d = runCompare({ ...base, strategies, baselines: 'default' });
+  const b = runCompare({ ...base, strategies, baselines: 'best' });
+  assert.equal(d.length, b.length);
+  assert.deepEqual(d.find((r) => r.strategy === 'ring')!.config, { ringVariant: 'p2p' });
+  assert.deepEqual(b.find((r) => r.strategy === 'fcp')!.config, {});
+  for (const s of strategies) {
+    const ms = (rows: typeof d) =>
+      rows
+        .filter((r) => r.strategy === s)
+        .reduce((x, r) => x + r.makespans.forwardMs + r.makespans.backwardMs, 0);
+    assert.ok(ms(b) <= ms(d) + 1e-9, `${s}: best ${ms(b)} > default ${ms(d)}`);
+  }
+  // FCP is not tuned: same numbers either way.
+  assert.deepEqual(
+    b.filter((r) => r.strategy === 'fcp').map((r) => r.mfu),
+    d.filter((r) => r.strategy === 'fcp').map((r) => r.mfu),
+  );
+});
+
+test('compare: an unknown --baselines or an a2a degree that does not divide the heads exits 2 and writes nothing', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-tune-'));
+  for (const [args, code] of [
+    [['--baselines', 'fancy'], 'option.baselines'],
+    [['--baselines', 'best', '--a2a-degree', '16', '--world', '16'], 'option.a2aDegree'],
+  ] as const) {
+    const out = join(dir, 'out');
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(root, 'src/cli.ts'),
+        'compare',
+        '--strategies',
+        'ring',
+        '--world',
+        '16',
+        ...args,
+        '--out',
+        out,
+      ],
+      { cwd: root, encoding: 'utf8' },
+    );
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, new RegExp(`^fcp: error: ${code.replace('.', '\\.')}`));
+    assert.equal(r.stderr.trim().split('\n').length, 1);
+    assert.equal(existsSync(out), false);
+  }
+});
