@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from .check import check_plan, check_world
-from .plan import Plan, rank_program, read_plan
+from .plan import Plan, PlanError, rank_program, read_plan
 from .runtime import RankRuntime
 
 
@@ -50,25 +50,43 @@ class FcpAttention:
     def from_plan(
         cls,
         plan: "str | Plan",
-        rank: int = 0,
+        rank: Optional[int] = None,
         device: str = "cpu",
         dtype: Optional[torch.dtype] = None,
         kernel: str = "auto",
         comm=None,
+        cp_group=None,
+        softmax_scale: Optional[float] = None,
     ) -> "FcpAttention":
+        """One rank's attention under `plan` (a Plan or a plan file).
+
+        `cp_group`: the context-parallel ProcessGroup the plan runs in (default: the default group
+        when torch.distributed is initialised); plan ranks are ranks inside it, so CP combines with
+        data, tensor or pipeline parallelism. `rank` defaults to this process's rank in the group.
+        `softmax_scale` defaults to 1/sqrt(headDim). Every check (the plan's rules, its world
+        against the group's size, the rank) runs here, before any collective call.
+        """
         p = read_plan(plan) if isinstance(plan, str) else plan
         # The whole plan is checked on every rank before any collective call (fcp_torch.check).
         check_plan(p)
-        if comm is None and p.world > 1:
+        if comm is None and (p.world > 1 or cp_group is not None):
             import torch.distributed as dist
 
             from .comm import DistComm
 
             if dist.is_available() and dist.is_initialized():
-                check_world(p, dist.get_world_size())
-                comm = DistComm(rank, p.world, torch.device(device))
+                size = dist.get_world_size(cp_group)
+                check_world(p, size, "the CP group" if cp_group is not None else "the default process group")
+                me = dist.get_rank(cp_group)
+                if rank is not None and rank != me:
+                    raise PlanError("run.rank", f"rank {rank} was given but this process is rank {me} of its CP group")
+                rank = me
+                comm = DistComm(rank, p.world, torch.device(device), cp_group)
+            elif cp_group is not None:
+                raise PlanError("run.noGroup", "a cp_group was given but torch.distributed is not initialised")
+        rank = 0 if rank is None else rank
         dt = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
-        return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel))
+        return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel, softmax_scale=softmax_scale))
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return fcp_attention(q, k, v, self.runtime)

@@ -106,18 +106,34 @@ class ThreadComm:
         return out
 
 
-class DistComm:
-    """torch.distributed point-to-point groups."""
+def global_rank(group, rank: int) -> int:
+    """The default group's rank of `rank` of `group` (torch >= 2.0 names it get_global_rank)."""
+    import torch.distributed as dist
 
-    def __init__(self, rank: int, world: int, device: torch.device):
+    if group is None:
+        return rank
+    f = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank
+    return int(f(group, rank))
+
+
+class DistComm:
+    """torch.distributed point-to-point groups.
+
+    `group`: the context-parallel ProcessGroup (None: the default group). Plan ranks are ranks inside
+    the group (0..size-1); torch's P2P calls take default-group ranks, so peers are translated.
+    """
+
+    def __init__(self, rank: int, world: int, device: torch.device, group=None):
         import torch.distributed as dist
 
         self.dist = dist
         self.rank = rank
         self.world = world
         self.device = device
-        self.nccl = dist.get_backend() == "nccl"
+        self.group = group
+        self.nccl = dist.get_backend(group) == "nccl"
         self.stream = torch.cuda.Stream(device=device) if device.type == "cuda" else None
+        self.peer = [global_rank(group, r) for r in range(world)]
 
     def post(self, tag: int, sends: Dict[int, torch.Tensor], recv_sizes: Dict[int, int], dtype, device) -> PendingGroup:
         dist = self.dist
@@ -128,13 +144,14 @@ class DistComm:
             if p == self.rank:
                 recv[p] = sends[p]
                 continue
+            g, q = self.group, self.peer[p]
             if p in recv_sizes:
                 buf = torch.empty(recv_sizes[p], dtype=dtype, device=device)
                 recv[p] = buf
-                ops.append(dist.P2POp(dist.irecv, buf, p, tag=tag) if not self.nccl else dist.P2POp(dist.irecv, buf, p))
+                ops.append(dist.P2POp(dist.irecv, buf, q, g, tag) if not self.nccl else dist.P2POp(dist.irecv, buf, q, g))
             if p in sends:
                 t = sends[p]
-                ops.append(dist.P2POp(dist.isend, t, p, tag=tag) if not self.nccl else dist.P2POp(dist.isend, t, p))
+                ops.append(dist.P2POp(dist.isend, t, q, g, tag) if not self.nccl else dist.P2POp(dist.isend, t, q, g))
         reqs = dist.batch_isend_irecv(ops) if ops else []
         return PendingGroup(recv, reqs, sends)
 
@@ -147,8 +164,8 @@ class DistComm:
 class StagedComm(DistComm):
     """CUDA tensors over gloo: host copies before sending and after receiving."""
 
-    def __init__(self, rank: int, world: int, device: torch.device):
-        super().__init__(rank, world, device)
+    def __init__(self, rank: int, world: int, device: torch.device, group=None):
+        super().__init__(rank, world, device, group)
         self.nccl = False
         self.stream = None
 

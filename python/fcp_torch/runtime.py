@@ -86,13 +86,14 @@ class RankRuntime:
         mode: Optional[str] = None,
         local: bool = False,
         time_ops: bool = True,
+        softmax_scale: Optional[float] = None,
     ):
         self.prog = prog
         self.comm = comm if comm is not None else LocalComm()
         self.device = torch.device(device)
         self.dtype = dtype
         self.H, self.Hk, self.D = prog.q_heads, prog.kv_heads, prog.head_dim
-        self.scale = 1.0 / math.sqrt(self.D)
+        self.scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(self.D)
         self.kernels = Kernels(self.device, dtype, self.scale)
         # Fused merges and gathers (fused.py; Triton where its probe passes); None: the original merges.
         self.fused = _fused.make_fused(self.device)

@@ -1,0 +1,311 @@
+"""Training a small Llama-like model with FCP context parallelism: the loop a user writes.
+
+    /usr/bin/python3 examples/train.py --world 4 --steps 5                    # 4 gloo processes, CPU
+    /usr/bin/python3 examples/train.py --world 2 --dp 2 --steps 3 --check     # 2 replicas x 2-way CP
+
+The model is plain PyTorch (embedding, RMSNorm, grouped-query attention with RoPE, SwiGLU MLP,
+LM head; no transformers needed). Each step trains on a packed long-tailed batch: `--batch` names
+one of the planner's generators (`longtail`, `magi`, ...; a different seed each step) or gives the
+lengths (rotated by one sequence each step). The planner is `fcp serve` (through
+fcp_torch.PlannerClient): global rank 0 asks for step k+1's plans while step k trains, and
+broadcasts the plan files. Every layer calls the same `FcpAttention` of the step; the loss of each
+replica is its summed next-token cross-entropy over its batch's label count, gradients are summed
+over the CP group and averaged over the replicas. Rank 0 prints the loss of every step.
+
+`--check` also trains nothing twice: at every step it takes the parameters the CP run had and
+computes, in this one process with plain attention over every whole sequence, the loss and every
+parameter's gradient, and prints one JSON line with the largest relative errors (float32; the
+test test/executors/torch-example.test.ts requires <= 1e-5). Processes are started here (Debian's
+torchrun is broken); `fcp_torch` comes from an installed fcp-torch or from ../python.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import fcp_torch  # noqa: F401
+except ImportError:  # a source checkout: the package is in ../python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    import fcp_torch  # noqa: F401
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x: torch.Tensor, pos: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding of x [n, heads, D] at positions pos [n] (rotate-half convention)."""
+    D = x.shape[-1]
+    inv = theta ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)
+    ang = pos.float()[:, None] * inv[None, :]
+    cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    a, b = x[..., : D // 2], x[..., D // 2 :]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim: int, H: int, Hk: int, D: int, ffn: int):
+        super().__init__()
+        self.H, self.Hk, self.D = H, Hk, D
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.wq = torch.nn.Linear(dim, H * D, bias=False)
+        self.wk = torch.nn.Linear(dim, Hk * D, bias=False)
+        self.wv = torch.nn.Linear(dim, Hk * D, bias=False)
+        self.wo = torch.nn.Linear(H * D, dim, bias=False)
+        self.w1 = torch.nn.Linear(dim, ffn, bias=False)
+        self.w3 = torch.nn.Linear(dim, ffn, bias=False)
+        self.w2 = torch.nn.Linear(ffn, dim, bias=False)
+
+    def forward(self, h, pos, attn):
+        n = h.shape[0]
+        x = self.attn_norm(h)
+        q = rope(self.wq(x).view(n, self.H, self.D), pos)
+        k = rope(self.wk(x).view(n, self.Hk, self.D), pos)
+        v = self.wv(x).view(n, self.Hk, self.D)
+        h = h + self.wo(attn(q, k, v).reshape(n, -1))
+        x = self.mlp_norm(h)
+        return h + self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaLike(torch.nn.Module):
+    """Token ids [n] (one rank's tokens of a packed batch) and their positions -> logits [n, vocab]."""
+
+    def __init__(self, vocab: int, dim: int, layers: int, H: int, Hk: int, D: int, ffn: int, seed: int):
+        super().__init__()
+        torch.manual_seed(seed)  # same initial weights in every process
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.layers = torch.nn.ModuleList([Block(dim, H, Hk, D, ffn) for _ in range(layers)])
+        self.norm = RMSNorm(dim)
+        self.head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, ids, pos, attn):
+        h = self.embed(ids)
+        for layer in self.layers:
+            h = layer(h, pos, attn)  # one attention object for every layer
+        return self.head(self.norm(h))
+
+
+def plain_attention(lengths: List[int]):
+    """Causal attention of each whole sequence of a packed batch, float32 math (the reference)."""
+
+    def attn(q, k, v):
+        out, at = [], 0
+        for L in lengths:
+            qs, ks, vs = q[at : at + L], k[at : at + L], v[at : at + L]
+            g = qs.shape[1] // ks.shape[1]
+            ks, vs = ks.repeat_interleave(g, 1), vs.repeat_interleave(g, 1)
+            s = torch.einsum("ihd,jhd->hij", qs, ks) / math.sqrt(qs.shape[-1])
+            s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
+            out.append(torch.einsum("hij,jhd->ihd", s.softmax(-1), vs))
+            at += L
+        return torch.cat(out)
+
+    return attn
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def batch_lengths(spec: str, step: int) -> "str | List[int]":
+    """A generator name (planned with seed = step) or explicit lengths rotated by `step`."""
+    if all(c.isdigit() or c == "," for c in spec):
+        xs = [int(x) for x in spec.split(",") if x]
+        r = step % len(xs)
+        return xs[r:] + xs[:r]
+    return spec
+
+
+def tokens(lengths: List[int], vocab: int, seed: int, step: int, replica: int):
+    """Packed input ids and next-token labels (-100 after each sequence's last token)."""
+    g = torch.Generator().manual_seed((seed * 1009 + step) * 101 + replica)
+    ids = torch.randint(0, vocab, (sum(lengths),), generator=g)
+    labels = torch.full_like(ids, -100)
+    at = 0
+    for L in lengths:
+        labels[at : at + L - 1] = ids[at + 1 : at + L]
+        at += L
+    pos = torch.cat([torch.arange(L) for L in lengths])
+    return ids, labels, pos
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+
+
+def plan_request(a, step: int, replica: int, out_dir: str) -> dict:
+    b = batch_lengths(a.batch, step)
+    req = dict(
+        strategy="fcp",
+        batch=b,
+        world=a.world,
+        tokensPerRank=a.tokens_per_rank,
+        seed=a.seed * 1000 + step * a.dp + replica,
+        model={"qHeads": a.heads, "kvHeads": a.kv_heads, "headDim": a.head_dim, "bytesPerElement": 4},
+        options={"blockSize": a.block_size},
+        output=os.path.join(out_dir, f"plan-{step}-{replica}.json"),
+    )
+    return req
+
+
+def worker(a) -> None:
+    import torch.distributed as dist
+
+    from fcp_torch import PlannerClient, shard
+
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    W, DP = a.world, a.dp
+    replica = rank // W
+    # CP groups: ranks [d*W, (d+1)*W); every process creates every group, in the same order.
+    groups = [dist.new_group(list(range(d * W, (d + 1) * W))) for d in range(DP)]
+    cp = groups[replica]
+    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    client = PlannerClient() if rank == 0 else None
+    ahead = None
+    if client is not None:  # plans of step 0, then always one step ahead
+        ahead = [client.submit(**plan_request(a, 0, d, a.out)) for d in range(DP)]
+    record = {"losses": [], "grads": [], "params": []}
+    try:
+        for step in range(a.steps):
+            paths: List[Optional[str]] = [None] * DP
+            if client is not None:
+                plans = [f.result() for f in ahead]
+                paths = [os.path.join(a.out, f"plan-{step}-{d}.json") for d in range(DP)]
+                if step + 1 < a.steps:  # planning of step k+1 overlaps training of step k
+                    ahead = [client.submit(**plan_request(a, step + 1, d, a.out)) for d in range(DP)]
+                del plans
+            box = [paths if client is not None else None]
+            dist.broadcast_object_list(box, src=0)
+            plan = fcp_torch.read_plan(box[0][replica])
+            lengths = plan.sequences.tolist()
+            ids, labels, pos = tokens(lengths, a.vocab, a.seed, step, replica)
+            sh = shard(lengths, plan, cp_group=cp)
+            attn = sh.attention()
+            n_labels = int((labels != -100).sum())
+            opt.zero_grad()
+            logits = model(sh.take(ids), sh.position_ids, attn)
+            loss = F.cross_entropy(logits, sh.take(labels), ignore_index=-100, reduction="sum") / n_labels / DP
+            loss.backward()
+            lv = loss.detach().clone()
+            dist.all_reduce(lv)  # sum over the CP ranks and replicas: the mean replica loss
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+            if rank == 0:
+                print(f"step {step} loss {float(lv):.6f} ({len(lengths)} sequences, {sum(lengths)} tokens per replica)", flush=True)
+                if a.check:
+                    record["losses"].append(float(lv))
+                    record["grads"].append([p.grad.detach().clone() for p in model.parameters()])
+                    record["params"].append([p.detach().clone() for p in model.parameters()])
+            opt.step()
+    finally:
+        if client is not None:
+            client.close()
+    if rank == 0 and a.check:
+        torch.save(record, os.path.join(a.out, "record.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def reference(a) -> dict:
+    """Loss and gradients of each step at the CP run's parameters, one process, plain attention."""
+    from fcp_torch import read_plan
+
+    rec = torch.load(os.path.join(a.out, "record.pt"))
+    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed)
+    grad_err = loss_err = 0.0
+    for step in range(a.steps):
+        with torch.no_grad():
+            for p, v in zip(model.parameters(), rec["params"][step]):
+                p.copy_(v)
+        model.zero_grad()
+        total = 0.0
+        for d in range(a.dp):
+            lengths = read_plan(os.path.join(a.out, f"plan-{step}-{d}.json")).sequences.tolist()
+            ids, labels, pos = tokens(lengths, a.vocab, a.seed, step, d)
+            logits = model(ids, pos, plain_attention(lengths))
+            loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / int((labels != -100).sum()) / a.dp
+            loss.backward()
+            total += float(loss)
+        loss_err = max(loss_err, abs(rec["losses"][step] - total) / abs(total))
+        for (name, p), g in zip(model.named_parameters(), rec["grads"][step]):
+            grad_err = max(grad_err, float((g - p.grad).norm() / p.grad.norm()))
+    return {"maxGradRelErr": grad_err, "maxLossRelErr": loss_err, "params": len(rec["grads"][0])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="examples/train.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--world", type=int, default=2, help="context-parallel ranks per replica")
+    ap.add_argument("--dp", type=int, default=1, help="data-parallel replicas (processes: world x dp)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--batch", default="longtail", help="a generator name or comma-separated lengths")
+    ap.add_argument("--tokens-per-rank", type=int, default=256)
+    ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--vocab", type=int, default=64)
+    ap.add_argument("--dim", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=8)
+    ap.add_argument("--ffn", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--check", action="store_true", help="compare every step with one process and plain attention")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        worker(a)
+        return 0
+    from fcp_torch.launch import free_port
+
+    a.out = tempfile.mkdtemp(prefix="fcp-train-")
+    port = free_port()
+    n = a.world * a.dp
+    args = [x for x in (argv if argv is not None else sys.argv[1:])]
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.setdefault("OMP_NUM_THREADS", "1")
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), *args, "--worker", "--out", a.out], env=env))
+    try:
+        codes = [p.wait(timeout=a.timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    if any(codes):
+        print(f"train.py: a process failed (exit codes {codes})", file=sys.stderr)
+        return 1
+    if a.check:
+        res = reference(a)
+        res.update(world=a.world, dp=a.dp, layers=a.layers, steps=a.steps)
+        print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
