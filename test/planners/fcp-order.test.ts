@@ -98,3 +98,24 @@ test('a push joins the first group its rank enters after the op ends, never befo
   assert.equal(pushGroup(tl, 0, 15, 0, 2), 5, 'one new group per slice beyond');
   for (let t = 0; t < 20; t += 0.5) assert.ok(pushGroup(tl, 0, t + 0.5, 0, 2) >= pushGroup(tl, 0, t, 0, 2));
 });
+
+test('a rank that exports nothing keeps no local work for the end: it fills the wait at the start', () => {
+  // Rank 0: 3 ms of local work, 1 ms of work on remote K/V arriving with group 0 at 5 ms, nothing
+  // exported (the forward of a loader layout). Rank 1: the same but one task exports.
+  const input = {
+    rank: Int32Array.from([0, 0, 0, 1, 1, 1]),
+    ready: Int32Array.from([-1, -1, 0, -1, -1, 0]),
+    exported: Uint8Array.from([0, 0, 0, 0, 0, 1]),
+    ms: Float64Array.from([1.5, 1.5, 1, 1.5, 1.5, 1]),
+    key: Float64Array.from([0, 1, 2, 0, 1, 2]),
+  };
+  const groupEnd = Float64Array.from([5, 5]);
+  const { compute } = orderOps(input, groupEnd, 1, 2, 2, 10);
+  const first = (r: number): number => compute.rank.indexOf(r);
+  // Rank 0 starts with its local work; the remote-K/V op comes last.
+  assert.equal(compute.after[first(0)], -1);
+  assert.equal(compute.after[compute.rank.lastIndexOf(0)], 0);
+  // Rank 1 keeps its local work (3 ms < the 10 ms reserve) to cover its push at the end.
+  assert.equal(compute.after[first(1)], 0);
+  assert.equal(compute.after[compute.rank.lastIndexOf(1)], -1);
+});

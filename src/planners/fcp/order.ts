@@ -12,8 +12,9 @@
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
  *    so that partials and rows complete progressively, cut into ops of at most `maxOpMs` so that
  *    each push can leave after a short op rather than a long one;
- * 3. local work last (at least `reserve` ms of it when there is that much): it covers the last
- *    pushes and the `out` reshuffle instead of leaving them exposed.
+ * 3. local work last (at least `reserve` ms of it when there is that much, none on a rank that
+ *    exports nothing): it covers the last pushes and the `out` reshuffle instead of leaving them
+ *    exposed.
  *
  * Every op waits for the latest group of its tasks; ops of a rank run in table order.
  */
@@ -112,9 +113,11 @@ export function orderOps(
     let nl = 0;
     let ne = 0;
     let localMs = 0;
+    let exports = false;
     bucket.fill(0);
     for (let k = off[r]!; k < off[r + 1]!; k++) {
       const i = byRank[k]!;
+      if (t.exported[i] !== 0) exports = true;
       if (t.exported[i] === 0 && t.ready[i]! < 0) {
         local[nl++] = i;
         localMs += t.ms[i]!;
@@ -128,9 +131,13 @@ export function orderOps(
       const i = byRank[k]!;
       if (!(t.exported[i] === 0 && t.ready[i]! < 0)) exp[bucket[t.ready[i]! + 1]!++] = i;
     }
-    // 1. Local work while the first exported work's data is on its way, keeping the reserve.
+    // 1. Local work while the first exported work's data is on its way, keeping the reserve. A
+    //    rank that exports nothing has no pushes to cover at the end (the forward of a loader
+    //    layout): it keeps no reserve, else it would idle at the start waiting for K/V with its
+    //    local work held back for a tail that needs none.
     const wait = ne > 0 ? readyAt(t.ready[exp[0]!]!, r) : 0;
-    const head = Math.min(wait, Math.max(0, localMs - reserveMs));
+    const reserve = exports ? reserveMs : 0;
+    const head = Math.min(wait, Math.max(0, localMs - reserve));
     let li = 0;
     let now = 0;
     if (head > 0 && nl > 0) {
