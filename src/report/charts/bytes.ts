@@ -8,7 +8,9 @@ const KINDS = ['in', 'kv', 'dkv', 'out'];
 /** GB (10^9 bytes) per (strategy, phase, kind); zero rows are dropped. */
 export function bytesSpec(runs: readonly StrategyRun[]): TopLevelSpec {
   const ok = runs.filter((r) => r.error === undefined);
-  const strategies = ok.map((r) => r.strategy);
+  // Unique, in first-seen order: a sort list with one entry per run makes vega compile an expression
+  // that overflows the stack for 1000+ runs.
+  const strategies = [...new Set(ok.map((r) => r.strategy))];
   const values = ok.flatMap((r) =>
     r.bytes
       .filter((b) => b.bytes > 0)

@@ -6,7 +6,9 @@ import { baseSpec } from './style.ts';
 /** Two bars per strategy: compute (attention work) and communication (bytes per rank). */
 export function imbalanceSpec(runs: readonly StrategyRun[]): TopLevelSpec {
   const ok = runs.filter((r) => r.error === undefined);
-  const strategies = ok.map((r) => r.strategy);
+  // Unique, in first-seen order: a sort list with one entry per run makes vega compile an expression
+  // that overflows the stack for 1000+ runs.
+  const strategies = [...new Set(ok.map((r) => r.strategy))];
   const values = ok.flatMap((r) => [
     { strategy: r.strategy, metric: 'compute', imbalance: r.computeImbalance },
     { strategy: r.strategy, metric: 'communication', imbalance: r.commImbalance },
