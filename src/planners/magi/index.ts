@@ -163,10 +163,11 @@ function a2avRounds(msgs: readonly Msg[], world: number): { pos: Map<number, num
 /**
  * The messages of one stage's collective, in two sub-phases (the second runs in the next group).
  * `a2av`: every fetch is one message (phase 1). `native` (MagiAttention's native group collective,
- * `docs/source/blog/native_grpcoll.md`): a K/V segment needed by several ranks of one other node
- * crosses the network once, to the lowest of them (phase 1), which forwards it over NVLink
- * (phase 2); the dK/dV reduce runs the other way: the node's partials are summed on that rank over
- * NVLink (phase 1), which sends the sum across once (phase 2). Forwarding from a rank that received
+ * `docs/source/blog/native_grpcoll.md` lines 90-104, after DeepEP): a K/V segment needed by several
+ * ranks of one other node crosses the network once, to the rank of that node with the sender's
+ * local rank id (phase 1), which forwards it over NVLink (phase 2); the dK/dV reduce runs the
+ * other way: the partials of one node are summed over NVLink on its rank with the owner's local
+ * rank id (phase 1), which sends the sum across once (phase 2). Forwarding from a rank that received
  * the data in an earlier group, and a `dkv` to a rank that is not the key range's home (it adds it
  * to its own partial and moves the sum on), are both allowed by the plan format
  * (docs/plan-format.md, execution semantics of `kv` and `dkv`).
@@ -175,9 +176,12 @@ function stageMessages(
   fetches: readonly Fetch[],
   kind: 'kv' | 'dkv',
   native: boolean,
-  nodeOf: (r: number) => number,
+  gpusPerNode: number,
+  world: number,
   slotOf: (stage: number) => number,
+  fetchStage: (seg: number, rank: number) => number,
 ): [Msg[], Msg[]] {
+  const nodeOf = (r: number) => Math.floor(r / Math.max(1, gpusPerNode));
   const p1: Msg[] = [];
   const p2: Msg[] = [];
   const k = kind === 'kv' ? Kind.kv : Kind.dkv;
@@ -188,6 +192,9 @@ function stageMessages(
     for (const f of fetches) send(f, kind === 'kv' ? f.src : f.dst, kind === 'kv' ? f.dst : f.src, p1);
     return [p1, p2];
   }
+  const gpn = Math.max(1, gpusPerNode);
+  const local = (r: number) => r % gpn;
+  // Group the inter-node messages of one segment by the node on the far side.
   const byNode = new Map<string, Fetch[]>();
   for (const f of fetches) {
     if (nodeOf(f.src) === nodeOf(f.dst)) {
@@ -200,14 +207,31 @@ function stageMessages(
     else byNode.set(key, [f]);
   }
   for (const list of byNode.values()) {
-    const relay = list.reduce((a, b) => (b.dst < a.dst ? b : a));
+    const f0 = list[0]!;
+    if (list.length === 1) {
+      // One peer in that node: sent directly (DeepEP would still route through the peer with
+      // the sender's local rank id, one NVLink hop more; this favours the baseline slightly).
+      send(f0, kind === 'kv' ? f0.src : f0.dst, kind === 'kv' ? f0.dst : f0.src, p1);
+      continue;
+    }
+    // The RDMA peer is the rank of the far node with the same local rank id as the near end
+    // (native_grpcoll.md, "RDMA Transfer De-duplication").
+    const lowest = list.reduce((x, y) => (y.dst < x.dst ? y : x)).dst;
+    const peer = nodeOf(f0.dst) * gpn + local(f0.src);
+    // A last node with fewer ranks may lack that peer: the lowest receiver relays then.
+    const relay = peer < world ? peer : lowest;
     if (kind === 'kv') {
-      send(relay, relay.src, relay.dst, p1);
-      for (const f of list) if (f !== relay) send(f, relay.dst, f.dst, p2);
-    } else if (list.length === 1) send(relay, relay.dst, relay.src, p1);
-    else {
-      for (const f of list) if (f !== relay) send(f, f.dst, relay.dst, p1);
-      send(relay, relay.dst, relay.src, p2);
+      p1.push({ src: f0.src, dst: relay, kind: k, seg: f0.seg, afterSlot: -1 });
+      for (const f of list)
+        if (f.dst !== relay) p2.push({ src: relay, dst: f.dst, kind: k, seg: f.seg, afterSlot: -1 });
+    } else {
+      // A relay that adds its own partial of this range in another stage would race with its
+      // push (the plan format's rule 4): then one of the stage's own receivers relays instead.
+      const st = fetchStage(f0.seg, relay);
+      const r = st < 0 || st === f0.stage ? relay : lowest;
+      for (const f of list) if (f.dst !== r) send(f, f.dst, r, p1);
+      const own = list.find((f) => f.dst === r);
+      p2.push({ src: r, dst: f0.src, kind: k, seg: f0.seg, afterSlot: own ? slotOf(own.stage) : -1 });
     }
   }
   return [p1, p2];
@@ -223,6 +247,7 @@ function emitGroups(
   groupOfRound: number[],
   seg: Segments,
   world: number,
+  pending: { id: number; rank: number; slot: number }[],
 ): number {
   for (const msgs of groups) {
     if (msgs.length === 0) continue;
@@ -240,7 +265,7 @@ function emitGroups(
         seg.start[m.seg]!,
         seg.length[m.seg]!,
       );
-      if (m.afterSlot >= 0) ph.sendAfter(id, m.src, m.afterSlot);
+      if (m.afterSlot >= 0) pending.push({ id, rank: m.src, slot: m.afterSlot });
     }
     for (let i = 0; i < rounds; i++) groupOfRound.push(g);
   }
@@ -316,8 +341,8 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   }
 
   const native = o.backend === 'native';
-  const gpn = Math.max(1, problem.gpusPerNode);
-  const nodeOf = (r: number) => Math.floor(r / gpn);
+  const gpn = problem.gpusPerNode;
+  const fetchStage = (sg: number, r: number) => fetchOf.get(sg * world + r)?.stage ?? -1;
   // Op slots. Forward: host stage first (slot 0), remote stage j in slot 1+j. Backward: the same,
   // or with the hidden tail reduce the host stage last (slot E) after the remote stages (slot j).
   const fwdSlot = (j: number) => 1 + j;
@@ -329,8 +354,8 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   const fwdGroups: number[] = [];
   const fwdAfter: number[] = [];
   for (let j = 0; j < stages; j++) {
-    const [p1, p2] = stageMessages(stageFetches[j]!, 'kv', native, nodeOf, fwdSlot);
-    fwdAfter.push(emitGroups(b.forward, [p1, p2], fwdGroups, seg, world));
+    const [p1, p2] = stageMessages(stageFetches[j]!, 'kv', native, gpn, world, fwdSlot, fetchStage);
+    fwdAfter.push(emitGroups(b.forward, [p1, p2], fwdGroups, seg, world, []));
   }
   // Backward (`dist_attn.py`, `DistAttnFunc.backward`): step j fetches stage j's K/V and reduces
   // the dK/dV of stage j-2, so the reduce of stage i overlaps the compute of stage i+1 (it is
@@ -338,9 +363,13 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
   // last two reduces, the last one exposed unless the host stage runs after it (hideTailReduce).
   const bwdGroups: number[] = [];
   const bwdAfter: number[] = [];
+  // sendAfter pairs, resolved once the ops exist (a relay that computed nothing needs none).
+  const pending: { id: number; rank: number; slot: number }[] = [];
   for (let j = 0; j < stages + 2; j++) {
-    const kv = j < stages ? stageMessages(stageFetches[j]!, 'kv', native, nodeOf, bwdSlot) : [[], []];
-    const red = j >= 2 ? stageMessages(stageFetches[j - 2]!, 'dkv', native, nodeOf, bwdSlot) : [[], []];
+    const kv =
+      j < stages ? stageMessages(stageFetches[j]!, 'kv', native, gpn, world, bwdSlot, fetchStage) : [[], []];
+    const red =
+      j >= 2 ? stageMessages(stageFetches[j - 2]!, 'dkv', native, gpn, world, bwdSlot, fetchStage) : [[], []];
     const last = emitGroups(
       b.backward,
       [
@@ -350,6 +379,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
       bwdGroups,
       seg,
       world,
+      pending,
     );
     if (j < stages) bwdAfter.push(last);
   }
@@ -362,6 +392,7 @@ export function planMagi(problem: Problem, options: PlannerOptions = {}): Plan {
       b.forward.task(f.dst, fwdSlot(f.stage), fwdAfter[f.stage]!, t);
       b.backward.task(f.dst, bwdSlot(f.stage), bwdAfter[f.stage]!, t);
     }
+  for (const x of pending) if (b.backward.hasOp(x.rank, x.slot)) b.backward.sendAfter(x.id, x.rank, x.slot);
   return b.build('magi', Int32Array.from(fwdGroups), Int32Array.from(bwdGroups), {
     planner: 'magi',
     chunkSize: d.chunkSize,
