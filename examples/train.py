@@ -171,7 +171,7 @@ def plan_request(a, step: int, replica: int, out_dir: str) -> dict:
 def worker(a) -> None:
     import torch.distributed as dist
 
-    from fcp_torch import PlannerClient, shard
+    from fcp_torch import PlannerClient, gather, shard
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
@@ -209,6 +209,10 @@ def worker(a) -> None:
             logits = model(sh.take(ids), sh.position_ids, attn)
             loss = F.cross_entropy(logits, sh.take(labels), ignore_index=-100, reduction="sum") / n_labels / DP
             loss.backward()
+            if a.check and step == 0:  # the replica's packed logits, back from every CP rank
+                full = gather(logits.detach(), sh)
+                if rank == 0:
+                    record["logits0"] = full
             lv = loss.detach().clone()
             dist.all_reduce(lv)  # sum over the CP ranks and replicas: the mean replica loss
             for p in model.parameters():
@@ -235,7 +239,7 @@ def reference(a) -> dict:
 
     rec = torch.load(os.path.join(a.out, "record.pt"))
     model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed)
-    grad_err = loss_err = 0.0
+    grad_err = loss_err = logit_err = 0.0
     for step in range(a.steps):
         with torch.no_grad():
             for p, v in zip(model.parameters(), rec["params"][step]):
@@ -246,13 +250,15 @@ def reference(a) -> dict:
             lengths = read_plan(os.path.join(a.out, f"plan-{step}-{d}.json")).sequences.tolist()
             ids, labels, pos = tokens(lengths, a.vocab, a.seed, step, d)
             logits = model(ids, pos, plain_attention(lengths))
+            if step == 0 and d == 0:
+                logit_err = float((rec["logits0"] - logits.detach()).norm() / logits.detach().norm())
             loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / int((labels != -100).sum()) / a.dp
             loss.backward()
             total += float(loss)
         loss_err = max(loss_err, abs(rec["losses"][step] - total) / abs(total))
         for (name, p), g in zip(model.named_parameters(), rec["grads"][step]):
             grad_err = max(grad_err, float((g - p.grad).norm() / p.grad.norm()))
-    return {"maxGradRelErr": grad_err, "maxLossRelErr": loss_err, "params": len(rec["grads"][0])}
+    return {"maxGradRelErr": grad_err, "maxLossRelErr": loss_err, "logitRelErr": logit_err, "params": len(rec["grads"][0])}
 
 
 def main(argv=None) -> int:

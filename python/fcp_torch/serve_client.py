@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -23,29 +24,41 @@ from typing import Dict, List, Optional
 from .plan import Plan, PlanError, plan_from_json, read_plan
 
 
+INSTALL_HINT = "install the planner (npm install -g fcp, or npm ci in a checkout) or set FCP_CLI to the fcp command"
+
+
 def default_command() -> List[str]:
+    """The planner's command: $FCP_CLI (a command line, e.g. `npx fcp`), `fcp` on PATH, or the
+    source checkout this package sits in (node_modules/.bin/tsx src/cli.ts)."""
+    env = os.environ.get("FCP_CLI")
+    if env:
+        return [*shlex.split(env), "serve"]
     if shutil.which("fcp"):
         return ["fcp", "serve"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     tsx = os.path.join(root, "node_modules", ".bin", "tsx")
     if os.path.exists(os.path.join(root, "src", "cli.ts")) and os.path.exists(tsx):
         return [tsx, os.path.join(root, "src", "cli.ts"), "serve"]
-    raise PlanError("serve.command", "no `fcp` on PATH and no source tree; pass command=[...]")
+    raise PlanError("serve.command", f"no `fcp` planner found (no FCP_CLI, no fcp on PATH, no source checkout); {INSTALL_HINT}")
 
 
 class PlannerClient:
     """One `fcp serve` process; thread-safe `submit`, in-order answers matched by id."""
 
     def __init__(self, command: Optional[List[str]] = None, cwd: Optional[str] = None):
-        self.proc = subprocess.Popen(
-            command or default_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-            cwd=cwd,
-        )
+        cmd = command or default_command()
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+                cwd=cwd,
+            )
+        except OSError as e:
+            raise PlanError("serve.command", f"cannot start the planner {' '.join(cmd)}: {e.strerror}; {INSTALL_HINT}") from e
         self._ids = itertools.count(1)
         self._pending: Dict[int, Future] = {}
         self._lock = threading.Lock()

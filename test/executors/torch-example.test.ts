@@ -20,6 +20,8 @@ const script = join(import.meta.dirname, '..', '..', 'examples', 'train.py');
 interface Check {
   maxGradRelErr: number;
   maxLossRelErr: number;
+  /** Step 0's logits gathered from every CP rank (fcp_torch.gather) against the reference's. */
+  logitRelErr: number;
   params: number;
   world: number;
   dp: number;
@@ -64,10 +66,11 @@ describe('examples/train.py against one process with plain attention', { skip },
       assert.equal(lines.filter((l) => /^step \d+ loss \d/.test(l)).length, 3, r.out);
       const c = JSON.parse(lines.at(-1)!) as Check;
       console.log(
-        `# train.py world ${c.world} x dp ${c.dp}, ${c.layers} layers, ${c.steps} steps, ${c.params} parameter tensors: max gradient relative error ${c.maxGradRelErr.toExponential(2)}, loss ${c.maxLossRelErr.toExponential(2)}`,
+        `# train.py world ${c.world} x dp ${c.dp}, ${c.layers} layers, ${c.steps} steps, ${c.params} parameter tensors: max gradient relative error ${c.maxGradRelErr.toExponential(2)}, loss ${c.maxLossRelErr.toExponential(2)}, gathered logits ${c.logitRelErr.toExponential(2)}`,
       );
       assert.ok(c.maxGradRelErr <= MAX_ERROR, `gradients: ${c.maxGradRelErr}`);
       assert.ok(c.maxLossRelErr <= MAX_ERROR, `losses: ${c.maxLossRelErr}`);
+      assert.ok(c.logitRelErr <= MAX_ERROR, `gathered logits: ${c.logitRelErr}`);
       assert.ok(c.params >= 3 * 9, 'every layer has its parameters checked');
     });
   });
