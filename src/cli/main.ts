@@ -15,6 +15,9 @@ export function createProgram(): Command {
     )
     .version('0.1.0')
     .showHelpAfterError(false)
+    // Commander's own errors (unknown command or option, missing value, extra argument) are
+    // printed by reportError as one coded line like every other user error.
+    .configureOutput({ outputError: () => {} })
     .exitOverride();
   for (const register of COMMANDS) register(program);
   for (const cmd of program.commands) cmd.exitOverride();
@@ -32,6 +35,18 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+/** Our codes for commander's errors (tests and scripts match these, never the message). */
+const COMMANDER_CODES: Record<string, string> = {
+  'commander.unknownCommand': 'cli.unknownCommand',
+  'commander.unknownOption': 'cli.unknownOption',
+  'commander.optionMissingArgument': 'cli.missingValue',
+  'commander.missingArgument': 'cli.missingArgument',
+  'commander.excessArguments': 'cli.extraArgument',
+  'commander.missingMandatoryOptionValue': 'cli.missingOption',
+  'commander.conflictingOption': 'cli.conflictingOptions',
+  'commander.invalidArgument': 'cli.invalidArgument',
+};
+
 /** Prints an error the way users should see it and returns the exit code. */
 export function reportError(e: unknown): number {
   if (e instanceof FcpError) {
@@ -41,7 +56,10 @@ export function reportError(e: unknown): number {
   if (e instanceof CommanderError) {
     if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help')
       return 0;
-    return 2; // commander already printed "error: ..." naming the option
+    const code = COMMANDER_CODES[e.code] ?? 'cli.usage';
+    const message = e.message.replace(/^error: /, '').split('\n')[0];
+    process.stderr.write(`fcp: error: ${code}: ${message} (fcp --help lists commands and options)\n`);
+    return 2;
   }
   const err = e as Error;
   process.stderr.write(
