@@ -4,10 +4,40 @@
  */
 import { readInputFile } from '../core/files.ts';
 import { FcpError, type FcpIssue, fail, issue } from '../core/issues.ts';
+import { LIMITS } from '../core/limits.ts';
 
 /** Reads sequence lengths from `path`. Throws FcpError (`io.read`, `batch.parse`, `batch.length`, `batch.empty`). */
 export function readBatchFile(path: string): Int32Array {
-  return parseBatchText(readInputFile(path, 'batch', 'utf8'), path);
+  const bytes = readInputFile(path, 'batch');
+  if (looksBinary(bytes))
+    fail(
+      'batch.binary',
+      `${path} is not a text file (it holds binary bytes); a batch file holds one length per line, a JSON array, or JSON lines`,
+      path,
+    );
+  return parseBatchText(bytes.toString('utf8'), path);
+}
+
+/**
+ * True when the first 4 KiB hold a NUL byte, bytes that are not UTF-8, or mostly control bytes:
+ * such a file is not a batch, and echoing its lines back would only print garbage.
+ */
+export function looksBinary(bytes: Uint8Array): boolean {
+  const head = bytes.subarray(0, 4096);
+  if (head.includes(0)) return true;
+  const text = Buffer.from(head).toString('utf8');
+  // A cut multi-byte character at the 4 KiB boundary is not a sign of binary: allow one at the end.
+  const bad = (text.match(/\uFFFD/g) ?? []).length;
+  if (bad > 1 || (bad === 1 && !text.endsWith('\uFFFD'))) return true;
+  let control = 0;
+  for (const b of head) if (b < 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d) control++;
+  return control > head.length / 10;
+}
+
+/** A value as the message shows it: at most 40 characters of it. */
+function shown(value: unknown, raw: string | undefined): string {
+  const s = raw ?? JSON.stringify(value) ?? String(value);
+  return s.length > 40 ? `${s.slice(0, 24)}... (${s.length} characters)` : s;
 }
 
 /** Parses batch text in any of the three formats. */
@@ -49,6 +79,7 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
         values.push({
           value: /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(line) ? Number(line) : line,
           line: i + 1,
+          raw: line,
         });
       }
     });
@@ -57,15 +88,28 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
 }
 
 /** Checks that lengths are positive integers; reports each bad one by line (at most 10). */
-export function checkLengths(values: readonly { value: unknown; line: number }[], path: string): Int32Array {
+export function checkLengths(
+  values: readonly { value: unknown; line: number; raw?: string }[],
+  path: string,
+): Int32Array {
   const issues: FcpIssue[] = [];
   const out = new Int32Array(values.length);
-  values.forEach(({ value, line }, i) => {
-    if (typeof value !== 'number' || !Number.isInteger(value)) {
+  values.forEach(({ value, line, raw }, i) => {
+    if (typeof value === 'number' && value > LIMITS.sequenceLength.max) {
+      // Infinity included (a line of 1e7 digits): a number, just far too large.
+      issues.push(
+        issue(
+          'batch.length.tooLarge',
+          `line ${line}: length ${shown(value, raw)} is above the limit of ${LIMITS.sequenceLength.max} tokens (${LIMITS.sequenceLength.why})`,
+          path,
+          line,
+        ),
+      );
+    } else if (typeof value !== 'number' || !Number.isInteger(value)) {
       issues.push(
         issue(
           'batch.length.notInteger',
-          `line ${line}: ${JSON.stringify(value)} is not an integer length`,
+          `line ${line}: ${shown(value, raw)} is not an integer length`,
           path,
           line,
         ),
@@ -74,8 +118,6 @@ export function checkLengths(values: readonly { value: unknown; line: number }[]
       issues.push(
         issue('batch.length.nonPositive', `line ${line}: length ${value} must be at least 1`, path, line),
       );
-    } else if (value > 2147483647) {
-      issues.push(issue('batch.length.tooLarge', `line ${line}: length ${value} is too large`, path, line));
     } else out[i] = value;
   });
   if (issues.length > 0) throw new FcpError(issues.slice(0, 10));
