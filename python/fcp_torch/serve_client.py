@@ -61,6 +61,8 @@ class PlannerClient:
             raise PlanError("serve.command", f"cannot start the planner {' '.join(cmd)}: {e.strerror}; {INSTALL_HINT}") from e
         self._ids = itertools.count(1)
         self._pending: Dict[int, Future] = {}
+        self._cache: Dict[str, Future] = {}  # plans by request signature (see submit)
+        self.cache_hits = 0
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -92,10 +94,25 @@ class PlannerClient:
         self.proc.stdin.flush()
         return fut
 
-    def submit(self, **req) -> Future:
-        """Plans in the background; the future resolves to a :class:`Plan` (PlanError on failure)."""
+    def submit(self, cache: bool = True, **req) -> Future:
+        """Plans in the background; the future resolves to a :class:`Plan` (PlanError on failure).
+
+        A request equal to an earlier one (same batch, world, strategy, model, options, seed...) gets
+        the earlier plan (`cache=False` asks again): training loops meet the same batch signature
+        again and again. Requests with an `output` file are not cached (the file is the point).
+        """
+        key = json.dumps(req, sort_keys=True) if cache and "output" not in req else None
+        if key is not None:
+            with self._lock:
+                hit = self._cache.get(key)
+            if hit is not None and not (hit.done() and hit.exception() is not None):
+                self.cache_hits += 1
+                return hit
         raw = self.request(**req)
         out: Future = Future()
+        if key is not None:
+            with self._lock:
+                self._cache[key] = out
 
         def done(f: Future) -> None:
             try:

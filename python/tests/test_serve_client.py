@@ -31,6 +31,13 @@ class ServeClientTest(unittest.TestCase):
             with self.assertRaises(PlanError) as e:
                 f3.result(timeout=60)
             self.assertEqual(e.exception.code, "strategy.unknown")
+            # the same batch signature again: the cached plan, no second request
+            again = planner.submit(strategy="fcp", batch=[100, 30, 7], world=2, model=model, options={"blockSize": 32})
+            self.assertIs(again.result(timeout=60), p1)
+            self.assertEqual(planner.cache_hits, 1)
+            other = planner.submit(strategy="fcp", batch=[100, 30, 8], world=2, model=model, options={"blockSize": 32})
+            self.assertEqual(list(other.result(timeout=60).sequences), [100, 30, 8])
+            self.assertEqual(planner.cache_hits, 1)
 
 
 if __name__ == "__main__":
