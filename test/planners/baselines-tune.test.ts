@@ -10,8 +10,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { runCompare } from '../../src/cli/compare.ts';
+import { type SimResult, simulatePlan } from '../../src/executors/sim/index.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
-import { a2aDegrees, parseBaselinesMode, sweepStages, tuneStrategy } from '../../src/experiments/tune.ts';
+import {
+  a2aDegrees,
+  defaultConfig,
+  parseBaselinesMode,
+  sweepStages,
+  tuneStrategy,
+} from '../../src/experiments/tune.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
 
@@ -28,19 +35,28 @@ const base = {
   sim: {},
 };
 
-test('tune: the winner is the least total simulated time among the trials, and never worse than the default', () => {
+test('tune: screening picks the fastest trial on the first batch; the result is never slower than the default in total', () => {
   const problems = [1, 2].map((seed) =>
     resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed, gpusPerNode: 8 }),
   );
+  const time = (r: SimResult) => r.forward.makespanMs + r.backward.makespanMs;
   for (const name of ['ring', 'bytescale', 'magi']) {
-    const t = tuneStrategy(getPlanner(name), problems, {}, {});
+    const planner = getPlanner(name);
+    const t = tuneStrategy(planner, problems, {}, {});
     assert.ok(t.trials.length >= 2, name);
-    const min = Math.min(...t.trials.map((x) => x.totalMs));
-    const winner = t.trials.find((x) => JSON.stringify(x.config) === JSON.stringify(t.config))!;
-    assert.equal(winner.totalMs, min, name);
-    assert.ok(min <= t.trials[0]!.totalMs, `${name}: the first trial is the default`);
-    const total = t.results.reduce((s, r) => s + r.forward.makespanMs + r.backward.makespanMs, 0);
-    assert.equal(total, min);
+    const dflt = defaultConfig(name, problems[0]!);
+    assert.deepEqual(t.trials[0]!.config, dflt, `${name}: the first trial is the default`);
+    const fastest = t.trials.reduce((x, y) => (y.totalMs < x.totalMs ? y : x));
+    const defaultTotal = problems.reduce((s, p) => s + time(simulatePlan(planner.plan(p, dflt), {})), 0);
+    const total = t.results.reduce((s, r) => s + time(r), 0);
+    assert.equal(total, t.totalMs);
+    assert.ok(total <= defaultTotal + 1e-9, `${name}: ${total} > default ${defaultTotal}`);
+    // The choice is the screen's winner unless the default did better over all batches.
+    assert.ok(
+      JSON.stringify(t.config) === JSON.stringify(fastest.config) ||
+        JSON.stringify(t.config) === JSON.stringify(dflt),
+      name,
+    );
   }
 });
 
