@@ -50,6 +50,7 @@ export function demoOptionsFrom(o: Record<string, unknown>): DemoOptions {
   if (o.cluster !== undefined) out.cluster = String(o.cluster);
   if (o.scaling !== undefined)
     out.scaling = String(o.scaling).trim() === 'none' ? [] : intListOption(o.scaling, 'scaling');
+  if (o.ablation === false) out.ablation = false;
   if (o.numerics === false) out.numerics = null;
   else
     out.numerics = {
@@ -79,6 +80,7 @@ export function register(program: Command): void {
       String(DEMO_DEFAULTS.numericsTokensPerRank),
     )
     .option('--no-numerics', 'skip the CPU numerical check')
+    .option('--no-ablation', "skip FCP's ablation (the paper's Table 2 steps at the main world)")
     .option('--out <dir>', 'report folder (replaced atomically)', 'fcp-report')
     .action(async (opts: Record<string, unknown>) => {
       const t0 = performance.now();

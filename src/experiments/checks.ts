@@ -10,10 +10,12 @@ import { compareOutputs, type ReferenceOutputs, referenceAttention } from '../ex
 import { getExecutor } from '../executors/registry.ts';
 import { simulatePlan } from '../executors/sim/index.ts';
 import type { SequenceInputs } from '../executors/types.ts';
+import { partLength } from '../plan/parts.ts';
+import { residentKvPeak } from '../plan/report-resident.ts';
 import type { Mask, ModelShape, Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { CLUSTER_NAMES, resolveCluster } from '../problem/cluster.ts';
-import type { NumericsRun, StrategyRun } from '../report/results.ts';
+import type { NumericsRun, RankMemory, StrategyRun } from '../report/results.ts';
 import type { RawEvent } from '../report/timeline.ts';
 
 /** Names of the simulator's cluster presets. */
@@ -34,6 +36,7 @@ export type PlanCheck = Pick<
   | 'rounds'
   | 'groups'
   | 'congestion'
+  | 'peakResidentTokens'
 >;
 
 /** Validates a plan (rules 1-5) and keeps its rule-6 report. */
@@ -54,7 +57,83 @@ export function checkPlan(plan: Plan): PlanCheck {
     rounds: { forward: report.forward.rounds, backward: report.backward.rounds },
     groups: { forward: report.forward.groups, backward: report.backward.groups },
     congestion: { forward: report.forward.congestion, backward: report.backward.congestion },
+    peakResidentTokens: report.peakResidentTokens,
   };
+}
+
+const obj = (v: unknown): Record<string, unknown> =>
+  v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
+
+/**
+ * The configuration a plan's planner chose or was given, in a few words, from `plan.meta` (each
+ * planner records its choices there): FCP's block size and knobs, ring's variant, ByteScale's ring
+ * groups, Magi's chunk size and overlap, and for wlb which of ring and bytescale it picked.
+ * Undefined when the meta says nothing the report knows.
+ */
+export function configOf(plan: Plan): string | undefined {
+  const m = obj(plan.meta);
+  const planner = typeof m.planner === 'string' ? m.planner : plan.strategy;
+  if (planner === 'wlb') {
+    const w = obj(m.wlb);
+    const est = obj(w.estimateMs);
+    const ms = (x: unknown): string => (typeof x === 'number' ? `${x.toFixed(1)} ms` : '?');
+    const inner = configOf({ ...plan, meta: { ...m, planner: w.chosen } });
+    return `chose ${String(w.chosen)} (${String(w.estimator)} estimate: ring ${ms(est.ring)}, bytescale ${ms(est.bytescale)})${inner ? `: ${inner}` : ''}`;
+  }
+  if (planner === 'fcp') {
+    const o = obj(m.options);
+    const off = [
+      o.noPipeline === true ? 'no pipeline' : '',
+      o.rounds === 'naive' ? 'naive rounds' : '',
+      o.noReshuffleOverlap === true ? 'no reshuffle overlap' : '',
+      o.noLocality === true ? 'no locality' : '',
+      o.fixedBlocks === true ? 'fixed blocks' : '',
+    ].filter((x) => x !== '');
+    return `blocks ${String(o.blockSize)}, coalesce ${String(o.coalesce)}, balance ${String(o.balance)}${off.length ? `, ${off.join(', ')}` : ''}`;
+  }
+  if (planner === 'ring') return `${String(m.variant)}, padded to multiples of ${String(m.padTo)}`;
+  if (planner === 'bytescale') {
+    const sizes = Array.isArray(m.ringGroupSizes) ? m.ringGroupSizes : [];
+    const shown = sizes.length > 6 ? `${sizes.slice(0, 6).join(', ')}, ...` : sizes.join(', ');
+    return `${String(m.ringGroups)} ring groups (sizes ${shown || '-'}), ${String(m.singleRankSequences)} sequences whole on one rank`;
+  }
+  if (planner === 'magi')
+    return `chunks ${String(m.chunkSize)}, overlap degree ${String(m.overlapDegree)}, ${String(m.backend)}`;
+  return undefined;
+}
+
+/**
+ * Per-rank memory of a plan in tokens: home tokens (the home layout, chunk rows summed over their
+ * set) and home plus the most K/V tokens held at once from `kv` receptions, the larger phase (the
+ * validator's resident-K/V model, src/plan/report-resident.ts).
+ */
+export function memoryOf(plan: Plan, limitTokens: number): RankMemory {
+  const W = plan.world;
+  const home = new Float64Array(W);
+  const h = plan.homeLayout;
+  for (let i = 0; i < h.rank.length; i++) home[h.rank[i]!]! += h.length[i]!;
+  const sets = plan.seqSets;
+  const cache = new Map<string, number>();
+  const chunkTokens = (set: number, parts: number, part: number): number => {
+    const key = `${set}/${parts}/${part}`;
+    let t = cache.get(key);
+    if (t === undefined) {
+      t = 0;
+      if (sets)
+        for (let j = sets.offsets[set]!; j < sets.offsets[set + 1]!; j++)
+          t += partLength(plan.sequences[sets.seqs[j]!]!, parts, part);
+      cache.set(key, t);
+    }
+    return t;
+  };
+  const hc = plan.homeChunks;
+  if (hc)
+    for (let i = 0; i < hc.rank.length; i++)
+      home[hc.rank[i]!]! += chunkTokens(hc.set[i]!, hc.parts[i]!, hc.part[i]!);
+  const fwd = residentKvPeak(plan, plan.forward, chunkTokens);
+  const bwd = residentKvPeak(plan, plan.backward, chunkTokens);
+  const peak = Array.from(home, (x, r) => x + Math.max(fwd[r]!, bwd[r]!));
+  return { strategy: plan.strategy, world: W, limitTokens, home: Array.from(home), peak };
 }
 
 /** What the report keeps of a simulation. */

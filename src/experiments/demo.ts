@@ -9,15 +9,18 @@
 import { GENERATOR_NAMES } from '../batch/generators.ts';
 import { FcpError, fail } from '../core/issues.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
-import { getPlanner, plannerNames } from './strategies.ts';
+import type { PlannerOptions } from '../planners/types.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import { lengthHistogram, placementOf, roundsOf } from '../report/extract.ts';
 import { type Progress, silentProgress } from '../report/progress.ts';
 import {
+  type Ablation,
+  type BusyProfile,
   type NumericsRun,
   type Placement,
   type ProblemSummary,
   type Provenance,
+  type RankMemory,
   RESULTS_FORMAT,
   type Results,
   type RoundStructure,
@@ -25,15 +28,18 @@ import {
   type StrategyRun,
   type Timeline,
 } from '../report/results.ts';
-import { compactTimeline } from '../report/timeline.ts';
+import { busyProfile, compactTimeline, sampleRanks } from '../report/timeline.ts';
 import {
   checkPlan,
   clusterNames,
+  configOf,
+  memoryOf,
   NUMERICS_TOLERANCE,
   NumericsCheck,
   type SimNumbers,
   simulate,
 } from './checks.ts';
+import { getPlanner, plannerNames } from './strategies.ts';
 
 /**
  * Attention shape of the numerical check: tiny (2 query heads on 1 KV head, so GQA is exercised,
@@ -54,10 +60,12 @@ export interface DemoOptions {
   scaling?: number[];
   /** Scaled-down batch of the CPU numerical check; null to skip it. */
   numerics?: { world?: number; tokensPerRank?: number } | null;
-  /** Strategies whose forward timeline is drawn (default fcp and ring, those that run). */
+  /** Strategies whose timelines (forward and backward) are drawn (default: every strategy). */
   timeline?: string[];
-  /** Ranks shown in a timeline (default 64). */
+  /** Most ranks drawn in a timeline (default 24; a larger world is sampled, see sampleRanks). */
   timelineRanks?: number;
+  /** Run FCP's ablation (the paper's Table 2) at the main world (default: when fcp is compared). */
+  ablation?: boolean;
   /** Strategy whose placement and round structure are drawn (default fcp). */
   focus?: string;
 }
@@ -70,8 +78,7 @@ export const DEMO_DEFAULTS = {
   cluster: 'hopper-ib',
   numericsWorld: 8,
   numericsTokensPerRank: 512,
-  timeline: ['fcp', 'ring'],
-  timelineRanks: 64,
+  timelineRanks: 24,
   focus: 'fcp',
 } as const;
 
@@ -84,6 +91,7 @@ export interface ResolvedDemoOptions {
   numerics: { world: number; tokensPerRank: number } | null;
   timeline: string[];
   timelineRanks: number;
+  ablation: boolean;
   focus: string;
 }
 
@@ -146,16 +154,37 @@ export function resolveDemoOptions(o: DemoOptions = {}): ResolvedDemoOptions {
   const timelineRanks = o.timelineRanks ?? DEMO_DEFAULTS.timelineRanks;
   if (!positive(timelineRanks))
     fail('option.timelineRanks', 'timeline ranks must be a positive integer', 'timelineRanks');
-  const timeline = (o.timeline ?? [...DEMO_DEFAULTS.timeline]).filter((s) => strategies.includes(s));
+  const timeline = (o.timeline ?? strategies).filter((s) => strategies.includes(s));
   const focus = o.focus ?? DEMO_DEFAULTS.focus;
-  return { problem, strategies, cluster, scaling, numerics, timeline, timelineRanks, focus };
+  const ablation = (o.ablation ?? true) && strategies.includes('fcp');
+  return { problem, strategies, cluster, scaling, numerics, timeline, timelineRanks, ablation, focus };
 }
 
 /** Number of progress steps {@link runDemo} reports for these options. */
 export function demoSteps(o: ResolvedDemoOptions): number {
   const sweep = o.scaling.filter((w) => w !== o.problem.world).length;
-  return o.strategies.length * (1 + sweep + (o.numerics ? 1 : 0));
+  return o.strategies.length * (1 + sweep + (o.numerics ? 1 : 0)) + (o.ablation ? ABLATION.length : 0);
 }
+
+/**
+ * FCP's ablation, the steps of the paper's Table 2 (Zhao et al., MLSys 2026), each adding one
+ * technique to the previous: the same flags as docs/results/run-all.sh's `ablation-*` folders.
+ */
+export const ABLATION: readonly { step: string; label: string; options: PlannerOptions }[] = [
+  {
+    step: 'base',
+    label: 'no pipeline',
+    options: { noPipeline: true, rounds: 'naive', coalesce: 1, noReshuffleOverlap: true },
+  },
+  {
+    step: 'pipeline',
+    label: '+ block pipeline',
+    options: { rounds: 'naive', coalesce: 1, noReshuffleOverlap: true },
+  },
+  { step: 'rounds', label: '+ congestion-free rounds', options: { coalesce: 1, noReshuffleOverlap: true } },
+  { step: 'coalesce', label: '+ coalescing', options: { noReshuffleOverlap: true } },
+  { step: 'reshuffle', label: '+ reshuffle overlap', options: {} },
+];
 
 const message = (e: unknown): string =>
   e instanceof FcpError
@@ -197,6 +226,8 @@ function failedRun(strategy: string, world: number, valid: boolean, error: strin
 interface MainRun {
   runs: StrategyRun[];
   timelines: Timeline[];
+  busy: BusyProfile[];
+  memory: RankMemory[];
   placement: Placement | null;
   rounds: RoundStructure[];
   scaling: ScalingPoint[];
@@ -204,10 +235,19 @@ interface MainRun {
 
 /** Plans, validates and simulates every strategy on the main problem. */
 function mainRun(o: ResolvedDemoOptions, problem: Problem, progress: Progress, notes: string[]): MainRun {
-  const out: MainRun = { runs: [], timelines: [], placement: null, rounds: [], scaling: [] };
+  const out: MainRun = {
+    runs: [],
+    timelines: [],
+    busy: [],
+    memory: [],
+    placement: null,
+    rounds: [],
+    scaling: [],
+  };
   for (const strategy of o.strategies) {
     progress.step(`${strategy}: plan, validate, simulate (${problem.world} ranks)`);
     let plan: Plan;
+    const t0 = performance.now();
     try {
       plan = getPlanner(strategy).plan(problem);
     } catch (e) {
@@ -215,7 +255,10 @@ function mainRun(o: ResolvedDemoOptions, problem: Problem, progress: Progress, n
       notes.push(`${strategy} could not plan the batch: ${message(e)}`);
       continue;
     }
+    const planMs = performance.now() - t0;
     const check = checkPlan(plan);
+    const config = configOf(plan);
+    out.memory.push(memoryOf(plan, problem.memoryTokens));
     if (strategy === o.focus) {
       out.placement = placementOf(plan);
       out.rounds.push(roundsOf(plan, 'forward'));
@@ -230,12 +273,27 @@ function mainRun(o: ResolvedDemoOptions, problem: Problem, progress: Progress, n
       continue;
     }
     const { trace, ...numbers } = sim;
-    out.runs.push({ strategy, world: problem.world, ...check, ...numbers });
+    out.runs.push({
+      strategy,
+      world: problem.world,
+      ...check,
+      ...numbers,
+      ...(config !== undefined ? { config } : {}),
+      planMs: Math.round(planMs * 1000) / 1000,
+    });
     if (traced) {
       if (trace)
-        out.timelines.push(
-          compactTimeline(strategy, 'forward', problem.world, trace.forward, o.timelineRanks),
-        );
+        for (const phase of ['forward', 'backward'] as const) {
+          const events = trace[phase];
+          const sample = sampleRanks(problem.world, events, o.timelineRanks);
+          out.timelines.push(
+            compactTimeline(strategy, phase, problem.world, events, o.timelineRanks, {
+              ranks: sample.ranks,
+              ...(sample.description ? { sample: sample.description } : {}),
+            }),
+          );
+          out.busy.push(busyProfile(strategy, phase, problem.world, events));
+        }
       else notes.push(`the simulator returned no per-rank events for ${strategy}; its timeline is not drawn`);
     }
     if (o.scaling.includes(problem.world))
@@ -245,9 +303,32 @@ function mainRun(o: ResolvedDemoOptions, problem: Problem, progress: Progress, n
         mfuForward: sim.mfuForward,
         mfuBackward: sim.mfuBackward,
         valid: check.valid,
+        ...(config !== undefined ? { config } : {}),
       });
   }
   return out;
+}
+
+/** FCP's ablation steps ({@link ABLATION}) simulated on the main problem. */
+function ablationRun(
+  o: ResolvedDemoOptions,
+  problem: Problem,
+  progress: Progress,
+  notes: string[],
+): Ablation | null {
+  const steps: Ablation['steps'] = [];
+  for (const a of ABLATION) {
+    progress.step(`ablation: fcp ${a.label} (${problem.world} ranks)`);
+    try {
+      const plan = getPlanner('fcp').plan(problem, a.options);
+      const sim = simulate(plan, o.cluster, { trace: false, gpusPerNode: problem.gpusPerNode });
+      steps.push({ step: a.step, label: a.label, mfuForward: sim.mfuForward, mfuBackward: sim.mfuBackward });
+    } catch (e) {
+      notes.push(`ablation: fcp ${a.label} failed: ${message(e)}`);
+      return null;
+    }
+  }
+  return { world: problem.world, steps };
 }
 
 /** The weak-scaling sweep: every strategy at every other world size of `o.scaling`. */
@@ -267,7 +348,15 @@ function sweep(
         const plan = getPlanner(strategy).plan(p);
         const valid = checkPlan(plan).valid;
         const sim = simulate(plan, o.cluster, { trace: false, gpusPerNode: p.gpusPerNode });
-        out.push({ strategy, world, mfuForward: sim.mfuForward, mfuBackward: sim.mfuBackward, valid });
+        const config = configOf(plan);
+        out.push({
+          strategy,
+          world,
+          mfuForward: sim.mfuForward,
+          mfuBackward: sim.mfuBackward,
+          valid,
+          ...(config !== undefined ? { config } : {}),
+        });
       } catch (e) {
         notes.push(`weak scaling: ${strategy} at ${world} ranks failed: ${message(e)}`);
       }
@@ -372,6 +461,7 @@ export async function runDemo(
   const notes: string[] = [];
   const problem = resolveProblem(o.problem);
   const main = mainRun(o, problem, progress, notes);
+  const ablation = o.ablation ? ablationRun(o, problem, progress, notes) : null;
   const scaling = [...main.scaling, ...sweep(o, problem.world, progress, notes)].sort(
     (a, b) => a.world - b.world || o.strategies.indexOf(a.strategy) - o.strategies.indexOf(b.strategy),
   );
@@ -399,6 +489,10 @@ export async function runDemo(
     runs: main.runs,
     scaling,
     timelines: main.timelines,
+    busy: main.busy,
+    memory: main.memory,
+    ablation,
+    origin: 'demo',
     placement: main.placement,
     rounds: main.rounds,
     numerics: {

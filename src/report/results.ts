@@ -71,6 +71,12 @@ const strategyRunSchema = z.object({
   congestion: z.object({ forward: int, backward: int }),
   /** Error message when planning or simulating failed (the other numbers are then 0). */
   error: z.string().optional(),
+  /** The configuration the strategy chose or was given, in words (e.g. wlb's `chose bytescale`). */
+  config: z.string().optional(),
+  /** Wall time of planning (forward and backward plan) on the machine that made the results. */
+  planMs: num.optional(),
+  /** Most tokens one rank holds at once: home tokens plus K/V received (the validator's rule-6 report). */
+  peakResidentTokens: num.optional(),
 });
 
 /** One bar of a per-rank timeline. `lane` 0 = compute stream, 1 = communication stream. */
@@ -87,9 +93,52 @@ const timelineSchema = z.object({
   phase: phaseName,
   world: int,
   makespanMs: num,
-  /** Ranks shown (0..ranks-1); the rest are left out to keep the figure readable. */
+  /** Number of ranks shown; the rest are left out to keep the figure readable. */
   ranks: int,
+  /** The ranks shown, in drawing order (absent: ranks 0..ranks-1). */
+  rankList: z.array(int).optional(),
+  /** How the shown ranks were chosen, in words (absent: every rank, or the first `ranks`). */
+  sample: z.string().optional(),
   events: z.array(timelineEventSchema),
+});
+
+/**
+ * Share of all ranks busy over time in one phase (every rank, not only those drawn): bin i covers
+ * [i, i+1) x binMs; `compute` and `comm` are the mean fraction of ranks computing or communicating.
+ */
+const busySchema = z.object({
+  strategy: z.string(),
+  phase: phaseName,
+  world: int,
+  binMs: num,
+  compute: z.array(num),
+  comm: z.array(num),
+});
+
+/** Per-rank memory of one strategy's plan, in tokens (K/V received counted once per reception). */
+const memorySchema = z.object({
+  strategy: z.string(),
+  world: int,
+  /** The problem's memory budget per rank. */
+  limitTokens: num,
+  /** Tokens each rank holds in the home layout. */
+  home: z.array(num),
+  /** Home tokens plus the most K/V tokens held at once from receptions (larger phase). */
+  peak: z.array(num),
+});
+
+/** One step of the FCP ablation (the paper's Table 2), simulated at `world` ranks. */
+const ablationSchema = z.object({
+  world: int,
+  steps: z.array(
+    z.object({
+      /** Stable key of the step, e.g. `base`, `pipeline`, `rounds`, `coalesce`, `reshuffle`. */
+      step: z.string(),
+      label: z.string(),
+      mfuForward: num,
+      mfuBackward: num,
+    }),
+  ),
 });
 
 /** Tokens of one placement row (a sequence or a bucket of short sequences) on one rank. */
@@ -131,9 +180,27 @@ export const resultsSchema = z.object({
   strategies: z.array(z.string()),
   runs: z.array(strategyRunSchema),
   scaling: z.array(
-    z.object({ strategy: z.string(), world: int, mfuForward: num, mfuBackward: num, valid: z.boolean() }),
+    z.object({
+      strategy: z.string(),
+      world: int,
+      mfuForward: num,
+      mfuBackward: num,
+      valid: z.boolean(),
+      config: z.string().optional(),
+    }),
   ),
   timelines: z.array(timelineSchema),
+  /** Share of ranks busy over time, per strategy and phase (absent in older files). */
+  busy: z.array(busySchema).optional(),
+  /** Per-rank memory per strategy (absent in older files). */
+  memory: z.array(memorySchema).optional(),
+  /** FCP's ablation steps (absent when not run). */
+  ablation: ablationSchema.nullable().optional(),
+  /**
+   * What made the file: `demo` (every section) or `compare` (converted from `fcp compare`'s
+   * compare.json: means over batches, no validation, numerics or plan details). Absent: demo.
+   */
+  origin: z.enum(['demo', 'compare']).optional(),
   placement: placementSchema.nullable(),
   rounds: z.array(roundsSchema),
   numerics: z.object({
@@ -155,6 +222,9 @@ export type StrategyRun = Results['runs'][number];
 export type ScalingPoint = Results['scaling'][number];
 export type Timeline = Results['timelines'][number];
 export type TimelineEvent = Timeline['events'][number];
+export type BusyProfile = NonNullable<Results['busy']>[number];
+export type RankMemory = NonNullable<Results['memory']>[number];
+export type Ablation = NonNullable<Results['ablation']>;
 export type Placement = NonNullable<Results['placement']>;
 export type RoundStructure = Results['rounds'][number];
 export type NumericsRun = Results['numerics']['runs'][number];

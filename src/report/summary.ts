@@ -48,26 +48,47 @@ export function summaryRows(r: Results): string[][] {
           '',
           numericsVerdict(r, s.strategy),
         ]
-      : [
-          s.strategy,
-          s.valid ? 'yes' : 'NO',
-          s.mfuForward.toFixed(3),
-          s.mfuBackward.toFixed(3),
-          s.forwardMs.toFixed(2),
-          s.backwardMs.toFixed(2),
-          pct(s.computeImbalance),
-          pct(s.commImbalance),
-          (s.totalBytes / 1e9).toFixed(2),
-          `${s.rounds.forward}/${s.rounds.backward}`,
-          `${s.congestion.forward}/${s.congestion.backward}`,
-          numericsVerdict(r, s.strategy),
-        ],
+      : r.origin === 'compare'
+        ? [
+            // compare.json: no validation and no plan report; means over batches.
+            s.strategy,
+            'n/a',
+            s.mfuForward.toFixed(3),
+            s.mfuBackward.toFixed(3),
+            s.forwardMs.toFixed(2),
+            s.backwardMs.toFixed(2),
+            pct(s.computeImbalance),
+            pct(s.commImbalance),
+            (s.totalBytes / 1e9).toFixed(2),
+            '-',
+            '-',
+            '-',
+          ]
+        : [
+            s.strategy,
+            s.valid ? 'yes' : 'NO',
+            s.mfuForward.toFixed(3),
+            s.mfuBackward.toFixed(3),
+            s.forwardMs.toFixed(2),
+            s.backwardMs.toFixed(2),
+            pct(s.computeImbalance),
+            pct(s.commImbalance),
+            (s.totalBytes / 1e9).toFixed(2),
+            `${s.rounds.forward}/${s.rounds.backward}`,
+            `${s.congestion.forward}/${s.congestion.backward}`,
+            numericsVerdict(r, s.strategy),
+          ],
   );
 }
 
 /** A plain-text table: columns padded, numbers right-aligned. */
 export function textTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
+  // Loops, not argument spreads: a table may have thousands of rows.
+  const widths = header.map((h, i) => {
+    let w = h.length;
+    for (const row of rows) w = Math.max(w, (row[i] ?? '').length);
+    return w;
+  });
   const numeric = (s: string): boolean => /^[-+]?[\d.]+(%|\/[\d.]+)?$/.test(s);
   // A column whose cells are numbers is right-aligned, header included.
   const right = header.map((_, i) => i > 0 && rows.some((row) => numeric(row[i] ?? '')));

@@ -61,8 +61,38 @@ test('fcp demo writes a report; fcp report redraws it from results.json', () => 
     readFileSync(join(dir, 'index.html'), 'utf8'),
   );
   assert.ok(
-    readFileSync(join(again, 'plots', 'timeline.png')).equals(
-      readFileSync(join(dir, 'plots', 'timeline.png')),
+    readFileSync(join(again, 'plots', 'timeline-backward.png')).equals(
+      readFileSync(join(dir, 'plots', 'timeline-backward.png')),
     ),
   );
+});
+
+test('fcp report draws the compare.json of fcp compare, and refuses a plan with exit 2', () => {
+  const parent = mkdtempSync(join(tmpdir(), 'fcp-cli-'));
+  const cmp = join(parent, 'cmp');
+  const c = fcp([
+    'compare',
+    '--strategies',
+    'fcp,ring,wlb',
+    '--world',
+    '2,4',
+    '--tokens-per-rank',
+    '4096',
+    '--out',
+    cmp,
+  ]);
+  assert.equal(c.code, 0, c.stderr);
+  const out = join(parent, 'from-compare');
+  const r = fcp(['report', join(cmp, 'compare.json'), '--out', out]);
+  assert.equal(r.code, 0, r.stderr);
+  const html = readFileSync(join(out, 'index.html'), 'utf8');
+  assert.ok(html.includes('Drawn from'), 'the page says where its numbers come from');
+  assert.ok(existsSync(join(out, 'plots', 'scaling.png')));
+  // The report it wrote is itself a results file fcp report accepts.
+  assert.equal(fcp(['report', out, '--out', join(parent, 'again')]).code, 0);
+  writeFileSync(join(parent, 'plan.json'), JSON.stringify({ format: 'fcp-plan/1' }));
+  const bad = fcp(['report', join(parent, 'plan.json'), '--out', join(parent, 'x')]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^fcp: error: results\.format\b/);
+  assert.ok(!existsSync(join(parent, 'x')));
 });

@@ -39,9 +39,9 @@ export function smallResults(): Results {
   const problem = resolveProblem({ world: 8, tokensPerRank: 1024, seed: 5 });
   const plan = simplePlan(problem);
   const strategies = ['fcp', 'ring'];
-  const timeline = (strategy: string) => ({
+  const timeline = (strategy: string, phase: 'forward' | 'backward') => ({
     strategy,
-    phase: 'forward' as const,
+    phase,
     world: 8,
     makespanMs: 4,
     ranks: 8,
@@ -74,7 +74,12 @@ export function smallResults(): Results {
       lengthHistogram: [{ lo: 512, count: 3, tokens: 2000 }],
     },
     strategies,
-    runs: strategies.map((s, i) => run(s, i)),
+    runs: strategies.map((s, i) => ({
+      ...run(s, i),
+      config: `config of ${s}`,
+      planMs: 1 + i,
+      peakResidentTokens: 1724 + i,
+    })),
     scaling: strategies.flatMap((s, i) =>
       [2, 4, 8].map((w) => ({
         strategy: s,
@@ -84,7 +89,32 @@ export function smallResults(): Results {
         valid: true,
       })),
     ),
-    timelines: strategies.map(timeline),
+    timelines: strategies.flatMap((s) => [timeline(s, 'forward'), timeline(s, 'backward')]),
+    busy: strategies.flatMap((s) =>
+      (['forward', 'backward'] as const).map((phase) => ({
+        strategy: s,
+        phase,
+        world: 8,
+        binMs: 0.5,
+        compute: [1, 1, 0.75, 0.5, 0.25],
+        comm: [0.5, 0.5, 0, 0, 0],
+      })),
+    ),
+    memory: strategies.map((s, i) => ({
+      strategy: s,
+      world: 8,
+      limitTokens: 1536,
+      home: Array.from({ length: 8 }, () => 1024),
+      peak: Array.from({ length: 8 }, (_, r) => 1024 + 100 * r + i),
+    })),
+    ablation: {
+      world: 8,
+      steps: [
+        { step: 'base', label: 'no pipeline', mfuForward: 0.1, mfuBackward: 0.12 },
+        { step: 'reshuffle', label: '+ reshuffle overlap', mfuForward: 0.5, mfuBackward: 0.45 },
+      ],
+    },
+    origin: 'demo',
     placement: placementOf({ ...plan, strategy: 'fcp' }),
     rounds: [roundsOf({ ...plan, strategy: 'fcp' }, 'forward')],
     numerics: {

@@ -32,7 +32,7 @@ test('reportHtml: one self-contained page with every figure, the tables and the 
   const html = reportHtml(r, rendered());
   assert.ok(html.startsWith('<!DOCTYPE html>'));
   for (const f of figuresOf(r)) {
-    assert.ok(html.includes(`<figure id="${f.id}">`), f.id);
+    assert.ok(html.includes(`<figure id="${f.id}"`), f.id);
     assert.ok(html.includes(`href="plots/${f.id}.png"`), f.id);
   }
   // Self-contained: no script, no stylesheet link, no external URL of any kind.
@@ -62,8 +62,11 @@ test('reportHtml flags invalid plans and failed numerics', () => {
 test('headline compares FCP with the best baseline from the numbers', () => {
   const r = smallResults();
   const h = headline(r)!;
+  assert.match(h, /^Simulated on the hopper-ib cluster model, 8 ranks: /);
   assert.match(h, /FCP reaches attention MFU 0\.50 forward \/ 0\.45 backward/);
-  assert.match(h, /ring, 0\.45 \/ 0\.41 \(1\.11x \/ 1\.10x\)/);
+  assert.match(h, /ring, 0\.45 \/ 0\.41 \(FCP 1\.11x \/ 1\.10x\)/);
+  const wlb = { ...r, runs: [r.runs[0]!, { ...r.runs[1]!, strategy: 'wlb', config: 'chose bytescale (x)' }] };
+  assert.match(headline(wlb)!, /the best baseline, wlb \(running bytescale's plan\), /);
   assert.equal(headline({ ...r, runs: r.runs.slice(1) }), undefined);
 });
 
@@ -85,4 +88,39 @@ test('summary table: one row per strategy, numbers right-aligned', () => {
     ),
     'a       n\n--  -----\nx     1.5\nyy  10.25',
   );
+});
+
+test('timeline figures become a tab selector without script, forward checked first', () => {
+  const html = reportHtml(smallResults(), rendered());
+  const section = /<section class="tabs" id="tabs-timeline">([\s\S]*?)<\/section>/.exec(html)?.[1] ?? '';
+  assert.match(
+    section,
+    /<input type="radio" name="tabs-timeline" id="tab-timeline-forward" checked><label for="tab-timeline-forward">forward<\/label>/,
+  );
+  assert.match(section, /<input type="radio" name="tabs-timeline" id="tab-timeline-backward"><label/);
+  assert.ok(
+    section.indexOf('<figure id="timeline-forward" class="tab">') > section.indexOf('tab-timeline-backward'),
+  );
+  assert.ok(section.includes('<figure id="timeline-backward" class="tab">'));
+  // The CSS shows the n-th figure of a selector when its n-th radio is checked.
+  assert.ok(html.includes('.tabs>input:nth-of-type(2):checked~figure:nth-of-type(2)'));
+});
+
+test('configurations, planning time, memory and the paper beside ours; "simulated" in the subtitle', () => {
+  const r = smallResults();
+  const html = reportHtml(r, rendered());
+  assert.match(html, /<h2 id="strategies">Configurations<\/h2>/);
+  assert.ok(html.includes('<td class="l">config of ring</td>'));
+  assert.ok(html.includes('<td>1724 (112% of budget)</td>'));
+  assert.match(html, /<h2 id="paper">Beside the paper<\/h2>/);
+  assert.ok(html.includes('1.13x - 2.21x'));
+  assert.ok(html.includes('<td>0.29 / 0.37</td><td>0.100 / 0.120</td>'));
+  assert.ok(html.includes('<td>0.75 / 0.74</td><td>0.500 / 0.450</td>'));
+  assert.match(html, /<span class="simulated">simulated<\/span> on cluster <code>hopper-ib<\/code>/);
+  const none = reportHtml(
+    { ...r, ablation: null, runs: r.runs.map(({ config, planMs, peakResidentTokens, ...x }) => x) },
+    rendered(),
+  );
+  assert.ok(!none.includes('id="strategies"'));
+  assert.ok(none.includes('id="paper"'), 'the speedups need only the runs');
 });

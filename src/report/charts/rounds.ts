@@ -52,7 +52,8 @@ export function roundSegments(r: RoundStructure): RoundSegment[] {
 /** Rounds on x, ranks on y; left panel sends, right panel receives; colour = messages. */
 export function roundsSpec(r: RoundStructure): TopLevelSpec {
   const values = roundSegments(r);
-  const maxMessages = Math.max(1, ...values.map((v) => v.messages));
+  let maxMessages = 1;
+  for (const v of values) maxMessages = Math.max(maxMessages, v.messages); // no spread: segments can be many
   const width = Math.min(380, Math.max(120, r.rounds * 6));
   const height = Math.min(320, Math.max(100, r.world * 5));
   return {

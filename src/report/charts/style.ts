@@ -21,16 +21,28 @@ export function strategyScale(strategies: readonly string[]): { domain: string[]
   return { domain: [...strategies], range };
 }
 
-/** Colours of transfer kinds and compute, for bytes and timelines. */
+/**
+ * Colours of compute and transfer kinds, for bytes and timelines. Compute is the only dark colour
+ * (navy), so it never reads as a transfer; single kinds and the combinations the simulator reports
+ * for one communication group (`kv+out`: both kinds in flight) each get a distinct hue.
+ */
 export const KIND_COLORS: Record<string, string> = {
-  compute: '#525252',
-  in: '#1f77b4',
-  kv: '#ff7f0e',
-  out: '#2ca02c',
-  dkv: '#d62728',
-  comm: '#ff7f0e',
+  compute: '#1f3a68',
+  in: '#76b7b2',
+  kv: '#f28e2b',
+  out: '#59a14f',
+  dkv: '#e15759',
+  comm: '#f28e2b',
+  'in+kv': '#edc948',
+  'kv+out': '#b07aa1',
+  'in+kv+out': '#ff9da7',
+  'in+out': '#9c755f',
+  'kv+dkv': '#d37295',
+  'dkv+out': '#8cd17d',
+  'kv+dkv+out': '#a0cbe8',
+  'in+kv+dkv': '#bab0ac',
 };
-const KIND_FALLBACK = ['#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf', '#7f7f7f'];
+const KIND_FALLBACK = ['#79706e', '#ffbe7d', '#86bcb6', '#499894', '#fabfd2', '#b6992d'];
 
 /** Colours for activity kinds in order: known kinds keep theirs, combinations (`in+kv`) take the next free one. */
 export function kindScale(kinds: readonly string[]): { domain: string[]; range: string[] } {
@@ -39,6 +51,14 @@ export function kindScale(kinds: readonly string[]): { domain: string[]; range: 
     domain: [...kinds],
     range: kinds.map((k) => KIND_COLORS[k] ?? KIND_FALLBACK[next++ % KIND_FALLBACK.length]!),
   };
+}
+
+/**
+ * The baseline a meta-strategy picked, from its configuration text (wlb's `chose bytescale (...)`),
+ * or undefined for strategies that pick nothing.
+ */
+export function choiceOf(config: string | undefined): string | undefined {
+  return config === undefined ? undefined : /^chose (\S+)/.exec(config)?.[1];
 }
 
 /** Base config shared by every chart (fonts available offline; no external resources). */

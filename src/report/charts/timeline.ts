@@ -1,71 +1,95 @@
 /**
- * Per-rank timeline (Gantt) of one phase for a few strategies (FCP against ring in the demo): per
- * rank two thin lanes, compute above communication, on a shared time axis so the makespans compare.
+ * Per-rank timeline (Gantt) of one phase for every strategy: one panel per strategy, one band per
+ * drawn rank split into two lanes (compute above, communication below). Each panel has its own
+ * time axis: makespans differ by 20x and more at 256 ranks, and a shared axis would shrink the
+ * fast strategies to a sliver; the makespan is in each panel's header instead.
  */
 import type { TopLevelSpec } from 'vega-lite';
 import type { Timeline } from '../results.ts';
 import { baseSpec, kindScale } from './style.ts';
 
-/** Lane height in rank units: lane 0 (compute) at [rank, rank+0.42], lane 1 (comm) below it. */
-const LANE = 0.45;
-const BAR = 0.42;
+/** Pixels of one rank's band (both lanes): readable lanes even when 24 ranks are drawn. */
+const BAND = 16;
 
-/** One panel per timeline (stacked vertically), ranks on y (rank 0 on top), milliseconds on x. */
-export function timelineSpec(timelines: readonly Timeline[]): TopLevelSpec {
-  const strategies = timelines.map((t) => t.strategy);
-  const values = timelines.flatMap((t) =>
-    t.events.map((e) => ({
-      strategy: t.strategy,
-      rank: e.rank,
-      y0: e.rank + e.lane * LANE,
-      y1: e.rank + e.lane * LANE + BAR,
-      start: e.start,
-      end: e.end,
-      kind: e.kind,
-      lane: e.lane === 0 ? 'compute' : 'comm',
-    })),
+/** `12.3 ms`, `0.845 ms`: a makespan with three significant digits. */
+export function msLabel(ms: number): string {
+  return `${ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3)} ms`;
+}
+
+/** The panel header of a timeline: strategy (with `note`, e.g. wlb's pick), makespan, ranks drawn. */
+export function timelinePanel(t: Timeline, note?: string): string {
+  const shown = `${t.ranks} of ${t.world} ranks`;
+  const name = note ? `${t.strategy} (${note})` : t.strategy;
+  return `${name}: makespan ${msLabel(t.makespanMs)} (simulated), ${t.ranks >= t.world ? 'every rank' : shown}`;
+}
+
+/**
+ * Timelines of `phase`, one panel per strategy (in the given order), ranks on y, ms on x; `notes`
+ * adds words to a strategy's header (wlb's pick).
+ */
+export function timelineSpec(
+  timelines: readonly Timeline[],
+  phase: 'forward' | 'backward',
+  notes: Readonly<Record<string, string>> = {},
+): TopLevelSpec {
+  const sel = timelines.filter((t) => t.phase === phase);
+  const panels = sel.map((t) => timelinePanel(t, notes[t.strategy]));
+  const values: Record<string, string | number>[] = [];
+  const kindSet = new Set<string>();
+  sel.forEach((t, i) => {
+    for (const e of t.events) {
+      kindSet.add(e.kind);
+      values.push({
+        panel: panels[i]!,
+        rank: e.rank,
+        lane: e.lane === 0 ? 'compute' : 'communication',
+        start: e.start,
+        end: e.end,
+        kind: e.kind,
+      });
+    }
+  });
+  const kinds = [...kindSet].sort((a, b) =>
+    a === 'compute' ? -1 : b === 'compute' ? 1 : a.length - b.length || a.localeCompare(b),
   );
-  const ranks = Math.max(1, ...timelines.map((t) => t.ranks));
-  const kinds = [...new Set(values.map((v) => v.kind))].sort((a, b) =>
-    a === 'compute' ? -1 : b === 'compute' ? 1 : a.localeCompare(b),
-  );
-  const phase = timelines[0]?.phase ?? 'forward';
   return {
-    ...baseSpec(`Per-rank timeline, ${phase} (top lane compute, bottom lane communication)`),
+    ...baseSpec(`Per-rank timeline, ${phase} (upper lane compute, lower lane communication)`),
     data: { values },
     facet: {
       row: {
-        field: 'strategy',
+        field: 'panel',
         type: 'nominal',
-        sort: strategies,
+        sort: panels,
         title: null,
-        header: { labelAngle: 0, labelFontSize: 13, labelFontWeight: 'bold', labelAlign: 'left' },
+        header: {
+          labelAngle: 0,
+          labelFontSize: 13,
+          labelFontWeight: 'bold',
+          labelAlign: 'left',
+          labelAnchor: 'start',
+          labelOrient: 'top',
+        },
       },
     },
-    resolve: { scale: { y: 'independent' } },
+    resolve: { scale: { x: 'independent', y: 'independent' }, axis: { x: 'independent' } },
+    spacing: 18,
     spec: {
-      width: 720,
-      height: Math.min(420, Math.max(120, ranks * 6)),
-      mark: { type: 'rect', aria: false },
+      width: 860,
+      height: { step: BAND },
+      mark: { type: 'bar', aria: false },
       encoding: {
-        x: { field: 'start', type: 'quantitative', title: 'time (ms)' },
+        x: { field: 'start', type: 'quantitative', title: 'time from the phase start (ms, simulated)' },
         x2: { field: 'end' },
-        y: {
-          field: 'y0',
-          type: 'quantitative',
-          scale: { domain: [0, ranks], reverse: true, nice: false, zero: true },
-          title: 'rank',
-          axis: { tickMinStep: 1, format: 'd' },
-        },
-        y2: { field: 'y1' },
-        color: {
-          field: 'kind',
+        y: { field: 'rank', type: 'ordinal', title: 'rank', axis: { labelFontSize: 9 } },
+        yOffset: {
+          field: 'lane',
           type: 'nominal',
-          scale: kindScale(kinds),
-          title: 'activity',
+          sort: ['compute', 'communication'],
+          scale: { paddingInner: 0.12 },
         },
+        color: { field: 'kind', type: 'nominal', scale: kindScale(kinds), title: 'activity' },
         tooltip: [
-          { field: 'rank', type: 'quantitative' },
+          { field: 'rank', type: 'ordinal' },
           { field: 'lane', type: 'nominal' },
           { field: 'kind', type: 'nominal' },
           { field: 'start', type: 'quantitative', format: '.3f' },
@@ -73,5 +97,5 @@ export function timelineSpec(timelines: readonly Timeline[]): TopLevelSpec {
         ],
       },
     },
-  };
+  } as TopLevelSpec;
 }
