@@ -14,7 +14,8 @@
  *   that divide the world and the Q and K/V heads), all_gather.
  * - bytescale: group sizing x packing (memory/tokens, memory/work, work/tokens, work/work), then
  *   power-of-two groups on or off.
- * - wlb: the per-sequence candidate's rules (bytescale memory/tokens or work/work).
+ * - wlb: the per-sequence candidate's rules (bytescale memory/tokens or work/work); the
+ *   per-document candidate (TE p2p ring, or WLB-LLM's unpadded all-gather).
  * - magi: backend (a2av, native) x hidden tail reduce; then `overlap_degree` 1-4 (the docs'
  *   recommended range); then the chunk size (2048 as in Magi's benchmark, the default
  *   total/(8N), 8192).
@@ -49,8 +50,14 @@ export function defaultConfig(strategy: string, problem: Problem): Config {
     case 'ring':
       return { ringVariant: 'p2p' };
     case 'bytescale':
-    case 'wlb':
       return { bytescaleSizing: 'memory', bytescalePacking: 'tokens', bytescalePow2: false };
+    case 'wlb':
+      return {
+        bytescaleSizing: 'memory',
+        bytescalePacking: 'tokens',
+        bytescalePow2: false,
+        wlbPerDocument: 'p2p',
+      };
     case 'magi':
       return {
         magiBackend: 'a2av',
@@ -105,6 +112,7 @@ export function sweepStages(strategy: string, p: Problem, a2aDegree?: number): C
           { bytescaleSizing: 'memory', bytescalePacking: 'tokens' },
           { bytescaleSizing: 'work', bytescalePacking: 'work' },
         ],
+        [{ wlbPerDocument: 'p2p' }, { wlbPerDocument: 'all_gather' }],
       ];
     case 'magi': {
       const d = defaultMagiChunk(p);

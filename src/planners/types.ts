@@ -73,6 +73,11 @@ export interface PlannerOptions {
   bytescalePacking?: 'tokens' | 'work';
   /** bytescale: round group sizes up to a power of two (Megatron dynamic CP). Default false. */
   bytescalePow2?: boolean;
+  /**
+   * wlb: its per-document candidate: TE's `p2p` ring (default) or WLB-LLM's `all_gather` of K/V with
+   * an unpadded split.
+   */
+  wlbPerDocument?: 'p2p' | 'all_gather';
 }
 
 /** A strategy that turns a problem into a plan. */

@@ -16,7 +16,7 @@ import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
-import { planRing } from '../../src/planners/ring/index.ts';
+import { planPerDocumentAllGather, planRing } from '../../src/planners/ring/index.ts';
 import type { PlannerOptions } from '../../src/planners/types.ts';
 import { type Problem, resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
@@ -37,6 +37,7 @@ const VARIANTS: { name: string; plan: PlanFn; options: (world: number) => Planne
     options: (w) => (w % 2 === 0 ? { ringVariant: 'a2a+p2p', a2aDegree: 2, a2aSplitTokens: 8 } : undefined),
   },
   { name: 'ring all_gather', plan: planRing, options: () => ({ ringVariant: 'all_gather' }) },
+  { name: 'wlb per-document all-gather', plan: (p) => planPerDocumentAllGather(p), options: () => ({}) },
   {
     name: 'bytescale work/work',
     plan: planByteScale,

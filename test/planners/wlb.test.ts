@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { getPlanner, simulatorEstimate } from '../../src/experiments/strategies.ts';
 import { attendedPairs } from '../../src/model/attention.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
-import { getPlanner, simulatorEstimate } from '../../src/experiments/strategies.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import { flopByteEstimate, partStatsCache, phaseLoad } from '../../src/planners/wlb/estimate.ts';
 import { flopByteWlbEstimate, type PlanEstimate, planWlb } from '../../src/planners/wlb/index.ts';
@@ -104,6 +104,7 @@ test('wlb: picks the plan the estimator says is faster, relabelled, with the cho
   assert.deepEqual((preferRing.meta as { wlb: unknown }).wlb, {
     estimator: 'test',
     cluster: 'hopper-ib',
+    perDocument: 'p2p',
     estimateMs: { ring: 1, bytescale: 2 },
     chosen: 'ring',
   });
@@ -144,4 +145,18 @@ test('wlb: the registered estimate follows problem.cluster (--cluster), and the 
   assert.ok(fast.estimateMs.ring < ib.estimateMs.ring, 'a faster network makes the ring cheaper');
   assert.equal(ib.chosen, 'bytescale');
   assert.equal(fast.chosen, 'ring');
+});
+
+test("wlb per-document all_gather: WLB-LLM's unpadded all-gather is the per-document candidate", () => {
+  const p = resolveProblem({ batch: [33, 7, 90], world: 4, tokensPerRank: 64 });
+  const plan = planWlb(
+    p,
+    { wlbPerDocument: 'all_gather' },
+    { name: 'ring', estimate: (x) => ((x.meta as { planner: string }).planner === 'ring' ? 1 : 2) },
+  );
+  assert.equal((plan.meta as { wlb: { perDocument: string } }).wlb.perDocument, 'all_gather');
+  // No padding recorded (TE's p2p pads to 2N), one all-gather group forward.
+  assert.deepEqual(Array.from(plan.seqSets!.padTo!), [0]);
+  assert.equal(plan.forward.groupOfRound.at(-1), 0);
+  assert.throws(() => planWlb(p, { wlbPerDocument: 'a2a' as 'p2p' }, flopByteWlbEstimate), /per-document/);
 });

@@ -80,6 +80,26 @@ export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
   return b.build('ring', v.forwardGroups, v.backwardGroups, { ...meta, parts: 2 * n });
 }
 
+/**
+ * WLB-LLM's per-document CP (arXiv 2503.17924; peers.md section 6): every document cut into 2N
+ * DualChunkSwap parts without padding, K/V all-gathered, dK/dV reduce-scattered. Used by `wlb`.
+ */
+export function planPerDocumentAllGather(problem: Problem): Plan {
+  const b = new PlanBuilder(problem);
+  const n = problem.world;
+  const seqs = Int32Array.from({ length: problem.sequences.length }, (_, i) => i);
+  if (n === 1) return planRing(problem);
+  const v = addAllGather(b, seqs, false);
+  return b.build('ring', v.forwardGroups, v.backwardGroups, {
+    planner: 'ring',
+    variant: 'per-document all-gather (unpadded)',
+    parts: 2 * n,
+    padTo: 0,
+    paddingTokens: 0,
+    layout: 'DualChunkSwap per document (user layout = home layout: the loader shards the batch)',
+  });
+}
+
 /** The `ring` planner. */
 export const ringPlanner: Planner = {
   name: 'ring',

@@ -343,13 +343,15 @@ export function addA2aP2pRing(
  * TE `all_gather` over all ranks: forward group 0 all-gathers every rank's two DualChunkSwap parts
  * (sub-round s: rank r sends to r+s); each rank computes its own parts first (no wait), then the
  * rest after group 0. Backward: the same gather, then group 1 reduce-scatters dK/dV: each rank
- * sends its partial of every other rank's part to that part's owner.
+ * sends its partial of every other rank's part to that part's owner. With `pad` false the parts are
+ * not padded (WLB-LLM's per-document sharding: an uneven split, no padding).
  */
-export function addAllGather(b: PlanBuilder, seqs: ArrayLike<number>): VariantInfo {
+export function addAllGather(b: PlanBuilder, seqs: ArrayLike<number>, pad = true): VariantInfo {
   const n = b.problem.world;
   const causal = b.problem.mask === 'causal';
   const parts = 2 * n;
-  const set = b.seqSet(seqs, parts);
+  // TE pads every sequence to a multiple of 2N; WLB-LLM's per-document split does not (pad false).
+  const set = b.seqSet(seqs, pad ? parts : 0);
   const live = liveParts(b.problem.sequences, seqs, parts);
   const mine = (r: number) => [r, parts - 1 - r].filter((x) => x < live);
   const ownerOf = (x: number) => (x < n ? x : parts - 1 - x);

@@ -12,10 +12,11 @@
  * are recorded in `plan.meta.wlb`.
  */
 
+import { fail } from '../../core/issues.ts';
 import type { Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { planByteScale } from '../bytescale/index.ts';
-import { planRing } from '../ring/index.ts';
+import { planPerDocumentAllGather, planRing } from '../ring/index.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { flopByteEstimate } from './estimate.ts';
 
@@ -48,7 +49,18 @@ export const flopByteWlbEstimate: NamedEstimate = {
  * Plans both candidates and returns the faster one by `estimate` (ties: ring), relabelled `wlb`.
  */
 export function planWlb(problem: Problem, options: PlannerOptions, estimator: NamedEstimate): Plan {
-  const ring = planRing(problem, options);
+  const perDocument = options.wlbPerDocument ?? 'p2p';
+  if (perDocument !== 'p2p' && perDocument !== 'all_gather')
+    fail(
+      'option.wlbPerDocument',
+      `wlb per-document mode must be p2p or all_gather (got ${String(perDocument)})`,
+      'wlbPerDocument',
+    );
+  // Per-document sharding: TE's p2p ring (default) or WLB-LLM's own all-gather without padding.
+  const ring =
+    perDocument === 'all_gather'
+      ? planPerDocumentAllGather(problem)
+      : planRing(problem, { ...options, ringVariant: 'p2p' });
   const bytescale = planByteScale(problem, options);
   const ringMs = estimator.estimate(ring, problem);
   const bytescaleMs = estimator.estimate(bytescale, problem);
@@ -62,6 +74,7 @@ export function planWlb(problem: Problem, options: PlannerOptions, estimator: Na
       wlb: {
         estimator: estimator.name,
         cluster: problem.cluster.name,
+        perDocument,
         estimateMs: { ring: ringMs, bytescale: bytescaleMs },
         chosen: chosen.strategy,
       },
