@@ -15,6 +15,7 @@ times (ms) of every op, flow and entry, and the counts of SimGrid events.
 """
 import heapq
 import json
+import os
 import sys
 import time
 
@@ -36,7 +37,10 @@ MODELS = ("CM02", "LV08", "IB")
 
 
 def _config(model, exact):
-    args = ["fcp-simgrid", f"--cfg=network/model:{model}", "--log=root.thresh:critical", "--cfg=network/optim:Full",
+    args = ["fcp-simgrid", f"--cfg=network/model:{model}", "--log=root.thresh:critical",
+            # Full re-solves of the sharing system: SimGrid's default lazy updates drift by up to
+            # ~3e-4 of a makespan on our plans, and a referee should be exact.
+            "--cfg=network/optim:Full",
             # Our links are one per direction and NCCL over RDMA has no TCP acknowledgements or
             # window: no reverse cross traffic and no TCP window bound in any model.
             "--cfg=network/crosstraffic:0", "--cfg=network/TCP-gamma:0"]
@@ -44,7 +48,7 @@ def _config(model, exact):
         # Every correction factor off: SimGrid's solver alone, which should be exactly max-min fair.
         args += ["--cfg=network/latency-factor:1", "--cfg=network/bandwidth-factor:1",
                  "--cfg=network/weight-S:0"]
-    import os
+    # Extra SimGrid flags for experiments (e.g. FCP_SIMGRID_CFG="--cfg=network/optim:Lazy").
     args += [a for a in os.environ.get("FCP_SIMGRID_CFG", "").split() if a]
     return args
 
