@@ -82,3 +82,29 @@ test('fcp plans differ by cluster where the network enters, and stay valid', () 
   // A torus has no NVLink node: the locality tie-break and the sender choice change.
   assert.ok(!same(hopper, torus) || JSON.stringify(hopper.homeLayout) !== JSON.stringify(torus.homeLayout));
 });
+
+test('a receiver of a busy sender waits for the sender: the group ends with its busiest partner', () => {
+  const links = linkModel(resolveCluster('hopper-ib'), 8);
+  const ctx: TimelineContext = {
+    world: 32,
+    links,
+    model: LLAMA3_70B,
+    causal: true,
+    dir: 'forward',
+    tm: new KernelTime(LLAMA3_70B),
+  };
+  const placer = new GroupPlacer(16, 32);
+  const list = new TransferList();
+  // Rank 0 sends 1024 tokens to each of ranks 8, 16, 24 (three nodes away) in one group.
+  for (const d of [8, 16, 24]) {
+    const slot = placer.place(0);
+    placer.mark(slot, 0, d);
+    list.add(slot, 0, d, Kind.kv, 0, 0, 1024);
+  }
+  const { groupEnd } = estimateGroups(ctx, placer, list);
+  const one = (1024 * kvBytesPerToken(LLAMA3_70B)) / links.interBytesPerMs;
+  const sender = 3 * one + links.groupLatencyMs;
+  assert.ok(Math.abs(groupEnd[0]! - sender) < 1e-9);
+  // Each receiver's own bytes take `one`, but its flow shares rank 0's NIC with two others.
+  for (const d of [8, 16, 24]) assert.ok(Math.abs(groupEnd[d]! - sender) < 1e-9, `rank ${d}`);
+});

@@ -7,8 +7,9 @@
  * results still leave as early as they can (placed after every transfer instead, the backward's
  * dK/dV partials all queued behind the last op: a 60 ms tail at 64 ranks).
  *
- * The model: groups in lockstep, each as long as its busiest rank's bytes over the cluster's links
- * (links.ts: NVLink inside a node, the NIC across) plus one latency; compute ops in table order per rank,
+ * The model: groups in lockstep; a rank's group takes its bytes over the cluster's links (links.ts:
+ * NVLink inside a node, the NIC across) plus one latency per comm group, or as long as its busiest
+ * partner in the group takes (a transfer shares both ends' links); compute ops in table order per rank,
  * each after its group, taking the time model's kernel time of its tasks. The estimate only has to
  * order ops against groups; the simulator (src/executors/sim) is what measures a plan.
  */
@@ -91,6 +92,8 @@ export function estimateGroups(
   const groupEnd = new Float64Array(G * W);
   const prev = new Float64Array(W);
   const enter = new Float64Array(W);
+  const busy = new Float64Array(W);
+  const done = new Float64Array(W);
   for (let g = 0; g < G; g++) {
     enter.set(prev);
     load.fill(0);
@@ -115,8 +118,23 @@ export function estimateGroups(
         const intra = Math.max(load[o + 2]!, load[o + 3]!) / intraBytesPerMs;
         if (inter > 0 || intra > 0) busyMs += Math.max(inter, intra) + groupLatencyMs;
       }
+      busy[r] = busyMs;
+    }
+    // A transfer shares both ends' links: it ends no earlier than the busier end, so a rank's
+    // group ends when its slowest partner is done (a receiver of a sender with many flows in the
+    // group waits for the sender's whole group, not only for its own bytes).
+    done.set(busy);
+    for (let k = gOff[g]!; k < gOff[g + 1]!; k++) {
+      const i = byGroup[k]!;
+      const s = list.field(i, 1);
+      const d = list.field(i, 2);
+      const t = Math.max(busy[s]!, busy[d]!);
+      if (t > done[s]!) done[s] = t;
+      if (t > done[d]!) done[d] = t;
+    }
+    for (let r = 0; r < W; r++) {
       groupStart[g * W + r] = enter[r]!;
-      prev[r] = enter[r]! + busyMs;
+      prev[r] = enter[r]! + done[r]!;
       groupEnd[g * W + r] = prev[r]!;
     }
   }
