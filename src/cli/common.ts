@@ -59,7 +59,7 @@ export function addPlannerOptions(cmd: Command): Command {
     .option('--min-tile <n>', 'fcp: smallest tile side for remainder strips (default 1024)')
     .option(
       '--loader-layout',
-      "fcp: the loader delivers FCP's home layout (no reshuffle), as the baselines assume",
+      'fcp: mode (b), the loader delivers a home layout with equal tokens per rank (within 1% of the mean) once per step; no reshuffle',
     )
     .option('--balance <mode>', 'fcp: balance modelled kernel time (time, default) or attended pairs (pairs)')
     .option('--chunk-size <n>', 'magi: chunk size in tokens (default total/(8N))')
