@@ -20,6 +20,7 @@ import {
   parseNetworkParams,
   portEfficiency,
 } from '../../src/cost/contention.ts';
+import { Network } from '../../src/cost/network.ts';
 import { DEFAULT_CONTENTION, resolveCluster } from '../../src/problem/cluster.ts';
 
 const codes = (fn: () => unknown): string[] => {
@@ -125,4 +126,15 @@ test('the fit: refitting the measurements gives the shipped parameters, and each
   const hand = 10 + 55 * msgUs + (56 * 131072) / (47.5e3 * eta);
   assert.ok(Math.abs(alltoallUs(doc.params, 8, 8, 8388608, 47.5, 10) - hand) < 1e-9);
   assert.ok(Math.abs(hand - (337.8 + 295.6) / 2) < 0.5);
+});
+
+test('only the per-GPU NIC ports are contended, and only under the contention model', () => {
+  const on = new Network(resolveCluster('hopper-ib', { network: 'contention' }), 16);
+  assert.ok(on.hasContention());
+  for (let r = 0; r < 16; r++) {
+    assert.deepEqual([...on.contended.subarray(4 * r, 4 * r + 4)], [0, 0, 1, 1], `rank ${r}`);
+  }
+  assert.ok(!new Network(resolveCluster('hopper-ib'), 16).hasContention());
+  // NVLink-only and torus networks have no measured contention: they stay fluid.
+  assert.ok(!new Network(resolveCluster('torus', { network: 'contention' }), 16).hasContention());
 });

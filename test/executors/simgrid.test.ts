@@ -85,7 +85,9 @@ test("accounting from reported times equals the engine's own (busy, comm, expose
   for (const dir of ['forward', 'backward'] as const) {
     assert.equal(b[dir].makespanMs, a[dir].makespanMs);
     for (const k of ['computeMs', 'commMs', 'exposedCommMs', 'idleMs'] as const)
-      a[dir][k].forEach((v, r) => assert.ok(Math.abs(b[dir][k][r]! - v) < 1e-9, `${dir} ${k} rank ${r}`));
+      a[dir][k].forEach((v, r) => {
+        assert.ok(Math.abs(b[dir][k][r]! - v) < 1e-9, `${dir} ${k} rank ${r}`);
+      });
     assert.deepEqual(b[dir].bytes, a[dir].bytes);
     assert.deepEqual(b[dir].reshuffle, a[dir].reshuffle);
   }
