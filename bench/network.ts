@@ -7,8 +7,14 @@
  *
  *   npx tsx bench/network.ts [--strategies fcp,magi] [--worlds 16,64,256] [--batches 1] [--simgrid-model ib]
  *   npx tsx bench/network.ts --fit      # the contention fit against every measurement
+ *   npx tsx bench/network.ts --no-simgrid --params FILE   # another contention fit, our engine only
  */
-import { defaultNetworkParams, fitTable } from '../src/cost/contention.ts';
+import {
+  contentionOverrides,
+  defaultNetworkParams,
+  fitTable,
+  loadNetworkParams,
+} from '../src/cost/contention.ts';
 import { type SimOptions, simulatePlan } from '../src/executors/sim/index.ts';
 import { parseSimgridModel, simgridEngine } from '../src/executors/simgrid/index.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
@@ -38,17 +44,30 @@ const batches = Number(arg('batches', '1'));
 const sgModel = parseSimgridModel(arg('simgrid-model', 'ib'));
 
 const fluid = resolveCluster('hopper-ib');
-const contention = resolveCluster('hopper-ib', { network: 'contention' });
+const paramsFile = arg('params', '');
+const contention = resolveCluster('hopper-ib', {
+  network: 'contention',
+  ...(paramsFile ? contentionOverrides(loadNetworkParams(paramsFile)) : {}),
+});
+const withSimgrid = !process.argv.includes('--no-simgrid');
 type Col = { name: string; cluster: typeof fluid; sim: SimOptions };
 const cols: Col[] = [
   { name: 'fluid', cluster: fluid, sim: { cluster: fluid } },
   { name: 'contention', cluster: contention, sim: { cluster: contention } },
-  { name: `simgrid-${sgModel}`, cluster: fluid, sim: { cluster: fluid, engine: simgridEngine(sgModel) } },
+  ...(withSimgrid
+    ? [
+        {
+          name: `simgrid-${sgModel}`,
+          cluster: fluid,
+          sim: { cluster: fluid, engine: simgridEngine(sgModel) },
+        },
+      ]
+    : []),
 ];
 
 const f3 = (x: number): string => x.toFixed(3);
 console.log(
-  `attention MFU forward / backward (simulated; longtail, 32K tokens/rank, hopper-ib, mean of ${batches} batch(es))`,
+  `attention MFU forward / backward (simulated; longtail, 32K tokens/rank, hopper-ib, mean of ${batches} batch(es); contention loss ${contention.contentionLoss}, ${contention.contentionMsgUs} us/message)`,
 );
 console.log(`| strategy | GPUs | ${cols.map((c) => c.name).join(' | ')} | SimGrid wall s |`);
 console.log(`|---|---:|${cols.map(() => '---|').join('')}---:|`);

@@ -138,3 +138,10 @@ test('only the per-GPU NIC ports are contended, and only under the contention mo
   // NVLink-only and torus networks have no measured contention: they stay fluid.
   assert.ok(!new Network(resolveCluster('torus', { network: 'contention' }), 16).hasContention());
 });
+
+test('the sensitivity fit (loss at its bound) also reproduces every measurement within 10%', () => {
+  const base = defaultNetworkParams();
+  const bound = loadNetworkParams(join(import.meta.dirname, '../../data/network/contention-loss-bound.json'));
+  assert.ok(bound.params.loss > base.params.loss);
+  for (const r of fitTable(base, bound.params)) assert.ok(r.ok, `${r.id}: ${r.model} vs ${r.measured}`);
+});

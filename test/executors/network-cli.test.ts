@@ -12,6 +12,7 @@ import { Command } from 'commander';
 import { register as registerCompare } from '../../src/cli/compare.ts';
 import { register as registerSimulate } from '../../src/cli/simulate.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { findSimgridPython } from '../../src/executors/simgrid/index.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
@@ -98,6 +99,26 @@ test('compare names its network model in the table and compare.json', async () =
   assert.equal(doc.network, 'contention');
   assert.equal(doc.engine, 'builtin');
   assert.equal(doc.cluster.network, 'contention');
+});
+
+test('compare --engine simgrid replays every plan through SimGrid and says so', {
+  skip: findSimgridPython() === null ? 'no Python with simgrid' : false,
+}, async () => {
+  const text = await run(
+    'compare',
+    '--strategies',
+    'fcp',
+    '--world',
+    '16',
+    '--tokens-per-rank',
+    '4096',
+    '--engine',
+    'simgrid',
+    '--simgrid-model',
+    'cm02',
+  );
+  assert.match(text, /network model: simgrid-cm02 \(engine simgrid\)/);
+  assert.match(text, /fcp\s+0\.\d{3}\/0\.\d{3}/);
 });
 
 test('bad network options get stable codes', async () => {
