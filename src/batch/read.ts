@@ -43,7 +43,7 @@ function shown(value: unknown, raw: string | undefined): string {
 /** Parses batch text in any of the three formats. */
 export function parseBatchText(text: string, path = '<batch>'): Int32Array {
   const trimmed = text.trim();
-  const values: { value: unknown; line: number }[] = [];
+  const values: { value: unknown; line: number; raw?: string }[] = [];
   if (trimmed.startsWith('[')) {
     let arr: unknown;
     try {
