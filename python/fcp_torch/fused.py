@@ -52,17 +52,24 @@ class MergePlan:
     row_dst: torch.Tensor  # [n] int64 destination slot of each launch row
     rows: int  # n
     simple: bool  # every destination is first and gets exactly one row: a plain scatter
+    # Launch rows the plan reads, when it covers a subset of them (`src` then holds launch rows
+    # directly; the torch fallback selects them first). None: all rows, in order.
+    sel: Optional[torch.Tensor] = None
 
 
-def merge_plans(row_slots: Sequence[np.ndarray], n_slots: int, device) -> List[MergePlan]:
+def merge_plans(
+    row_slots: Sequence[np.ndarray], n_slots: int, device, row_sel: Optional[Sequence[Optional[np.ndarray]]] = None
+) -> List[MergePlan]:
     """Merge plans of a phase's launches, in execution order (`row_slots[i]`: slots of launch i's rows).
 
-    `first` follows the order: a slot is first in the earliest launch that touches it.
+    `first` follows the order: a slot is first in the earliest launch that touches it. `row_sel[i]`
+    (optional): the launch rows that `row_slots[i]` belongs to, when the plan covers only some rows.
     """
     touched = np.zeros(n_slots, bool)
     out: List[MergePlan] = []
-    for idx in row_slots:
+    for li, idx in enumerate(row_slots):
         idx = np.asarray(idx, np.int64)
+        sel = None if row_sel is None or row_sel[li] is None else np.asarray(row_sel[li], np.int64)
         u, inv, cnt = np.unique(idx, return_inverse=True, return_counts=True)
         inv = inv.reshape(-1)
         first = ~touched[u]
@@ -74,13 +81,14 @@ def merge_plans(row_slots: Sequence[np.ndarray], n_slots: int, device) -> List[M
             MergePlan(
                 dst=t(u, np.int64),
                 ptr=t(ptr, np.int32),
-                src=t(order, np.int32),
+                src=t(order if sel is None else sel[order], np.int32),
                 first=t(first, np.int8),
                 inv=t(inv, np.int64),
                 first_b=t(first, np.bool_),
                 row_dst=t(idx, np.int64),
                 rows=len(idx),
                 simple=bool(first.all() and (cnt == 1).all()),
+                sel=None if sel is None else t(sel, np.int64),
             )
         )
     return out
@@ -94,6 +102,8 @@ def merge_csr_torch(o_acc: torch.Tensor, lse_acc: torch.Tensor, o: torch.Tensor,
     """Applies merge plan `mp`: rows (o [n, H, D], lse [n, H]) into o_acc/lse_acc (float32), in place."""
     if mp.rows == 0:
         return
+    if mp.sel is not None:
+        o, lse = o.index_select(0, mp.sel), lse.index_select(0, mp.sel)
     lse = lse.float()
     if mp.simple:
         # Every destination empty and hit once: the merge is a copy.
@@ -301,21 +311,164 @@ def make_fused(device) -> Optional[Fused]:
     return None if os.environ.get("FCP_FUSED") == "legacy" else Fused(device)
 
 
-def prepare_merges(rt) -> None:
-    """Builds the merge plans of every forward launch of runtime `rt` once (op order = run order)."""
-    cache = rt.__dict__.setdefault("_fused_merge_plans", {})
-    if cache:
-        return
-    lists, rows = [], []
+@dataclass
+class Direct:
+    """Launch rows whose query slot gets no other partial in the phase: written as the kernel returns
+    them (compute dtype), no float32 accumulator, no merge."""
+
+    rows: Optional[torch.Tensor]  # launch rows written directly; None: all of them
+    dst: torch.Tensor  # [n] int64 their query slots
+    rng: Optional[tuple]  # (a, e): all rows, going to slots a..e-1 in order (a slice copy)
+
+
+@dataclass
+class ForwardLayout:
+    """Where one rank's forward keeps its outputs (built once per plan, `prepare_merges`).
+
+    A query slot with exactly one partial row in the whole phase and no `out` transfer is final as
+    soon as its kernel returns: it goes straight into the compute-dtype O (`Obf`). Only slots where
+    several partials meet (or whose O travels as an `out` partial) get a float32 accumulator row
+    (`O`/`LSEc`, compact, `acc_slots[i]` = slot of row i), merged online; at the end those rows are
+    converted once into `Obf`. The forward's `out` messages are remapped to accumulator rows.
+    """
+
+    acc_slots: torch.Tensor  # [M] int64
+    zero_slots: torch.Tensor  # slots no partial writes: O = 0 there (as before)
+    user_acc_pos: torch.Tensor  # user-layout positions whose slot has an accumulator row ...
+    user_acc_rows: torch.Tensor  # ... and that row (for adding `out` partials received: O_in)
+    launches: Dict[int, list]  # id(launch list of an op) -> [(Direct or None, MergePlan)] per launch
+    direct_rows: int  # rows written directly over the phase (reported by the GPU script)
+
+
+def _np(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy().astype(np.int64)
+
+
+def prepare_merges(rt) -> ForwardLayout:
+    """Builds the forward layout and the merge plans of every forward launch of runtime `rt` once
+    (op order = run order); remaps the forward's `out` message rows to accumulator rows."""
+    lay = rt.__dict__.get("_fwd_layout")
+    if lay is not None:
+        return lay
+    nq = rt.qspace.size
+    lists, idxs = [], []
     for i in range(len(rt.prog.forward.ops)):
         launches = rt._launches("forward", i)
         lists.append(launches)
-        rows.extend(L.qidx.cpu().numpy() for L in launches)
-    plans = merge_plans(rows, rt.qspace.size, rt.device)
+        idxs.extend(_np(L.qidx) for L in launches)
+    cnt = np.bincount(np.concatenate(idxs), minlength=nq) if idxs else np.zeros(nq, np.int64)
+    acc = cnt >= 2
+    specs = [] if rt.local else [rt._group("forward", g) for g in range(len(rt.prog.forward.groups))]
+    oparts = [part for sp in specs for side in (sp.sends, sp.recvs) for parts in side.values() for part in parts if part.field == "O"]
+    for part in oparts:
+        acc[_np(part.idx)] = True
+    acc_slots = np.nonzero(acc)[0]
+    acc_of = np.full(nq, -1, np.int64)
+    acc_of[acc_slots] = np.arange(len(acc_slots))
+    for part in oparts:
+        part.idx = rt._t(acc_of[_np(part.idx)])
+    directs, slots, sels = [], [], []
+    n_direct = 0
+    for L, idx in zip((L for ls in lists for L in ls), idxs):
+        a = acc_of[idx]
+        m = a >= 0
+        if m.all():
+            directs.append(None)
+            slots.append(a)
+            sels.append(None)
+            continue
+        dr = np.nonzero(~m)[0]
+        n_direct += len(dr)
+        if not m.any():
+            rng = L.q_range if L.q_range is not None else None
+            directs.append(Direct(None, rt._t(idx), rng))
+        else:
+            directs.append(Direct(rt._t(dr), rt._t(idx[dr]), None))
+        mr = np.nonzero(m)[0]
+        slots.append(a[mr])
+        sels.append(mr)
+    plans = merge_plans(slots, len(acc_slots), rt.device, sels)
+    per: Dict[int, list] = {}
     pos = 0
     for launches in lists:
-        cache[id(launches)] = plans[pos : pos + len(launches)]
-        pos += len(launches)
+        n = len(launches)
+        per[id(launches)] = list(zip(directs[pos : pos + n], plans[pos : pos + n]))
+        pos += n
+    uq = _np(rt.user_q)
+    ua = acc_of[uq] if len(uq) else np.zeros(0, np.int64)
+    upos = np.nonzero(ua >= 0)[0]
+    lay = ForwardLayout(
+        acc_slots=rt._t(acc_slots),
+        zero_slots=rt._t(np.nonzero((cnt == 0) & ~acc)[0]),
+        user_acc_pos=rt._t(upos),
+        user_acc_rows=rt._t(ua[upos]),
+        launches=per,
+        direct_rows=n_direct,
+    )
+    rt._fwd_layout = lay
+    return lay
+
+
+def forward_buffers(rt, b: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Adds the forward's output buffers to `b` (which holds Q, K, V): `Obf` [nq] compute dtype,
+    `LSE` [nq] float32, and the compact float32 accumulator `O`/`LSEc` [M] (see ForwardLayout)."""
+    lay = prepare_merges(rt)
+    nq, M, dev = rt.qspace.size, int(lay.acc_slots.shape[0]), rt.device
+    ninf = float("-inf")
+    b["Obf"] = torch.empty(nq, rt.H, rt.D, device=dev, dtype=rt.dtype)
+    if lay.zero_slots.numel():
+        b["Obf"].index_fill_(0, lay.zero_slots, 0.0)
+    b["LSE"] = torch.full((nq, rt.H), ninf, device=dev, dtype=torch.float32)
+    b["O"] = torch.zeros(M, rt.H, rt.D, device=dev, dtype=torch.float32)
+    b["LSEc"] = torch.full((M, rt.H), ninf, device=dev, dtype=torch.float32)
+    return b
+
+
+def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True):
+    """After the forward phase: accumulator rows into `Obf`/`LSE`; returns (Ofinal, LSE, o_user).
+
+    Ofinal is the rank's own O (without `out` partials received, as the backward expects); o_user
+    (None unless `user`) is the user-layout output, received `out` partials added."""
+    lay = prepare_merges(rt)
+    obf, lse = b["Obf"], b["LSE"]
+    if lay.acc_slots.numel():
+        obf.index_copy_(0, lay.acc_slots, b["O"].to(obf.dtype))
+        lse.index_copy_(0, lay.acc_slots, b["LSEc"])
+    b["O"] = b["LSEc"] = None  # the float32 accumulator is done: let it go before the backward
+    out = None
+    if user:
+        out = obf.index_select(0, rt.user_q)
+        inc = b.get("O_in")
+        if inc is not None and lay.user_acc_pos.numel():
+            rows = lay.user_acc_rows
+            acc_rows = obf.index_select(0, lay.acc_slots.index_select(0, rows)).float()
+            out.index_copy_(0, lay.user_acc_pos, (acc_rows + inc.index_select(0, rows)).to(obf.dtype))
+    return obf, lse, out
+
+
+def forward_with_state(rt, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    """RankRuntime.forward_with_state on the fused path (same inputs, outputs and state)."""
+    nq, nk = rt.qspace.size, rt.kvspace["forward"].size
+    dev, dt = rt.device, rt.dtype
+    b: Dict[str, torch.Tensor] = {
+        "Q": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=dt),
+        "K": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=dt),
+        "V": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=dt),
+    }
+    b["Q"].index_copy_(0, rt.user_q, q.to(dev, dt))
+    b["K"].index_copy_(0, rt.user_kv["forward"], k.to(dev, dt))
+    b["V"].index_copy_(0, rt.user_kv["forward"], v.to(dev, dt))
+    forward_buffers(rt, b)
+    rt._run_phase("forward", b)
+    ofinal, lse, out = finish_forward(rt, b)
+    state = {
+        "Q": b["Q"],
+        "Ofinal": ofinal,
+        "LSE": lse,
+        "K": b["K"].index_select(0, rt.base_kv["forward"]),
+        "V": b["V"].index_select(0, rt.base_kv["forward"]),
+    }
+    return out, state
 
 
 def _kv(rt, b, L, names=("K", "V")):
@@ -332,18 +485,47 @@ def _q(rt, b, L, names):
     return rt.fused.gather([b[n] for n in names], L.qidx)
 
 
+def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, dr: Direct) -> None:
+    if dr.rng is not None:
+        a, e = dr.rng
+        obf[a:e].copy_(o)
+        lse_all[a:e].copy_(lse)
+        return
+    if dr.rows is not None:
+        o, lse = o.index_select(0, dr.rows), lse.index_select(0, dr.rows)
+    obf.index_copy_(0, dr.dst, o.to(obf.dtype))
+    lse_all.index_copy_(0, dr.dst, lse.float())
+
+
 def forward_op(rt, launches) -> None:
-    """One forward op: kernel launches, each merged into O/LSE by its merge plan."""
-    plans = rt.__dict__.get("_fused_merge_plans", {}).get(id(launches))
-    if plans is None:
-        prepare_merges(rt)
-        plans = rt._fused_merge_plans[id(launches)]
+    """One forward op: kernel launches; rows of single-partial slots written straight into `Obf`,
+    the others merged into the float32 accumulator by the launch's merge plan."""
+    per = prepare_merges(rt).launches[id(launches)]
     b = rt._bufs
-    for L, mp in zip(launches, plans):
+    for L, (dr, mp) in zip(launches, per):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
         o, lse = rt.kernels.forward(L, q, k, v)
-        rt.fused.merge(b["O"], b["LSE"], o, lse, mp)
+        if dr is not None:
+            _write_direct(b["Obf"], b["LSE"], o, lse, dr)
+        if mp.rows:
+            rt.fused.merge(b["O"], b["LSEc"], o, lse, mp)
+
+
+# Scatter-adds of a launch's gradients convert to float32 in chunks of at most this many elements,
+# so the float32 copy of a large launch's dQ (1 GB for 32K rows of 64 x 128) never exists at once.
+ADD_CHUNK_ELEMS = 1 << 24
+
+
+def add_rows(acc: torch.Tensor, idx: torch.Tensor, x: torch.Tensor) -> None:
+    """acc[idx[i]] += x[i] (float32 accumulator; duplicate indices add up), bounded temporaries."""
+    n = int(x.shape[0])
+    if x.dtype == acc.dtype:
+        acc.index_add_(0, idx, x)
+        return
+    step = max(1, ADD_CHUNK_ELEMS // max(1, x[0].numel() if n else 1))
+    for a in range(0, n, step):
+        acc.index_add_(0, idx[a : a + step], x[a : a + step].float())
 
 
 def backward_op(rt, launches) -> None:
@@ -366,6 +548,39 @@ def backward_op(rt, launches) -> None:
                 b["dV"][a : a + n].add_(dv[off : off + n])
                 off += n
         else:
-            b["dQ"].index_add_(0, L.qidx, dq.float())
-            b["dK"].index_add_(0, L.kidx, dk.float())
-            b["dV"].index_add_(0, L.kidx, dv.float())
+            add_rows(b["dQ"], L.qidx, dq)
+            add_rows(b["dK"], L.kidx, dk)
+            add_rows(b["dV"], L.kidx, dv)
+
+
+# ------------------------------------------------------------------------------------------------
+# dK/dV partials on the wire: float32 bits inside a 2-byte wire message
+
+
+def f32_on_wire(kind_dkv: bool, wire: torch.dtype) -> bool:
+    """Whether a message part travels as float32 bits in a 2-byte (bf16/fp16) message: `dkv`
+    partials do. They are forwarded and added to on every hop (ring: up to 2N hops), so rounding
+    them to the wire dtype at each hop compounds; `out` values are rounded once, at the end, and
+    K/V are inputs already in the wire dtype."""
+    return kind_dkv and torch.empty(0, dtype=wire).element_size() == 2
+
+
+def wire_elems(n: int, kind_dkv: bool, wire: torch.dtype) -> int:
+    """Wire elements of a part of `n` values."""
+    return 2 * n if f32_on_wire(kind_dkv, wire) else n
+
+
+def pack_part(x: torch.Tensor, kind_dkv: bool, wire: torch.dtype) -> torch.Tensor:
+    """A message part as flat wire elements (float32 bits reinterpreted as pairs for `dkv`)."""
+    if f32_on_wire(kind_dkv, wire):
+        return x.float().contiguous().reshape(-1).view(wire)
+    return x.to(wire).reshape(-1)
+
+
+def unpack_part(x: torch.Tensor, kind_dkv: bool, wire: torch.dtype) -> torch.Tensor:
+    """Inverse of `pack_part` on the flat slice `x` of a received message (float32 for `dkv`)."""
+    if not f32_on_wire(kind_dkv, wire):
+        return x
+    if x.storage_offset() % 2:  # the float32 view needs 4-byte alignment (odd head widths only)
+        x = x.clone()
+    return x.view(torch.float32)

@@ -12,6 +12,7 @@ from typing import Dict, List
 import numpy as np
 import torch
 
+from . import fused as _fused
 from .liveness import allocate, check_allocation, lifetimes, live_set_bytes
 from .plan import Plan, attended_pairs, expand_chunks, rank_program
 from .runtime import RankRuntime
@@ -127,15 +128,9 @@ def replay_rank(
     bk: List[float] = []
     first = {}
     for it in range(warmup + iters):
-        bf = {
-            "Q": base["Q"],
-            "K": base["K"],
-            "V": base["V"],
-            "O": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
-            "LSE": torch.full((nq, rt.H), float("-inf"), device=dev, dtype=torch.float32),
-        }
+        bf = _forward_bufs(rt, base, nq)
         f = rt._run_phase("forward", bf)
-        ofinal, lse = bf["O"].to(dtype), bf["LSE"]
+        ofinal, lse = _finish_forward(rt, bf, dtype)
         del bf  # the float32 O is not needed by the backward
         bb = {
             "Q": base["Q"],
@@ -191,12 +186,34 @@ def replay_rank(
         "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
         "fused_backend": rt.fused.backend if rt.fused is not None else None,
         "pool_rows": pool_rows,
+        # fused path: query rows with a float32 accumulator (partials meet) / rows written directly
+        "fwd_acc_rows": int(rt._fwd_layout.acc_slots.numel()) if getattr(rt, "_fwd_layout", None) is not None else None,
+        "fwd_direct_rows": rt._fwd_layout.direct_rows if getattr(rt, "_fwd_layout", None) is not None else None,
         "pool_s": pool_s,
         "peak_bytes": peak_bytes,
         "live_set_bytes": live_set_bytes(prog, nq, {"forward": nk, "backward": nk}),
         "expand_s": expand_s,
         "prepare_s": prep_s,
     }
+
+
+def _forward_bufs(rt: RankRuntime, base, nq: int) -> Dict[str, torch.Tensor]:
+    """Forward buffers as the runtime's forward makes them: the fused path's split output layout
+    (compute-dtype O, float32 only where partials meet), or the original full float32 O."""
+    b = {"Q": base["Q"], "K": base["K"], "V": base["V"]}
+    if rt.fused is not None:
+        return _fused.forward_buffers(rt, b)
+    b["O"] = torch.zeros(nq, rt.H, rt.D, device=rt.device, dtype=torch.float32)
+    b["LSE"] = torch.full((nq, rt.H), float("-inf"), device=rt.device, dtype=torch.float32)
+    return b
+
+
+def _finish_forward(rt: RankRuntime, b, dtype):
+    """(final O in the compute dtype, LSE) for the backward."""
+    if rt.fused is not None:
+        ofinal, lse, _ = _fused.finish_forward(rt, b, user=False)
+        return ofinal, lse
+    return b["O"].to(dtype), b["LSE"]
 
 
 def apply_pool(rt: RankRuntime, phase: str) -> int:
@@ -242,11 +259,10 @@ def _profile_kernels(rt: RankRuntime, base, nq: int, nk: int, dtype) -> dict:
     rt.kernels.forward, rt.kernels.backward = wrap(kf, "forward"), wrap(kb, "backward")
     try:
         dev = rt.device
-        bf = {"Q": base["Q"], "K": base["K"], "V": base["V"],
-              "O": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
-              "LSE": torch.full((nq, rt.H), float("-inf"), device=dev, dtype=torch.float32)}
+        bf = _forward_bufs(rt, base, nq)
         rt._run_phase("forward", bf)
-        bb = {"Q": base["Q"], "K": base["K"], "V": base["V"], "Ofinal": bf["O"].to(dtype), "LSE": bf["LSE"],
+        ofinal, lse = _finish_forward(rt, bf, dtype)
+        bb = {"Q": base["Q"], "K": base["K"], "V": base["V"], "Ofinal": ofinal, "LSE": lse,
               "dO": torch.randn_like(base["Q"]),
               "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
               "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),

@@ -428,10 +428,13 @@ class RankRuntime:
                                 inc.index_fill_(0, part.idx, 0.0)
                     else:
                         x = b[part.field].index_select(0, part.idx)
-                    chunks.append(x.to(wire).reshape(-1))
+                    chunks.append(_fused.pack_part(x, part.kind == KIND_DKV, wire))
                 msgs[p] = torch.cat(chunks) if len(chunks) > 1 else chunks[0]
                 self._st.bytes_sent += msgs[p].numel() * msgs[p].element_size() if p != self.prog.rank else 0
-            sizes = {p: sum(part.rows * self._elems(part.field) for part in parts) for p, parts in spec.recvs.items()}
+            sizes = {
+                p: sum(_fused.wire_elems(part.rows * self._elems(part.field), part.kind == KIND_DKV, wire) for part in parts)
+                for p, parts in spec.recvs.items()
+            }
             pg = self.comm.post(g, msgs, sizes, wire, self.device)
             self._keep.append((staged, msgs, pg))
             if self.stream_comm:
@@ -464,8 +467,9 @@ class RankRuntime:
             off = 0
             for part in parts:
                 e = self._elems(part.field)
-                n = part.rows * e
-                x = msg[off : off + n].view(part.rows, -1, self.D)
+                dkv = part.kind == KIND_DKV
+                n = _fused.wire_elems(part.rows * e, dkv, self.dtype)
+                x = _fused.unpack_part(msg[off : off + n], dkv, self.dtype).view(part.rows, -1, self.D)
                 off += n
                 if part.field in ACC_FIELDS:
                     key = part.field + "_in"
@@ -496,6 +500,9 @@ class RankRuntime:
         self._check_user(q, self.H)
         self._check_user(k, self.Hk)
         self._check_user(v, self.Hk)
+        if self.fused is not None:
+            # fused.py: single-partial rows stay in the compute dtype, float32 only where partials meet
+            return _fused.forward_with_state(self, q, k, v)
         nq, nk = self.qspace.size, self.kvspace["forward"].size
         dev, dt = self.device, self.dtype
         b: Dict[str, torch.Tensor] = {

@@ -8,7 +8,7 @@ import torch
 from fcp_torch.fused import Fused, gather_rows_torch, merge_csr_torch, merge_plans
 from fcp_torch.kernels import merge_into, merge_slice
 from fcp_torch.local import run_local
-from fcp_torch.plan import plan_from_json
+from fcp_torch.plan import plan_from_json, rank_program
 
 from . import synth
 from .test_runtime import inputs_for
@@ -126,6 +126,113 @@ class RuntimeFusedTest(unittest.TestCase):
                     os.environ["FCP_FUSED"] = old
             for f in ("o", "dq", "dk", "dv"):
                 self.assertLessEqual(rel(torch.cat(got[f]), torch.cat(ref[f])), TOL, f)
+
+    def test_forward_layout_invariants(self):
+        # Single-partial slots are written directly, exactly once; every slot where partials meet or
+        # whose O travels (`out`) has a float32 accumulator row; `out` messages address those rows.
+        from fcp_torch.fused import prepare_merges
+        from fcp_torch.runtime import RankRuntime
+
+        for world in (1, 4):
+            plan = plan_from_json(synth.owner_plan([40, 9, 70, 3], world, 2, "causal"))
+            saw_out, direct_rows = False, 0
+            for r in range(world):
+                rt = RankRuntime(rank_program(plan, r), None, "cpu", torch.float32, "math", "square")
+                rt.prepare()
+                lay = prepare_merges(rt)
+                nq = rt.qspace.size
+                acc = np.zeros(nq, bool)
+                acc[lay.acc_slots.numpy()] = True
+                cnt = np.zeros(nq, np.int64)
+                direct = np.zeros(nq, np.int64)
+                for i in range(len(rt.prog.forward.ops)):
+                    launches = rt._launches("forward", i)
+                    for L, (dr, mp) in zip(launches, lay.launches[id(launches)]):
+                        np.add.at(cnt, L.qidx.numpy(), 1)
+                        if dr is not None:
+                            np.add.at(direct, dr.dst.numpy(), 1)
+                            rows = np.arange(len(L.qidx)) if dr.rows is None else dr.rows.numpy()
+                            self.assertTrue(np.array_equal(L.qidx.numpy()[rows], dr.dst.numpy()))
+                        if mp.rows:
+                            self.assertTrue(np.all(acc[L.qidx.numpy()[mp.sel.numpy() if mp.sel is not None else slice(None)]]))
+                self.assertTrue(np.all(acc[cnt >= 2]))
+                self.assertTrue(np.array_equal(direct, ((cnt == 1) & ~acc).astype(np.int64)))
+                direct_rows += lay.direct_rows
+                for g in range(len(rt.prog.forward.groups)):
+                    sp = rt._group("forward", g)
+                    for side in (sp.sends, sp.recvs):
+                        for parts in side.values():
+                            for part in parts:
+                                if part.field == "O":
+                                    saw_out = True
+                                    self.assertTrue(bool((part.idx < len(lay.acc_slots)).all()))
+            self.assertEqual(saw_out, world > 1)
+            self.assertGreater(direct_rows, 0)
+
+    def test_world1_forward_equals_legacy(self):
+        # Output, final O and LSE of the forward state: the split layout against the original merges.
+        from fcp_torch.runtime import RankRuntime
+
+        plan = plan_from_json(synth.owner_plan([40, 9, 70, 3], 1, 2, "causal"))
+        prog = rank_program(plan, 0)
+        g = torch.Generator().manual_seed(3)
+        q = torch.randn(prog.user_tokens, plan.q_heads, plan.head_dim, generator=g)
+        k = torch.randn(prog.user_tokens, plan.kv_heads, plan.head_dim, generator=g)
+        v = torch.randn(prog.user_tokens, plan.kv_heads, plan.head_dim, generator=g)
+        outs = []
+        for fused in (False, True):
+            rt = RankRuntime(prog, None, "cpu", torch.float32, "math", "square")
+            if not fused:
+                rt.fused = None
+            o, st = rt.forward_with_state(q, k, v)
+            outs.append((o, st["Ofinal"], st["LSE"]))
+        for a, b in zip(*outs):
+            self.assertLessEqual(rel(a, b), TOL)
+
+
+class DkvWireTest(unittest.TestCase):
+    def test_pack_roundtrip_keeps_float32_bits(self):
+        from fcp_torch import fused
+
+        x = torch.randn(5, 2, 8, dtype=torch.float32)
+        for wire in (torch.bfloat16, torch.float16):
+            w = fused.pack_part(x, True, wire)
+            self.assertEqual(w.dtype, wire)
+            self.assertEqual(w.numel(), fused.wire_elems(x.numel(), True, wire))
+            msg = torch.cat([torch.zeros(6, dtype=wire), w])  # a part after another in one message
+            self.assertTrue(torch.equal(fused.unpack_part(msg[6:], True, wire).view(5, 2, 8), x))
+            odd = torch.cat([torch.zeros(3, dtype=wire), w])  # unaligned slice: copied, same bits
+            self.assertTrue(torch.equal(fused.unpack_part(odd[3:], True, wire).view(5, 2, 8), x))
+            # K/V and `out` parts keep the wire dtype; a float32 wire carries everything as is
+            self.assertEqual(fused.pack_part(x, False, wire).dtype, wire)
+        self.assertEqual(fused.wire_elems(10, True, torch.float32), 10)
+
+    def test_bf16_ring_partials_lose_less(self):
+        # A ring-like chunk plan over 8 ranks in bf16: dK/dV partials hop up to 7 times. With float32
+        # partials on the wire the dK/dV error against float64 is below the bf16-partials error.
+        from fcp_torch import fused
+        from fcp_torch.reference import reference_sequence
+
+        plan = plan_from_json(synth.chunk_plan([300, 90, 200], 8))
+        x = inputs_for(plan, 2)
+        ref = [reference_sequence(x["q"][s], x["k"][s], x["v"][s], x["dO"][s], plan.causal) for s in range(len(plan.sequences))]
+
+        def err(got, i, f):
+            num = sum(float((got[f][s].double() - ref[s][i]).pow(2).sum()) for s in range(len(ref)))
+            return (num / sum(float(r[i].pow(2).sum()) for r in ref)) ** 0.5
+
+        orig = fused.f32_on_wire
+        res = {}
+        try:
+            for on in (True, False):
+                fused.f32_on_wire = orig if on else (lambda kind_dkv, wire: False)
+                got = run_local(plan, x, dtype=torch.bfloat16, kernel="math")
+                res[on] = {f: err(got, i, f) for i, f in ((2, "dk"), (3, "dv"))}
+        finally:
+            fused.f32_on_wire = orig
+        for f in ("dk", "dv"):
+            self.assertLess(res[True][f], res[False][f] * 0.97, (f, res))
+            self.assertLess(res[True][f], 1e-2, (f, res))
 
 
 if __name__ == "__main__":
