@@ -79,6 +79,12 @@ export interface NetworkMeasurement {
   readonly measured: { lo?: number; hi?: number; value?: number; min?: number };
 }
 
+const MEASUREMENT_KINDS: readonly NetworkMeasurement['kind'][] = [
+  'p2p',
+  'alltoall-time',
+  'alltoall-busbw-min',
+];
+
 /** A network parameter file. */
 export interface NetworkParamsDoc {
   readonly format: string;
@@ -122,6 +128,15 @@ export function parseNetworkParams(json: unknown, where: string): NetworkParamsD
   }
   const ms = o.measurements;
   if (ms !== undefined && !Array.isArray(ms)) bad('"measurements" must be an array');
+  for (const [i, m] of ((ms as unknown[] | undefined) ?? []).entries()) {
+    const x = m as Record<string, unknown> | null;
+    if (typeof x !== 'object' || x === null || typeof x.id !== 'string')
+      bad(`measurements[${i}] needs a string "id"`);
+    if (!MEASUREMENT_KINDS.includes(x!.kind as NetworkMeasurement['kind']))
+      bad(`measurements[${i}].kind must be one of ${MEASUREMENT_KINDS.join(', ')}`);
+    if (typeof x!.measured !== 'object' || x!.measured === null)
+      bad(`measurements[${i}] needs a "measured" object`);
+  }
   const out: NetworkParamsDoc = {
     format: NETWORK_PARAMS_FORMAT,
     params: { loss: loss as number, msgUs: msgUs as number },

@@ -95,6 +95,16 @@ test('parameter files: the shipped one parses; malformed ones get codes', () => 
     { format: 'fcp-network/1', params: { loss: '0.1', msgUs: 1 } },
     { format: 'fcp-network/1', params: { loss: 0.1, msgUs: 1 }, fit: { p2pGBps: 0, latencyUs: 1 } },
     { format: 'fcp-network/1', params: { loss: 0.1, msgUs: 1 }, measurements: {} },
+    {
+      format: 'fcp-network/1',
+      params: { loss: 0.1, msgUs: 1 },
+      measurements: [{ id: 'x', kind: 'ring', measured: {} }],
+    },
+    {
+      format: 'fcp-network/1',
+      params: { loss: 0.1, msgUs: 1 },
+      measurements: [{ kind: 'p2p', measured: {} }],
+    },
   ];
   for (const b of bad)
     assert.deepEqual(
