@@ -14,11 +14,11 @@ import fc from 'fast-check';
 import { GENERATOR_NAMES } from '../../src/batch/generators.ts';
 import { comparePlans, formatCompareTable } from '../../src/cli/compare-plans.ts';
 import { FcpError } from '../../src/core/issues.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
 import { planMagi } from '../../src/planners/magi/index.ts';
-import { getPlanner } from '../../src/experiments/strategies.ts';
 import { planRing } from '../../src/planners/ring/index.ts';
 import type { PlannerOptions } from '../../src/planners/types.ts';
 import { type Problem, resolveProblem } from '../../src/problem/problem.ts';
@@ -131,11 +131,11 @@ test('compare-plans: one valid row per (world, strategy) with the validator metr
   );
 });
 
-test('fcp compare-plans CLI prints the table and writes --json rows atomically', () => {
+test('fcp compare-plans CLI prints the table and writes -o rows atomically', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fcp-compare-'));
   const file = join(dir, 'rows.json');
   const root = fileURLToPath(new URL('../../', import.meta.url));
-  const args = ['--world', '2,4', '--tokens-per-rank', '256', '--strategies', 'ring,magi', '--json', file];
+  const args = ['--world', '2,4', '--tokens-per-rank', '256', '--strategies', 'ring,magi', '-o', file];
   const r = spawnSync(
     process.execPath,
     ['--import', 'tsx', join(root, 'src/cli.ts'), 'compare-plans', ...args],
