@@ -108,3 +108,30 @@ test('a receiver of a busy sender waits for the sender: the group ends with its 
   // Each receiver's own bytes take `one`, but its flow shares rank 0's NIC with two others.
   for (const d of [8, 16, 24]) assert.ok(Math.abs(groupEnd[d]! - sender) < 1e-9, `rank ${d}`);
 });
+
+test('under the contention network a port with k flows is slower by the fitted efficiency and message cost', () => {
+  const cluster = resolveCluster('hopper-ib', { network: 'contention' });
+  const links = linkModel(cluster, 8);
+  assert.ok(links.contentionLoss > 0 && links.contentionMsgMs > 0);
+  assert.equal(linkModel(resolveCluster('hopper-ib'), 8).contentionLoss, 0, 'fluid: no contention');
+  const ctx: TimelineContext = {
+    world: 32,
+    links,
+    model: LLAMA3_70B,
+    causal: true,
+    dir: 'forward',
+    tm: new KernelTime(LLAMA3_70B),
+  };
+  const placer = new GroupPlacer(16, 32);
+  const list = new TransferList();
+  for (const d of [8, 16, 24]) {
+    const slot = placer.place(0);
+    placer.mark(slot, 0, d);
+    list.add(slot, 0, d, Kind.kv, 0, 0, 1024);
+  }
+  const { groupEnd } = estimateGroups(ctx, placer, list);
+  const bytes = 3 * 1024 * kvBytesPerToken(LLAMA3_70B);
+  const eff = 1 - links.contentionLoss * (1 - 1 / 3);
+  const expected = bytes / (links.interBytesPerMs * eff) + 2 * links.contentionMsgMs + links.groupLatencyMs;
+  assert.ok(Math.abs(groupEnd[0]! - expected) < 1e-9, `${groupEnd[0]} vs ${expected}`);
+});

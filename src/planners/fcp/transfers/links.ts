@@ -5,6 +5,7 @@
  * (fetch.ts) and the locality tie-break (placement/distribute.ts) read this, so a plan is made for the
  * network it will run on (a faster NIC shortens the estimated groups and moves pushes earlier).
  */
+import { portEfficiency } from '../../../cost/contention.ts';
 import { type ClusterSpec, computeSlowdown } from '../../../problem/cluster.ts';
 
 /** GB/s to bytes per millisecond. */
@@ -22,6 +23,19 @@ export interface LinkModel {
   readonly groupLatencyMs: number;
   /** Kernel time factor: compute runs on totalSms - commSms SMs. */
   readonly computeSlowdown: number;
+  /**
+   * Contention network model (cost/contention.ts; 0 and 0 under `fluid`): a NIC port with k
+   * concurrent flows keeps 1 - loss (1 - 1/k) of its bandwidth and pays msgMs per further message.
+   */
+  readonly contentionLoss: number;
+  readonly contentionMsgMs: number;
+}
+
+/** Time for one inter-node port to move `bytes` as `k` concurrent flows, ms (no latency). */
+export function interPortMs(l: LinkModel, k: number, bytes: number): number {
+  if (k <= 1 || l.contentionLoss === 0)
+    return bytes / l.interBytesPerMs + (k > 1 ? (k - 1) * l.contentionMsgMs : 0);
+  return bytes / (l.interBytesPerMs * portEfficiency(l.contentionLoss, k)) + (k - 1) * l.contentionMsgMs;
 }
 
 /**
@@ -38,5 +52,7 @@ export function linkModel(cluster: ClusterSpec, gpusPerNode: number): LinkModel 
     interBytesPerMs: inter,
     groupLatencyMs: cluster.latencyUs / 1000,
     computeSlowdown: computeSlowdown(cluster),
+    contentionLoss: cluster.network === 'contention' ? cluster.contentionLoss : 0,
+    contentionMsgMs: cluster.network === 'contention' ? cluster.contentionMsgUs / 1000 : 0,
   };
 }

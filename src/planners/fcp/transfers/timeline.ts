@@ -19,7 +19,7 @@ import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../../plan/types.ts';
 import type { KernelTime } from '../kernel-time.ts';
 import type { GroupPlacer, TransferList } from './groups.ts';
-import type { LinkModel } from './links.ts';
+import { interPortMs, type LinkModel } from './links.ts';
 
 /** Per-op launch overhead, ms. */
 const LAUNCH_MS = 0.05;
@@ -73,7 +73,7 @@ export function estimateGroups(
   list: TransferList,
 ): { groupStart: Float64Array; groupEnd: Float64Array; groups: number } {
   const W = ctx.world;
-  const { nodeSize: gpn, interBytesPerMs, intraBytesPerMs, groupLatencyMs } = ctx.links;
+  const { nodeSize: gpn, intraBytesPerMs, groupLatencyMs } = ctx.links;
   const G = placer.groups;
   const fwd = ctx.dir === 'forward';
   // Comm groups of one group run one after another: a rank's time in a group is the sum over its
@@ -81,6 +81,8 @@ export function estimateGroups(
   const C = placer.commPerGroup;
   // Per comm group of the current group and rank: inter-node send, receive; intra-node send, receive (bytes).
   const load = new Float64Array(C * W * 4);
+  // Per comm group and rank: inter-node flows sent, received (the contention model charges them).
+  const flows = new Int32Array(C * W * 2);
   // Transfers by group (counting sort) for the partner coupling and the per-group loads.
   const byGroup = new Int32Array(list.size);
   const gOff = new Int32Array(G + 1);
@@ -97,6 +99,7 @@ export function estimateGroups(
   for (let g = 0; g < G; g++) {
     enter.set(prev);
     load.fill(0);
+    flows.fill(0);
     for (let k = gOff[g]!; k < gOff[g + 1]!; k++) {
       const i = byGroup[k]!;
       const s = list.field(i, 1);
@@ -106,6 +109,10 @@ export function estimateGroups(
       const intra = Math.floor(s / gpn) === Math.floor(d / gpn) ? 2 : 0;
       load[(c * W + s) * 4 + intra]! += bytes;
       load[(c * W + d) * 4 + intra + 1]! += bytes;
+      if (intra === 0) {
+        flows[(c * W + s) * 2]!++;
+        flows[(c * W + d) * 2 + 1]!++;
+      }
       const t = Math.max(prev[s]!, prev[d]!);
       if (t > enter[s]!) enter[s] = t;
       if (t > enter[d]!) enter[d] = t;
@@ -114,7 +121,11 @@ export function estimateGroups(
       let busyMs = 0;
       for (let c = 0; c < C; c++) {
         const o = (c * W + r) * 4;
-        const inter = Math.max(load[o]!, load[o + 1]!) / interBytesPerMs;
+        const f = (c * W + r) * 2;
+        const inter = Math.max(
+          interPortMs(ctx.links, flows[f]!, load[o]!),
+          interPortMs(ctx.links, flows[f + 1]!, load[o + 1]!),
+        );
         const intra = Math.max(load[o + 2]!, load[o + 3]!) / intraBytesPerMs;
         if (inter > 0 || intra > 0) busyMs += Math.max(inter, intra) + groupLatencyMs;
       }
