@@ -5,7 +5,7 @@
  * - the simulator: finite positive makespans, no lost or invented bytes (per kind, equal to the
  *   plan's own report), and every rank busy exactly as long as the cost model says its ops take;
  * - planners: a valid plan; congestion 1 in every round for the planners that claim it;
- *   as many `kv` rounds as the largest number of K/V blocks a rank sends or receives (Δ).
+ *   for those, as many `kv` rounds as the largest number of K/V blocks a rank sends or receives (Δ).
  */
 import assert from 'node:assert/strict';
 import { ChunkCoster } from '../../src/cost/chunks.ts';
@@ -114,6 +114,9 @@ export function plannerLaw(name: string, plan: Plan): void {
     const p = report[dir];
     if (CONGESTION_FREE_PLANNERS.has(name))
       assert.ok(p.congestion <= 1, `${dir}: congestion ${p.congestion}`);
-    assert.equal(p.kvRounds, p.kvDelta, `${dir}: ${p.kvRounds} kv rounds for Δ = ${p.kvDelta}`);
+    // Matching rounds: exactly Δ of them. A rank serving two rings at once (bytescale) folds
+    // several rings' steps into one round, so the claim is made only by the congestion-free planners.
+    if (CONGESTION_FREE_PLANNERS.has(name))
+      assert.equal(p.kvRounds, p.kvDelta, `${dir}: ${p.kvRounds} kv rounds for Δ = ${p.kvDelta}`);
   }
 }
