@@ -41,9 +41,10 @@ export interface RankSample {
 }
 
 /**
- * Which ranks a timeline draws: every rank when `world <= max`; otherwise `max - 1` evenly spaced
- * ranks (0, s, 2s, ...) plus the rank whose last activity ends latest (the one that sets the
- * makespan), so the critical rank is always visible. Sorted ascending.
+ * Which ranks a timeline draws: every rank when `world <= max`; otherwise every s-th rank (0, s,
+ * 2s, ...; s the smallest power of two that keeps them under `max`, so the sample is regular and
+ * easy to name) plus the rank whose last activity ends latest (the one that sets the makespan), so
+ * the critical rank is always visible. Sorted ascending.
  */
 export function sampleRanks(world: number, events: readonly RawEvent[], max: number): RankSample {
   if (world <= max) return { ranks: Array.from({ length: world }, (_, r) => r), description: '' };
@@ -54,16 +55,12 @@ export function sampleRanks(world: number, events: readonly RawEvent[], max: num
       lastEnd = e.end;
       last = e.rank;
     }
-  const step = world / Math.max(1, max - 1);
-  const set = new Set<number>();
-  for (let i = 0; i < max - 1; i++) set.add(Math.floor(i * step));
-  const evenly = [...set];
-  const stride = Math.round(step);
-  set.add(last);
-  const ranks = [...set].sort((a, b) => a - b);
-  const spaced = Number.isInteger(step)
-    ? `every ${ordinal(stride)} rank (0, ${stride}, ..., ${evenly[evenly.length - 1]})`
-    : `${evenly.length} evenly spaced ranks (0 to ${evenly[evenly.length - 1]})`;
+  let stride = 1;
+  while (Math.ceil(world / stride) > Math.max(1, max - 1)) stride *= 2;
+  const evenly: number[] = [];
+  for (let r = 0; r < world; r += stride) evenly.push(r);
+  const ranks = evenly.includes(last) ? evenly : [...evenly, last].sort((a, b) => a - b);
+  const spaced = `every ${ordinal(stride)} rank (0, ${stride}, ..., ${evenly[evenly.length - 1]})`;
   const critical = evenly.includes(last)
     ? `; rank ${last} finishes last`
     : ` and rank ${last}, the last to finish`;
