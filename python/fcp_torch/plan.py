@@ -144,7 +144,28 @@ def _phase(obj, path: str) -> Phase:
     gor = _ints(obj.get("groupOfRound"), f"{path}.groupOfRound")
     if len(gor) > 1 and np.any(np.diff(gor) < 0):
         raise PlanError("plan.rule5.groupOrder", f"{path}.groupOfRound must never decrease")
+    if obj.get("commGroupOfRound") is not None:
+        gor = _chains_as_groups(gor, _ints(obj["commGroupOfRound"], f"{path}.commGroupOfRound"), comp, path)
     return Phase(_table(obj.get("transfers"), f"{path}.transfers", TRANSFERS), gor, comp, sa, ct)
+
+
+def _chains_as_groups(gor: np.ndarray, comm: np.ndarray, comp: dict, path: str) -> np.ndarray:
+    """Chained rounds (docs/plan-format.md, `commGroupOfRound`; src/plan/chains.ts does the same):
+    the comm groups become the groups, and every compute op waits for the last comm group of the
+    group it named. A rank runs its groups one after another, each one concurrent transfer call,
+    so this is exactly the chained execution. Returns the new groupOfRound; rewrites compute.after."""
+    if len(comm) != len(gor):
+        raise PlanError("plan.rule5.chain", f"{path}.commGroupOfRound has {len(comm)} rounds, groupOfRound {len(gor)}")
+    if len(comm) > 1 and np.any(np.diff(comm) < 0):
+        raise PlanError("plan.rule5.chain", f"{path}.commGroupOfRound must never decrease")
+    groups = int(gor[-1]) + 1 if len(gor) else 0
+    last = np.full(groups, -1, np.int64)
+    np.maximum.at(last, gor, comm)
+    last = np.maximum.accumulate(last) if groups else last
+    after = np.asarray(comp["after"], np.int64)
+    ok = (after >= 0) & (after < groups)
+    comp["after"] = np.where(ok, last[np.clip(after, 0, max(groups - 1, 0))] if groups else after, after)
+    return comm
 
 
 def plan_from_json(o) -> Plan:
