@@ -2,16 +2,17 @@
  * `fcp compare-plans`: plan one batch with several strategies at several world sizes, validate
  * every plan, and print the validator's rule-6 metrics side by side (no simulation): compute and
  * communication imbalance, bytes by kind, rounds, worst congestion, tasks, planning time.
- * `--json FILE` writes the rows (atomically).
+ * `--json` prints the rows as JSON, `--csv` as CSV; `-o FILE` also writes them as JSON (atomically).
  */
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
+import { checkOutputFile } from '../core/outputs.ts';
+import { getPlanner, plannerNames } from '../experiments/strategies.ts';
 import { writeFileAtomic } from '../plan/io.ts';
 import { validatePlan } from '../plan/validate.ts';
-import { getPlanner, plannerNames } from '../experiments/strategies.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
-import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
+import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
@@ -19,6 +20,8 @@ import {
   plannerOptionsFrom,
   problemOptionsFrom,
 } from './common.ts';
+import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
+import type { CsvTable } from './tables.ts';
 
 /** One (strategy, world) row. */
 export interface CompareRow {
@@ -158,6 +161,59 @@ export function formatCompareTable(rows: CompareRow[]): string {
     .join('\n');
 }
 
+/** The rows as a CSV table (bytes in bytes, times in ms, imbalances as fractions). */
+export function comparePlansCsv(rows: readonly CompareRow[]): CsvTable {
+  const header = [
+    'world',
+    'strategy',
+    'valid',
+    'issue_codes',
+    'sequences',
+    'tokens',
+    'compute_imbalance',
+    'comm_imbalance',
+    'bytes_in',
+    'bytes_kv',
+    'bytes_dkv',
+    'bytes_out',
+    'bytes_total',
+    'rounds_forward',
+    'rounds_backward',
+    'congestion_forward',
+    'congestion_backward',
+    'tasks',
+    'peak_resident_tokens',
+    'plan_ms',
+    'note',
+  ];
+  return [
+    header,
+    rows.map((r) => [
+      r.world,
+      r.strategy,
+      r.valid,
+      r.issueCodes.join(' '),
+      r.sequences,
+      r.tokens,
+      r.computeImbalance,
+      r.commImbalance,
+      r.bytes.in,
+      r.bytes.kv,
+      r.bytes.dkv,
+      r.bytes.out,
+      r.bytes.total,
+      r.rounds.forward,
+      r.rounds.backward,
+      r.congestion.forward,
+      r.congestion.backward,
+      r.tasks,
+      r.peakResidentTokens,
+      Number(r.planMs.toFixed(3)),
+      r.note,
+    ]),
+  ];
+}
+
 /** Registers `fcp compare-plans`. */
 export function register(program: Command): void {
   const cmd = program
@@ -166,26 +222,45 @@ export function register(program: Command): void {
       'plan a batch with several strategies and world sizes, validate, and tabulate plan metrics (no simulation)',
     );
   addProblemOptions(cmd, { world: '16,64,256' });
-  addPlannerOptions(cmd)
-    .option('--strategies <list>', 'comma-separated strategies (default: all registered)')
-    .option('--json <file>', 'also write the rows as JSON')
-    .action((opts: Record<string, unknown>) => {
-      const worlds = intListOption(opts.world, 'world');
-      const strategies =
-        opts.strategies === undefined
-          ? plannerNames()
-          : String(opts.strategies)
-              .split(',')
-              .map((s) => s.trim())
-              .filter((s) => s !== '');
-      const problem = problemOptionsFrom({ ...opts, world: worlds[0] ?? 1 });
-      const progress = createProgress(worlds.length * strategies.length, 'fcp compare-plans');
-      const rows = comparePlans({ problem, worlds, strategies, planner: plannerOptionsFrom(opts) }, progress);
-      process.stdout.write(`${formatCompareTable(rows)}\n`);
-      if (opts.json !== undefined) writeFileAtomic(String(opts.json), `${JSON.stringify(rows, null, 2)}\n`);
-      if (rows.some((r) => !r.valid)) {
-        process.stderr.write('fcp compare-plans: some plans are invalid (see the valid column)\n');
-        process.exitCode = 1;
-      }
-    });
+  addPlannerOptions(cmd).option(
+    '--strategies <list>',
+    'comma-separated strategies (default: all registered)',
+  );
+  addOutOption(cmd, 'also write the rows as JSON to this file');
+  addOutputOptions(cmd, {
+    json: 'the rows (one per world and strategy)',
+    csv: 'the table (one row per world and strategy; bytes in bytes, forward plus backward)',
+  });
+  cmd.action((opts: Record<string, unknown>) => {
+    const out = outputOf('compare-plans', opts);
+    const file = outPath(opts);
+    const worlds = intListOption(opts.world, 'world');
+    const strategies =
+      opts.strategies === undefined
+        ? plannerNames()
+        : String(opts.strategies)
+            .split(',')
+            .map((s) => s.trim())
+            .filter((s) => s !== '');
+    const problem = problemOptionsFrom({ ...opts, world: worlds[0] ?? 1 });
+    const planner = plannerOptionsFrom(opts);
+    if (file !== undefined) checkOutputFile(file, '--out');
+    // Planning time grows with the world: weight the steps by it for the estimate.
+    const progress = out.progress(
+      worlds.length * strategies.length,
+      worlds.flatMap((w) => strategies.map(() => w)),
+    );
+    const rows = comparePlans({ problem, worlds, strategies, planner }, progress);
+    if (out.json) out.printJson(rows);
+    else if (out.csv) out.printCsv(...comparePlansCsv(rows));
+    else out.text(formatCompareTable(rows));
+    if (file !== undefined) {
+      writeFileAtomic(file, `${JSON.stringify(rows, null, 2)}\n`);
+      out.wrote(file, `${rows.length} rows`);
+    }
+    if (rows.some((r) => !r.valid)) {
+      out.note('some plans are invalid (see the valid column)');
+      process.exitCode = 1;
+    }
+  });
 }

@@ -24,7 +24,7 @@ import { checkA2aDegree } from '../planners/ring/variants.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { type Problem, resolveProblem } from '../problem/problem.ts';
 import { type LinePoint, lineChartSpec } from '../report/charts/line.ts';
-import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
+import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
@@ -33,7 +33,9 @@ import {
   plannerOptionsFrom,
   problemOptionsFrom,
 } from './common.ts';
+import { addOutputOptions, outputOf } from './output.ts';
 import { addSimOptions, simOptionsFrom } from './simulate.ts';
+import type { CsvTable } from './tables.ts';
 
 /** Format tag of compare.json. */
 export const COMPARE_FORMAT = 'fcp-compare/1';
@@ -54,6 +56,8 @@ export interface CompareRow {
   bytes: { forward: number; backward: number };
   kernelMfu: { forward: number; backward: number };
   exposedCommMs: { forward: number; backward: number };
+  /** Token imbalance (max/mean - 1) of the layout the rest of the model runs on (the plan's user layout). */
+  tokenImbalance: number;
   /** The baseline knobs this row ran with (its defaults, or the winner of `--baselines best`). */
   config: PlannerOptions;
 }
@@ -90,6 +94,8 @@ export interface CompareSummary {
   mfuBackward: { mean: number; min: number; max: number };
   computeImbalanceForward: number;
   commImbalanceForward: number;
+  /** Mean token imbalance of the layout the rest of the model runs on. */
+  tokenImbalance: number;
 }
 
 /** Plans and simulates every combination; rows in (world, batch, strategy) order. */
@@ -194,6 +200,7 @@ function rowOf(
     bytes: { forward: r.forward.bytes.total, backward: r.backward.bytes.total },
     kernelMfu: { forward: r.forward.kernelMfu, backward: r.backward.kernelMfu },
     exposedCommMs: { forward: r.forward.meanExposedCommMs, backward: r.backward.meanExposedCommMs },
+    tokenImbalance: r.userTokenImbalance,
     config,
   };
 }
@@ -223,6 +230,7 @@ export function summarise(
         mfuBackward: stat(sel.map((r) => r.mfuBackward)),
         computeImbalanceForward: stat(sel.map((r) => r.imbalances.computeForward)).mean,
         commImbalanceForward: stat(sel.map((r) => r.imbalances.commForward)).mean,
+        tokenImbalance: stat(sel.map((r) => r.tokenImbalance ?? 0)).mean,
       });
     }
   return out;
@@ -259,7 +267,55 @@ export function formatCompareTable(
       lines.push(`${s.padEnd(sw)}${cells.map((c) => c.padStart(13)).join('')}`);
     }
   }
+  lines.push(
+    '',
+    'token imbalance of the layout the rest of the model runs on (max/mean - 1 of tokens per rank)',
+  );
+  for (const s of strategies)
+    lines.push(
+      `${s.padEnd(sw)}${worlds
+        .map((w) => {
+          const x = summary.find((r) => r.strategy === s && r.world === w);
+          return (x ? `${(100 * x.tokenImbalance).toFixed(1)}%` : '-').padStart(13);
+        })
+        .join('')}`,
+    );
   return lines.join('\n');
+}
+
+/** The summary as CSV: one row per (strategy, world); MFU as fractions, all simulated. */
+export function compareCsv(summary: readonly CompareSummary[]): CsvTable {
+  const header = [
+    'strategy',
+    'world',
+    'batches',
+    'mfu_forward_mean',
+    'mfu_forward_min',
+    'mfu_forward_max',
+    'mfu_backward_mean',
+    'mfu_backward_min',
+    'mfu_backward_max',
+    'compute_imbalance_forward',
+    'comm_imbalance_forward',
+    'token_imbalance',
+  ];
+  return [
+    header,
+    summary.map((s) => [
+      s.strategy,
+      s.world,
+      s.batches,
+      s.mfuForward.mean,
+      s.mfuForward.min,
+      s.mfuForward.max,
+      s.mfuBackward.mean,
+      s.mfuBackward.min,
+      s.mfuBackward.max,
+      s.computeImbalanceForward,
+      s.commImbalanceForward,
+      s.tokenImbalance,
+    ]),
+  ];
 }
 
 /** Chart specs of a comparison: MFU (forward and backward panels) and forward imbalances. */
@@ -362,7 +418,7 @@ export function register(program: Command): void {
     .description('plan and simulate strategies over world sizes and batches; table, compare.json and plots')
     .option('--strategies <list>', 'comma-separated strategies', 'fcp,ring,bytescale,wlb,magi')
     .option('--batches <n>', 'batches per world size (seeds seed..seed+n-1)', '1')
-    .option('--out <dir>', 'output folder for compare.json and plots')
+    .option('-o, --out <dir>', 'output folder for compare.json and plots')
     .option(
       '--baselines <mode>',
       'default: each baseline as configured by default; best: each one tuned by its own sweep per world (docs/baselines.md)',
@@ -372,10 +428,15 @@ export function register(program: Command): void {
       '--a2a-degree <n>',
       'ring a2a+p2p: the a2a degree the sweep tries (must divide the world and the heads)',
     );
+  addOutputOptions(cmd, {
+    json: 'compare.json (the summary and every row; simulated)',
+    csv: 'the summary, one row per strategy and world: MFU mean/min/max over batches (simulated)',
+  });
   addProblemOptions(cmd, { world: '16,32,64,128,256' });
   addPlannerOptions(cmd);
   addSimOptions(cmd, false);
   cmd.action(async (o: Record<string, unknown>) => {
+    const out = outputOf('compare', o);
     // The output folder is checked before minutes of simulation, not after them.
     if (o.out !== undefined) checkOutputFolder(String(o.out), COMPARE_FOLDER);
     const strategies = String(o.strategies)
@@ -395,7 +456,16 @@ export function register(program: Command): void {
     const planner = plannerOptionsFrom(o);
     const baselines = parseBaselinesMode(o.baselines);
     const a2aDegree = o.a2aDegree === undefined ? undefined : intOption(o.a2aDegree, 'a2aDegree');
-    const total = strategies.length * worlds.length * batches;
+    // Planning and simulating a world of N ranks costs about N times one rank: weight the steps
+    // by their world for the estimate (tuning steps run a sweep: weighted by its stages).
+    const tuned = new Set<string>();
+    if (baselines === 'best') {
+      const p0 = resolveProblem({ ...po, cluster: sim.cluster ?? 'hopper-ib' });
+      for (const s of strategies) if (sweepStages(s, p0, a2aDegree).length > 0) tuned.add(s);
+    }
+    const weights = worlds.flatMap((w) =>
+      strategies.flatMap((s) => (tuned.has(s) ? [w * batches] : Array.from({ length: batches }, () => w))),
+    );
     const rows = runCompare({
       strategies,
       worlds,
@@ -408,41 +478,43 @@ export function register(program: Command): void {
       problem,
       planner,
       sim,
-      progress: createProgress(total, 'compare'),
+      progress: out.progress(weights.length, weights),
       baselines,
       ...(a2aDegree !== undefined ? { a2aDegree } : {}),
     });
     const summary = summarise(rows, strategies, worlds);
-    process.stdout.write(
-      `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'} (engine ${sim.engine?.name ?? 'builtin'}); simulated\n`,
-    );
-    process.stdout.write(`${formatCompareTable(summary, strategies, worlds)}\n`);
-    if (baselines === 'best') process.stdout.write(`${formatConfigs(rows)}\n`);
-    if (o.out !== undefined) {
-      const doc = {
-        format: COMPARE_FORMAT,
-        strategies,
-        worlds,
-        batch: po.batch,
-        batches,
-        seed: po.seed,
-        tokensPerRank: po.tokensPerRank,
-        mask: po.mask,
-        cluster: sim.cluster,
-        engine: sim.engine?.name ?? 'builtin',
-        network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
-        kernel: sim.kernel,
-        calibration: sim.calibration?.sources ?? 'default',
-        rates: sim.rates,
-        plannerOptions: planner,
-        baselines,
-        summary,
-        rows,
-      };
-      await writeCompare(String(o.out), doc, compareCharts(summary, strategies, String(po.batch)));
-      process.stderr.write(
-        `compare: wrote ${join(String(o.out), 'compare.json')}, mfu.{png,svg}, imbalance.{png,svg}\n`,
+    const doc = {
+      format: COMPARE_FORMAT,
+      strategies,
+      worlds,
+      batch: po.batch,
+      batches,
+      seed: po.seed,
+      tokensPerRank: po.tokensPerRank,
+      mask: po.mask,
+      cluster: sim.cluster,
+      engine: sim.engine?.name ?? 'builtin',
+      network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+      kernel: sim.kernel,
+      calibration: sim.calibration?.sources ?? 'default',
+      rates: sim.rates,
+      plannerOptions: planner,
+      baselines,
+      summary,
+      rows,
+    };
+    if (out.json) out.printJson(doc);
+    else if (out.csv) out.printCsv(...compareCsv(summary));
+    else {
+      out.text(
+        `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'} (engine ${sim.engine?.name ?? 'builtin'}); simulated`,
       );
+      out.text(formatCompareTable(summary, strategies, worlds));
+      if (baselines === 'best') out.text(formatConfigs(rows));
+    }
+    if (o.out !== undefined) {
+      await writeCompare(String(o.out), doc, compareCharts(summary, strategies, String(po.batch)));
+      out.wrote(join(String(o.out), 'compare.json'), 'with mfu.{png,svg}, imbalance.{png,svg}');
     }
   });
 }

@@ -12,12 +12,13 @@ import {
   resolveDemoOptions,
   runDemo,
 } from '../experiments/demo.ts';
-import { createProgress } from '../report/progress.ts';
 import { provenanceOf } from '../report/provenance.ts';
 import type { Results } from '../report/results.ts';
-import { summaryText } from '../report/summary.ts';
+import { numericsVerdict, summaryText } from '../report/summary.ts';
 import { checkOutDir, writeReport } from '../report/write.ts';
 import { addProblemOptions, intListOption, intOption, problemOptionsFrom } from './common.ts';
+import { addOutputOptions, outputOf } from './output.ts';
+import type { CsvTable } from './tables.ts';
 
 /** Problems that make the demo's own result wrong (not user errors): invalid plans, failed checks. */
 export function demoFailures(r: Results): string[] {
@@ -31,6 +32,50 @@ export function demoFailures(r: Results): string[] {
     if (!n.ok)
       out.push(`${n.strategy}: numerical check ${n.error !== undefined ? `error: ${n.error}` : 'failed'}`);
   return out;
+}
+
+/** The summary table as CSV: one row per strategy of the main run, simulated numbers in base units. */
+export function demoCsv(r: Results): CsvTable {
+  const header = [
+    'strategy',
+    'valid',
+    'mfu_forward',
+    'mfu_backward',
+    'forward_ms',
+    'backward_ms',
+    'compute_imbalance',
+    'comm_imbalance',
+    'bytes_total',
+    'rounds_forward',
+    'rounds_backward',
+    'congestion_forward',
+    'congestion_backward',
+    'numerics',
+    'error',
+  ];
+  return [
+    header,
+    r.runs.map((s) => {
+      const ok = s.error === undefined;
+      return [
+        s.strategy,
+        s.valid,
+        ok ? s.mfuForward : null,
+        ok ? s.mfuBackward : null,
+        ok ? s.forwardMs : null,
+        ok ? s.backwardMs : null,
+        ok ? s.computeImbalance : null,
+        ok ? s.commImbalance : null,
+        ok ? s.totalBytes : null,
+        ok ? s.rounds.forward : null,
+        ok ? s.rounds.backward : null,
+        ok ? s.congestion.forward : null,
+        ok ? s.congestion.backward : null,
+        numericsVerdict(r, s.strategy),
+        s.error ?? '',
+      ];
+    }),
+  ];
 }
 
 /** Parses the list of `--strategies` (comma-separated). */
@@ -81,22 +126,30 @@ export function register(program: Command): void {
     )
     .option('--no-numerics', 'skip the CPU numerical check')
     .option('--no-ablation', "skip FCP's ablation (the paper's Table 2 steps at the main world)")
-    .option('--out <dir>', 'report folder (replaced atomically)', 'fcp-report')
-    .action(async (opts: Record<string, unknown>) => {
-      const t0 = performance.now();
-      const options = resolveDemoOptions(demoOptionsFrom(opts));
-      const out = String(opts.out);
-      checkOutDir(out); // fail before the work, not after it
-      const progress = createProgress(demoSteps(options) + 2, 'fcp demo');
-      const results = await runDemo(options, provenanceOf(process.argv.slice(2)), progress);
-      const written = await writeReport(results, out, { onStep: (label) => progress.step(label) });
-      progress.done();
-      process.stdout.write(`${summaryText(results)}\n\nreport: ${written.dir}/index.html\n`);
-      process.stderr.write(`fcp demo: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
-      const failures = demoFailures(results);
-      if (failures.length > 0) {
-        for (const f of failures) process.stderr.write(`fcp: error: demo.check: ${f}\n`);
-        process.exitCode = 1;
-      }
-    });
+    .option('-o, --out <dir>', 'report folder (replaced atomically)', 'fcp-report');
+  addOutputOptions(cmd, {
+    json: "the results (the report folder's results.json)",
+    csv: 'the summary table, one row per strategy',
+  });
+  cmd.action(async (opts: Record<string, unknown>) => {
+    const o = outputOf('demo', opts);
+    const t0 = performance.now();
+    const options = resolveDemoOptions(demoOptionsFrom(opts));
+    const out = String(opts.out);
+    checkOutDir(out); // fail before the work, not after it
+    const progress = o.progress(demoSteps(options) + 2);
+    const results = await runDemo(options, provenanceOf(process.argv.slice(2)), progress);
+    const written = await writeReport(results, out, { onStep: (label) => progress.step(label) });
+    progress.done();
+    if (o.json) o.printJson(results);
+    else if (o.csv) o.printCsv(...demoCsv(results));
+    else o.text(summaryText(results));
+    o.wrote(`${written.dir}/index.html`, 'the report; results.json beside it');
+    o.note(`done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const failures = demoFailures(results);
+    if (failures.length > 0) {
+      for (const f of failures) process.stderr.write(`fcp: error: demo.check: ${f}\n`);
+      process.exitCode = 1;
+    }
+  });
 }

@@ -3,9 +3,16 @@
  * and exit code 2 (never a stack trace). Internal bugs exit 1 with a short message; set
  * FCP_DEBUG=1 for the stack.
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { FcpError, formatIssue } from '../core/issues.ts';
 import { COMMANDS } from './commands.ts';
+import { stopAllProgress } from './progress.ts';
+
+/** The package version (`fcp --version`), read from package.json so that it never drifts. */
+export const VERSION: string = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 
 /** Builds the program with every command registered. */
 export function createProgram(): Command {
@@ -13,7 +20,7 @@ export function createProgram(): Command {
     .description(
       'Flexible Context Parallelism: plan, check, simulate and run attention over long-tailed batches',
     )
-    .version('0.1.0')
+    .version(VERSION, '-V, --version', 'print the version and exit')
     .showHelpAfterError(false)
     // Commander's own errors (unknown command or option, missing value, extra argument) are
     // printed by reportError as one coded line like every other user error.
@@ -24,14 +31,30 @@ export function createProgram(): Command {
   return program;
 }
 
-/** Runs the CLI; resolves to the process exit code. */
+/**
+ * Runs the CLI; resolves to the process exit code (docs/cli.md, "Conventions": 0 success, 1 a check
+ * failed, 2 a usage or input error). Bare `fcp` is a usage error: the help goes to stderr, then
+ * one coded line, exit 2 (`fcp --help` prints the help on stdout and exits 0).
+ */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = createProgram();
+  // Commands set process.exitCode for "ran, but a check failed"; start from a clean slate so that
+  // in-process callers (tests) never see the previous run's code.
+  const before = process.exitCode;
+  process.exitCode = undefined;
   try {
+    if (argv.length === 0) {
+      process.stderr.write(program.helpInformation());
+      process.stderr.write('fcp: error: cli.missingCommand: no command given (fcp --help lists commands)\n');
+      return 2;
+    }
     await program.parseAsync(argv as string[], { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
     return reportError(e);
+  } finally {
+    stopAllProgress();
+    process.exitCode = before;
   }
 }
 

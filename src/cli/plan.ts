@@ -15,14 +15,16 @@
  * file is written.
  */
 import type { Command } from 'commander';
-import { formatIssue } from '../core/issues.ts';
+import { fail, formatIssue } from '../core/issues.ts';
+import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { writePlan } from '../plan/io.ts';
 import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats } from '../planners/fcp/index.ts';
-import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
+import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
+import { reportCsv } from './tables.ts';
 
 const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
 const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
@@ -63,20 +65,26 @@ export function register(program: Command): void {
     .command('plan')
     .description('plan a batch with a strategy, validate it, print a summary, and write it with -o')
     .option('--strategy <name>', 'planning strategy (see --list)', 'fcp')
-    .option('-o, --output <path>', 'write the plan here (.json, or .json.gz for gzip)')
     .option('--list', 'list the strategies and exit')
     .option('--no-validate', 'skip the validator (the summary then lacks the rule-6 report)')
-    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break')
-    .option('--json', 'print the summary as JSON');
+    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break');
+  addOutOption(cmd, 'write the plan here (.json, or .json.gz for gzip)', undefined, '--output');
+  addOutputOptions(cmd, {
+    json: 'the summary (validity, issues, timings, statistics, report)',
+    csv: 'the rule-6 report, one row per phase (forward, backward, total)',
+  });
   addProblemOptions(cmd);
   addPlannerOptions(cmd);
   cmd.action((opts: Record<string, unknown>) => {
+    const out = outputOf('plan', opts);
     if (opts.list) {
       const planners = allPlanners();
       const w = Math.max(...planners.map((p) => p.name.length));
-      process.stdout.write(`${planners.map((p) => `${p.name.padEnd(w)}  ${p.description}`).join('\n')}\n`);
+      out.text(planners.map((p) => `${p.name.padEnd(w)}  ${p.description}`).join('\n'));
       return;
     }
+    if (out.csv && opts.validate === false)
+      fail('cli.conflictingOptions', '--csv prints the rule-6 report; drop --no-validate', 'csv');
     const planner = getPlanner(String(opts.strategy));
     const problem = problemFrom(opts);
     const options = plannerOptionsFrom(opts);
@@ -100,7 +108,9 @@ export function register(program: Command): void {
       locality = { bytes: reshuffleBytesOf(plan), withoutLocality: reshuffleBytesOf(without) };
     }
 
-    if (opts.json) {
+    if (out.csv && report) {
+      out.printCsv(...reportCsv(report));
+    } else if (out.json) {
       const summary = {
         strategy: planner.name,
         valid,
@@ -111,30 +121,30 @@ export function register(program: Command): void {
         report: report ?? null,
         reshuffle: locality ?? null,
       };
-      process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+      out.printJson(summary);
     } else {
-      const out: string[] = [];
-      if (report) out.push(formatReport(report), '');
-      out.push(...fcpLines(plan));
+      const lines: string[] = [];
+      if (report) lines.push(formatReport(report), '');
+      lines.push(...fcpLines(plan));
       if (locality) {
         const saved = locality.withoutLocality > 0 ? 1 - locality.bytes / locality.withoutLocality : 0;
-        out.push(
+        lines.push(
           `reshuffle: ${gb(locality.bytes)} (without the locality tie-break: ${gb(locality.withoutLocality)}, ${pct(saved)} saved)`,
         );
       }
-      out.push(`planned in ${planMs.toFixed(1)} ms`);
+      lines.push(`planned in ${planMs.toFixed(1)} ms`);
       if (!valid)
-        out.push(`INVALID plan (${issues.length} issues; a planner bug, please report):`, ...issues);
-      process.stdout.write(`${out.join('\n')}\n`);
+        lines.push(`INVALID plan (${issues.length} issues; a planner bug, please report):`, ...issues);
+      out.text(lines.join('\n'));
     }
     if (!valid) {
       process.exitCode = 1;
       return;
     }
-    if (opts.output !== undefined) {
-      const path = String(opts.output);
+    const path = outPath(opts);
+    if (path !== undefined) {
       writePlan(path, plan);
-      if (!opts.json) process.stdout.write(`wrote ${path}\n`);
+      out.wrote(path, `${planner.name} plan, ${plan.world} ranks`);
     }
   });
 }

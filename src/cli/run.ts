@@ -7,7 +7,7 @@
  */
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { FcpError, fail, issue } from '../core/issues.ts';
 import { randomInputsForPlan } from '../executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../executors/reference.ts';
@@ -19,6 +19,8 @@ import type { ExecutionResult } from '../executors/types.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
 import { intOption, numberOption } from './common.ts';
+import { type Cell, outPath, outputOf } from './output.ts';
+import type { CsvTable } from './tables.ts';
 
 const choice = <T extends string>(value: unknown, name: string, allowed: readonly T[]): T => {
   const v = String(value);
@@ -200,6 +202,17 @@ export function formatRun(
   return lines.join('\n');
 }
 
+/** Per-rank timings as CSV: one row per (phase, rank), ms (simulated for the sim runtime). */
+export function runCsv(r: ExecutionResult): CsvTable {
+  const rows: Cell[][] = [];
+  for (const [phase, list] of [
+    ['forward', r.perRank.forward],
+    ['backward', r.perRank.backward],
+  ] as const)
+    for (const t of list) rows.push([phase, t.rank, r.executor, t.computeMs, t.commMs, t.idleMs]);
+  return [['phase', 'rank', 'runtime', 'compute_ms', 'comm_ms', 'idle_ms'], rows];
+}
+
 /** Registers `fcp run`. */
 export function register(program: Command): void {
   program
@@ -228,8 +241,11 @@ export function register(program: Command): void {
     .option('--timeout <s>', 'end every process and fail after this many seconds', '600')
     .option('--python <path>', 'torch: Python interpreter (default: $FCP_PYTHON, /usr/bin/python3, python3)')
     .option('--peak-tflops <x>', 'GPU peak TFLOP/s for the MFU (default 989)')
-    .option('--json', 'print the result as JSON')
-    .option('-o, --output <file>', 'also write the result as JSON to this file')
+    .addOption(new Option('--json', 'print the result as one JSON document on stdout').conflicts(['csv']))
+    .option('--csv', 'print the per-rank timings as CSV on stdout (one row per rank and phase)')
+    .option('-q, --quiet', 'no progress or "wrote" lines on stderr (errors are still printed)')
+    .option('-o, --out <file>', 'also write the result as JSON to this file')
+    .addOption(new Option('--output <file>', 'same as --out').hideHelp())
     .option('--print-torchrun', 'print the torchrun command for a multi-node cluster and exit')
     .option('--nnodes <n>', 'with --print-torchrun: nodes', '1')
     .option('--nproc-per-node <n>', 'with --print-torchrun: GPUs per node (default: plan world / nodes)')
@@ -237,6 +253,8 @@ export function register(program: Command): void {
     .option('--master-port <port>', 'with --print-torchrun: rendezvous port', '29500')
     .option('--out-dir <dir>', 'with --print-torchrun: folder the ranks write to', 'fcp-run-out')
     .action(async (planPath: string, opts: Record<string, unknown>) => {
+      const out = outputOf('run', opts);
+      const outFile = outPath(opts);
       // Every option and the output target are checked before the plan is read, the plan is
       // validated before anything starts: bad input never costs a run (issue 11).
       const printTorchrun = opts.printTorchrun === true;
@@ -264,7 +282,7 @@ export function register(program: Command): void {
               : undefined,
           masterPort: boundedInt(opts.masterPort, 'masterPort', 1, 65535),
         };
-      if (opts.output !== undefined && !printTorchrun) checkOutputTarget(String(opts.output));
+      if (outFile !== undefined && !printTorchrun) checkOutputTarget(outFile);
       const plan = readPlan(planPath);
       requireValidPlan(plan, `plan ${planPath}`);
       if (launch) {
@@ -292,29 +310,41 @@ export function register(program: Command): void {
       const needInputs = check || backend === 'cpu';
       const inputs = needInputs ? randomInputsForPlan(plan, seed) : undefined;
       let result: ExecutionResult;
+      // Steps: the run, and the float64 reference with --check; a heartbeat line every few
+      // seconds while the processes or workers run (docs/cli.md, "Progress").
+      const progress = out.progress(check ? 2 : 1);
       if (backend === 'torch' && to) {
         to.planPath = planPath;
         to.validated = true;
-        process.stderr.write(`fcp run: starting ${to.nproc ?? plan.world} torch processes (${to.device})\n`);
+        progress.step(`${to.nproc ?? plan.world} torch processes (${to.device}): start, import torch, run`);
         result = await runTorch(plan, inputs, to);
       } else {
         if (opts.nproc !== undefined && intOption(opts.nproc, 'nproc') !== plan.world)
           throw new FcpError(
             issue('run.nproc', `the plan is for ${plan.world} ranks, not --nproc ${opts.nproc}`, 'nproc'),
           );
-        result = await getExecutor(backend).run(plan, inputs, {});
+        progress.step(`${backend} runtime, ${plan.world} ranks`);
+        result = await getExecutor(backend).run(plan, inputs, {
+          onProgress: (f: number) => progress.fraction(f),
+        });
       }
       let errors: Record<string, number> | undefined;
       if (check) {
         if (!result.outputs)
           fail('run.check', `the ${backend} runtime computes no outputs to check`, 'check');
-        errors = { ...compareOutputs(result.outputs, referenceAttention(plan.model, plan.mask, inputs!)) };
+        progress.step('float64 reference');
+        const ref = referenceAttention(plan.model, plan.mask, inputs!, (f) => progress.fraction(f));
+        errors = { ...compareOutputs(result.outputs, ref) };
       }
+      progress.done();
       const json = JSON.stringify({ ...result, outputs: undefined, errors }, null, 1);
-      if (opts.output !== undefined) writeFileAtomic(String(opts.output), json);
-      process.stdout.write(
-        opts.json ? `${json}\n` : `${formatRun(plan, result, errors, check ? maxError : undefined)}\n`,
-      );
+      if (outFile !== undefined) {
+        writeFileAtomic(outFile, json);
+        out.wrote(outFile, 'result as JSON');
+      }
+      if (out.json) out.text(json);
+      else if (out.csv) out.printCsv(...runCsv(result));
+      else out.text(formatRun(plan, result, errors, check ? maxError : undefined));
       if (errors && Math.max(...Object.values(errors)) > maxError) process.exitCode = 1;
     });
 }

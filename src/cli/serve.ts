@@ -22,6 +22,7 @@ import { planToJson, writePlan } from '../plan/io.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { type ProblemOptions, resolveProblem } from '../problem/problem.ts';
+import { addOutputOptions, outputOf } from './output.ts';
 
 const int = z.number().int();
 const modelSchema = z.strictObject({
@@ -222,11 +223,13 @@ export async function serve(input: NodeJS.ReadableStream, output: NodeJS.Writabl
 
 /** Registers `fcp serve`. */
 export function register(program: Command): void {
-  program
+  const cmd = program
     .command('serve')
-    .description('long-lived planner: JSON-line plan requests on stdin, one JSON answer per line on stdout')
-    .action(async () => {
-      process.stderr.write('fcp serve: ready (one JSON request per line; {"op":"shutdown"} to stop)\n');
-      await serve(process.stdin, process.stdout);
-    });
+    .description('long-lived planner: JSON-line plan requests on stdin, one JSON answer per line on stdout');
+  // stdout is the protocol (JSON lines already): no --json or --csv.
+  addOutputOptions(cmd, {});
+  cmd.action(async (opts: Record<string, unknown>) => {
+    outputOf('serve', opts).note('ready (one JSON request per line; {"op":"shutdown"} to stop)');
+    await serve(process.stdin, process.stdout);
+  });
 }

@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
+import { checkOutputFile } from '../core/outputs.ts';
 import { calibrationFromOption } from '../cost/calibration.ts';
 import { contentionOverrides, loadNetworkParams } from '../cost/contention.ts';
 import { KERNEL_POLICIES, type KernelPolicy } from '../cost/kernel.ts';
@@ -25,6 +26,8 @@ import {
   resolveCluster,
 } from '../problem/cluster.ts';
 import { intOption, numberOption } from './common.ts';
+import { addOutputOptions, type Cell, outputOf } from './output.ts';
+import type { CsvTable } from './tables.ts';
 
 /** Adds the cluster and cost-model options (simulate, compare). */
 export function addSimOptions(cmd: Command, standalone = true): Command {
@@ -194,6 +197,61 @@ export function formatSimResult(r: SimResult): string {
   return lines.join('\n');
 }
 
+/** One CSV row per phase; every number simulated (ms, fractions, bytes). */
+export function simCsv(r: SimResult): CsvTable {
+  const header = [
+    'phase',
+    'strategy',
+    'world',
+    'cluster',
+    'network',
+    'makespan_ms',
+    'mfu',
+    'kernel_mfu',
+    'compute_imbalance',
+    'comm_imbalance',
+    'compute_ms_mean',
+    'compute_ms_max',
+    'exposed_comm_ms_mean',
+    'exposed_comm_ms_max',
+    'reshuffle_in_ms',
+    'reshuffle_out_ms',
+    'bytes_in',
+    'bytes_kv',
+    'bytes_out',
+    'bytes_dkv',
+    'ops',
+    'flows',
+    'groups',
+  ];
+  const row = (name: string, p: SimPhaseResult): Cell[] => [
+    name,
+    r.strategy,
+    r.world,
+    r.cluster.name,
+    r.network,
+    p.makespanMs,
+    p.mfu,
+    p.kernelMfu,
+    p.computeImbalance,
+    p.commImbalance,
+    mean(p.computeMs),
+    p.computeMs.reduce((a, b) => Math.max(a, b), 0),
+    p.meanExposedCommMs,
+    p.maxExposedCommMs,
+    p.reshuffle.inMs,
+    p.reshuffle.outMs,
+    p.bytes.in,
+    p.bytes.kv,
+    p.bytes.out,
+    p.bytes.dkv,
+    p.ops,
+    p.flows,
+    p.groups,
+  ];
+  return [header, [row('forward', r.forward), row('backward', r.backward)]];
+}
+
 function mean(a: readonly number[]): number {
   return a.length === 0 ? 0 : a.reduce((s, v) => s + v, 0) / a.length;
 }
@@ -206,18 +264,26 @@ export function register(program: Command): void {
       'simulate a plan on a modelled cluster: makespan, attention MFU, balance, exposed communication',
     )
     .argument('<plan>', 'plan file (.json or .json.gz)')
-    .option('--trace <file>', 'write a Chrome trace (ui.perfetto.dev)')
-    .option('--json', 'print the full result as JSON');
+    .option('--trace <file>', 'write a Chrome trace (ui.perfetto.dev)');
+  addOutputOptions(cmd, {
+    json: 'the full result (per-rank arrays included; times simulated)',
+    csv: 'one row per phase (forward, backward): makespan, MFU, imbalance, exposed comm, bytes (simulated)',
+  });
   addSimOptions(cmd);
   cmd.action((planPath: string, o: Record<string, unknown>) => {
+    const out = outputOf('simulate', o);
+    if (o.trace !== undefined) checkOutputFile(String(o.trace), '--trace');
     const plan = readPlan(planPath);
     const opts = simOptionsFrom(o);
     if (o.trace !== undefined) opts.trace = true;
     const r = simulatePlan(plan, opts);
     if (o.trace !== undefined) {
       writeFileAtomic(String(o.trace), JSON.stringify(r.trace));
+      out.wrote(String(o.trace), 'Chrome trace, open in ui.perfetto.dev');
       delete r.trace;
     }
-    process.stdout.write(o.json ? `${JSON.stringify(r, null, 1)}\n` : `${formatSimResult(r)}\n`);
+    if (out.json) out.printJson(r);
+    else if (out.csv) out.printCsv(...simCsv(r));
+    else out.text(formatSimResult(r));
   });
 }

@@ -9,35 +9,47 @@ import { readPlan } from '../plan/io.ts';
 import { formatReport } from '../plan/report.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { intOption } from './common.ts';
+import { addOutputOptions, outputOf } from './output.ts';
+import { reportCsv } from './tables.ts';
 
 /** Registers `fcp validate`. */
 export function register(program: Command): void {
-  program
+  const cmd = program
     .command('validate')
     .description('check a plan file against rules 1-5 and print its report (exit 1 when a rule is broken)')
     .argument('<plan>', 'plan file (.json, or .json.gz)')
-    .option('--json', 'print the result (valid, issues, report) as JSON')
-    .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100')
-    .action((file: string, opts: Record<string, unknown>) => {
-      const maxIssues = intOption(opts.maxIssues, 'maxIssues');
-      const plan = readPlan(file);
-      const t0 = performance.now();
-      const { issues, report, omitted } = validatePlan(plan, { maxIssues: Math.max(1, maxIssues) });
-      const ms = performance.now() - t0;
-      const valid = issues.length === 0;
-      if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ file, valid, issues, omitted, report }, null, 2)}\n`);
-      } else {
-        const out = [formatReport(report), ''];
-        if (valid) out.push(`valid: ${file} obeys rules 1-5 (checked in ${ms.toFixed(0)} ms)`);
-        else {
-          out.push(
-            `invalid: ${file} breaks ${issues.length + omitted} checks${omitted > 0 ? ` (${omitted} not listed)` : ''}:`,
-          );
-          for (const i of issues) out.push(formatIssue(i));
-        }
-        process.stdout.write(`${out.join('\n')}\n`);
+    .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100');
+  addOutputOptions(cmd, {
+    json: 'the result (valid, issues, report)',
+    csv: 'the rule-6 report, one row per phase (forward, backward, total)',
+  });
+  cmd.action((file: string, opts: Record<string, unknown>) => {
+    const out = outputOf('validate', opts);
+    const maxIssues = intOption(opts.maxIssues, 'maxIssues');
+    const plan = readPlan(file);
+    const t0 = performance.now();
+    const { issues, report, omitted } = validatePlan(plan, { maxIssues: Math.max(1, maxIssues) });
+    const ms = performance.now() - t0;
+    const valid = issues.length === 0;
+    if (out.json) {
+      out.printJson({ file, valid, issues, omitted, report });
+    } else if (out.csv) {
+      out.printCsv(...reportCsv(report));
+      if (!valid)
+        out.note(
+          `invalid: ${file} breaks ${issues.length + omitted} checks (first: ${formatIssue(issues[0]!)})`,
+        );
+    } else {
+      const lines = [formatReport(report), ''];
+      if (valid) lines.push(`valid: ${file} obeys rules 1-5 (checked in ${ms.toFixed(0)} ms)`);
+      else {
+        lines.push(
+          `invalid: ${file} breaks ${issues.length + omitted} checks${omitted > 0 ? ` (${omitted} not listed)` : ''}:`,
+        );
+        for (const i of issues) lines.push(formatIssue(i));
       }
-      process.exitCode = valid ? 0 : 1;
-    });
+      out.text(lines.join('\n'));
+    }
+    process.exitCode = valid ? 0 : 1;
+  });
 }

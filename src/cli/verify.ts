@@ -25,7 +25,7 @@ import { SMALL_MODEL } from '../model/attention.ts';
 import { planToJson, readPlan } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
 import { requireValidPlan } from '../plan/validate.ts';
-import { createProgress, type Progress, silentProgress } from '../report/progress.ts';
+import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
@@ -34,6 +34,9 @@ import {
   plannerOptionsFrom,
   problemFrom,
 } from './common.ts';
+import { addOutputOptions, outputOf } from './output.ts';
+import type { LiveProgress } from './progress.ts';
+import type { CsvTable } from './tables.ts';
 
 /** Format tag of index.json. */
 export const DUMP_FORMAT = 'fcp-verify-dump/1';
@@ -53,7 +56,8 @@ export interface VerifyOptions {
   seed?: number;
   /** Options passed to the executor (e.g. the cpu executor's stallTimeoutMs or pool). */
   executorOptions?: Record<string, unknown>;
-  progress?: Progress;
+  /** Steps and fractions of the run and the reference (default silent). */
+  progress?: Progress | LiveProgress;
 }
 
 /** What {@link verifyPlan} measured. */
@@ -85,14 +89,19 @@ export async function verifyPlan(plan: Plan, o: VerifyOptions = {}): Promise<Ver
   requireValidPlan(plan);
   const progress = o.progress ?? silentProgress;
   const inputs = o.inputs ?? randomInputs(plan.sequences, plan.model, o.seed ?? 1);
-  progress.step(`run the ${executor.name} executor`);
+  const live = 'fraction' in progress ? (progress as LiveProgress) : undefined;
+  const fraction = live ? (f: number) => live.fraction(f) : undefined;
+  progress.step(`${executor.name} runtime, forward and backward on ${plan.world} ranks`);
   const r0 = performance.now();
-  const execution = await executor.run(plan, inputs, o.executorOptions ?? {});
+  const execution = await executor.run(plan, inputs, {
+    ...(o.executorOptions ?? {}),
+    ...(fraction ? { onProgress: fraction } : {}),
+  });
   const runMs = performance.now() - r0;
   if (!execution.outputs) throw new Error(`executor ${executor.name} returned no outputs`);
   progress.step('float64 reference');
   const f0 = performance.now();
-  const ref = referenceAttention(plan.model, plan.mask, inputs);
+  const ref = referenceAttention(plan.model, plan.mask, inputs, fraction);
   const referenceMs = performance.now() - f0;
   const errors = compareOutputs(execution.outputs, ref);
   const ok = errors.o <= maxError && errors.dq <= maxError && errors.dk <= maxError && errors.dv <= maxError;
@@ -345,6 +354,40 @@ export function formatVerify(plan: Plan, r: VerifyResult, planMs: number | undef
   return lines.join('\n');
 }
 
+/** The JSON of `fcp verify --json`: everything {@link formatVerify} prints, as data. */
+export function verifyJson(plan: Plan, r: VerifyResult, planMs: number | undefined): Record<string, unknown> {
+  const x = r.execution;
+  return {
+    strategy: plan.strategy,
+    world: plan.world,
+    sequences: plan.sequences.length,
+    tokens: plan.sequences.reduce((a, b) => a + b, 0),
+    mask: plan.mask,
+    model: plan.model,
+    executor: x.executor,
+    ok: r.ok,
+    maxError: r.maxError,
+    errors: r.errors,
+    timingsMs: {
+      plan: planMs ?? null,
+      forward: x.forwardMs,
+      backward: x.backwardMs,
+      executor: r.runMs,
+      reference: r.referenceMs,
+      ...(x.details ?? {}),
+    },
+    perRank: x.perRank,
+  };
+}
+
+/** One CSV row per output: its relative error against the float64 reference, the limit, ok. */
+export function verifyCsv(r: VerifyResult): CsvTable {
+  return [
+    ['output', 'relative_error', 'max_error', 'ok'],
+    (['o', 'dq', 'dk', 'dv'] as const).map((k) => [k, r.errors[k], r.maxError, r.errors[k] <= r.maxError]),
+  ];
+}
+
 /** Registers `fcp verify`. */
 export function register(program: Command): void {
   const cmd = program
@@ -372,48 +415,57 @@ export function register(program: Command): void {
     .option('--stall-timeout <ms>', 'fail when the run makes no progress for this long', '60000')
     .option(
       '--dump <dir>',
-      'write the plan, inputs and outputs (raw little-endian float32) to this directory',
-    )
-    .action(async (opts: Record<string, unknown>) => {
-      const maxError = numberOption(opts.maxError, 'maxError');
-      const stallTimeoutMs = intOption(opts.stallTimeout, 'stallTimeout');
-      const seed = intOption(opts.seed ?? 1, 'seed');
-      // The dump target is checked before the run, not after minutes of it.
-      if (opts.dump !== undefined) checkOutputFolder(String(opts.dump), DUMP_FOLDER);
-      const progress = createProgress(opts.plan === undefined ? 3 : 2, 'fcp verify');
-      let plan: Plan;
-      let planMs: number | undefined;
-      if (opts.plan !== undefined) {
-        plan = readPlan(String(opts.plan));
-        requireValidPlan(plan, String(opts.plan));
-        checkPlanAgainstOptions(cmd, opts, plan);
-      } else {
-        const problem = problemFrom(opts, { model: SMALL_MODEL });
-        const planner = getPlanner(String(opts.strategy));
-        progress.step(`plan with ${planner.name}`);
-        const t0 = performance.now();
-        plan = planner.plan(problem, plannerOptionsFrom(opts));
-        planMs = performance.now() - t0;
-      }
-      const inputs = opts.inputs === undefined ? undefined : readDumpInputs(String(opts.inputs), plan);
-      const vo: VerifyOptions = {
-        executor: String(opts.executor),
-        maxError,
-        seed,
-        progress,
-        executorOptions: { stallTimeoutMs },
-      };
-      if (inputs) vo.inputs = inputs;
-      const r = await verifyPlan(plan, vo);
-      progress.done();
-      if (opts.dump !== undefined)
-        writeDump(String(opts.dump), plan, r.inputs, r.outputs, {
-          seed: inputs ? null : seed,
-          errors: r.errors,
-        });
-      process.stdout.write(`${formatVerify(plan, r, planMs)}\n`);
-      if (!r.ok) process.exitCode = 1;
-    });
+      'write the plan, inputs and outputs (.npy float32) and index.json to this folder',
+    );
+  addOutputOptions(cmd, {
+    json: 'the errors, the verdict and the timings (per rank too)',
+    csv: 'one row per output (o, dq, dk, dv): relative error, limit, ok',
+  });
+  cmd.action(async (opts: Record<string, unknown>) => {
+    const out = outputOf('verify', opts);
+    const maxError = numberOption(opts.maxError, 'maxError');
+    const stallTimeoutMs = intOption(opts.stallTimeout, 'stallTimeout');
+    const seed = intOption(opts.seed ?? 1, 'seed');
+    // The dump target is checked before the run, not after minutes of it.
+    if (opts.dump !== undefined) checkOutputFolder(String(opts.dump), DUMP_FOLDER);
+    const progress = out.progress(opts.plan === undefined ? 3 : 2);
+    let plan: Plan;
+    let planMs: number | undefined;
+    if (opts.plan !== undefined) {
+      plan = readPlan(String(opts.plan));
+      requireValidPlan(plan, String(opts.plan));
+      checkPlanAgainstOptions(cmd, opts, plan);
+    } else {
+      const problem = problemFrom(opts, { model: SMALL_MODEL });
+      const planner = getPlanner(String(opts.strategy));
+      progress.step(`plan with ${planner.name}`);
+      const t0 = performance.now();
+      plan = planner.plan(problem, plannerOptionsFrom(opts));
+      planMs = performance.now() - t0;
+    }
+    const inputs = opts.inputs === undefined ? undefined : readDumpInputs(String(opts.inputs), plan);
+    const vo: VerifyOptions = {
+      executor: String(opts.executor),
+      maxError,
+      seed,
+      progress,
+      executorOptions: { stallTimeoutMs },
+    };
+    if (inputs) vo.inputs = inputs;
+    const r = await verifyPlan(plan, vo);
+    progress.done();
+    if (opts.dump !== undefined) {
+      writeDump(String(opts.dump), plan, r.inputs, r.outputs, {
+        seed: inputs ? null : seed,
+        errors: r.errors,
+      });
+      out.wrote(String(opts.dump), 'plan, inputs and outputs as .npy, index.json');
+    }
+    if (out.json) out.printJson(verifyJson(plan, r, planMs));
+    else if (out.csv) out.printCsv(...verifyCsv(r));
+    else out.text(formatVerify(plan, r, planMs));
+    if (!r.ok) process.exitCode = 1;
+  });
 }
 
 /** With `--plan`, explicitly given world or model options must agree with the plan. */

@@ -63,7 +63,7 @@ function scatterHead(
   }
 }
 
-/** Forward and backward attention of one sequence in float64. */
+/** Forward and backward attention of one sequence in float64 (`onRow`: after each query row, its pairs). */
 export function referenceSequence(
   shape: ReferenceShape,
   mask: Mask,
@@ -71,6 +71,7 @@ export function referenceSequence(
   k: Float32Array,
   v: Float32Array,
   dO: Float32Array,
+  onRow?: (pairs: number) => void,
 ): ReferenceSequence {
   const nq = shape.qHeads;
   const nkv = shape.kvHeads;
@@ -155,6 +156,7 @@ export function referenceSequence(
           res.o[to + x] = oi[x]!;
           res.dq[to + x] = dqi[x]!;
         }
+        onRow?.(n);
       }
     }
     scatterHead(res.dk, dK, L, nkv, dim, c);
@@ -163,15 +165,30 @@ export function referenceSequence(
   return res;
 }
 
-/** The reference for every sequence of `inputs`. */
+/** The reference for every sequence of `inputs`; `onProgress` gets the fraction of pairs done. */
 export function referenceAttention(
   shape: ReferenceShape,
   mask: Mask,
   inputs: SequenceInputs,
+  onProgress?: (fraction: number) => void,
 ): ReferenceOutputs {
   const out: ReferenceOutputs = { o: [], lse: [], dq: [], dk: [], dv: [] };
+  // Progress by attended (query, key) pairs, the work of every row; the run is synchronous and
+  // can take a minute, so the caller learns how far it is from here (verify's progress lines).
+  let total = 0;
+  for (const q of inputs.q) {
+    const L = q.length / (shape.qHeads * shape.headDim);
+    total += (mask === 'causal' ? (L * (L + 1)) / 2 : L * L) * shape.qHeads;
+  }
+  let done = 0;
+  const onRow = onProgress
+    ? (pairs: number): void => {
+        done += pairs;
+        onProgress(total > 0 ? done / total : 1);
+      }
+    : undefined;
   for (let s = 0; s < inputs.q.length; s++) {
-    const r = referenceSequence(shape, mask, inputs.q[s]!, inputs.k[s]!, inputs.v[s]!, inputs.dO[s]!);
+    const r = referenceSequence(shape, mask, inputs.q[s]!, inputs.k[s]!, inputs.v[s]!, inputs.dO[s]!, onRow);
     out.o.push(r.o);
     out.lse.push(r.lse);
     out.dq.push(r.dq);

@@ -49,7 +49,7 @@ test('fcp demo writes a report; fcp report redraws it from results.json', () => 
   const r = fcp(['demo', ...SMALL, '--out', dir]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^strategy\s+valid\s+MFU fwd/);
-  assert.ok(r.stdout.includes(`report: ${dir}/index.html`));
+  assert.ok(r.stderr.includes(`fcp demo: wrote ${dir}/index.html`), r.stderr);
   assert.ok(existsSync(join(dir, 'index.html')));
   const results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'));
   assert.equal(results.provenance.command, `fcp demo ${[...SMALL, '--out', dir].join(' ')}`);
