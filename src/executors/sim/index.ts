@@ -13,6 +13,7 @@ import { Network } from '../../cost/network.ts';
 import { OpCost } from '../../cost/op-cost.ts';
 import { sequencePairs } from '../../model/attention.ts';
 import { chainsAsGroups } from '../../plan/chains.ts';
+import { userTokenImbalance } from '../../plan/layout.ts';
 import type { Plan } from '../../plan/types.ts';
 import { requireValidPlan } from '../../plan/validate.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
@@ -118,6 +119,11 @@ export interface SimResult {
   backward: SimPhaseResult;
   /** Forward plus backward useful FLOPs over world * peak * (forward + backward makespan). */
   mfu: number;
+  /**
+   * Token imbalance (max/mean - 1) of the plan's user layout: what the rest of the model (MLP,
+   * projections, norms) pays per layer on top of attention. Not part of the simulated makespans.
+   */
+  userTokenImbalance: number;
   /** Chrome trace object when requested. */
   trace?: unknown;
 }
@@ -171,6 +177,7 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   const out: SimResult = {
     strategy: plan.strategy,
     world: plan.world,
+    userTokenImbalance: userTokenImbalance(plan),
     cluster,
     kernel: {
       policy: kernel.policy,
