@@ -72,6 +72,7 @@ figure svg{max-width:100%;height:auto;display:block}
 .notes li{color:#8a4b00}
 code,pre{font-family:"DejaVu Sans Mono",monospace;font-size:13px}
 .tabs>input{position:absolute;opacity:0;pointer-events:none}
+#strategies+p+table th:nth-child(2){text-align:left}
 .tabs>label{display:inline-block;padding:5px 14px;margin:18px 4px -1px 0;border:1px solid #ccc;border-bottom:none;border-radius:6px 6px 0 0;background:#eee;cursor:pointer;font-size:14px}
 .tabs>input:checked+label{background:#fff;font-weight:bold;border-color:#999}
 .tabs>input:focus-visible+label{outline:2px solid #d95f02}
@@ -191,12 +192,13 @@ function strategiesSection(r: Results): string {
     x.config ?? '-',
     x.planMs !== undefined ? x.planMs.toFixed(1) : '-',
     x.peakResidentTokens !== undefined
-      ? `${Math.round(x.peakResidentTokens)}${budget ? ` (${((100 * x.peakResidentTokens) / budget).toFixed(0)}% of budget)` : ''}`
+      ? `${Math.round(x.peakResidentTokens)}${budget ? ` (${(x.peakResidentTokens / budget).toFixed(1)}x the budget)` : ''}`
       : '-',
   ]);
   return `<h2 id="strategies">Configurations</h2>
 <p>What each strategy chose or was given for this batch, how long planning took (wall time of the forward and
-backward plan on the machine that made this report, not simulated), and the most tokens one rank holds.</p>
+backward plan on the machine that made this report, not simulated), and the most tokens one rank holds
+(home tokens plus the K/V it received and still needs; the memory budget bounds home tokens only, see the memory figure).</p>
 ${table(
   ['strategy', 'configuration', 'planning ms', 'peak resident tokens'],
   rows,

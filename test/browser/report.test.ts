@@ -2,8 +2,11 @@
  * Browser test of the HTML report: runs the demo pipeline on a small batch, writes the report,
  * serves it from 127.0.0.1, opens it in Debian's chromium through playwright-core (no browser
  * download), and checks that it loads offline with no console error and that every figure drew
- * its marks. Saves a screenshot to $FCP_SCREENSHOT (e.g. docs/report-screenshot.png), or to the
- * temporary folder when unset, so that a test run never rewrites tracked files.
+ * its marks (figures behind a tab selector are shown by clicking their tab first). Saves a
+ * screenshot to $FCP_SCREENSHOT (e.g. docs/report-64.png), or to the temporary folder when unset,
+ * so that a test run never rewrites tracked files. $FCP_REPORT_DIR opens an existing report folder
+ * instead of running the small demo (how docs/report-64.png and docs/report-256.png are made:
+ * `fcp demo --world 256 --out DIR`, then this test with FCP_REPORT_DIR=DIR).
  *
  * Needs /usr/bin/chromium (`apt-get install chromium`): without it the test fails when CI is set
  * and is skipped otherwise.
@@ -17,6 +20,7 @@ import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import { resolveDemoOptions, runDemo } from '../../src/experiments/demo.ts';
 import { figuresOf } from '../../src/report/figures.ts';
+import { readReportInput } from '../../src/report/input.ts';
 import { provenanceOf } from '../../src/report/provenance.ts';
 import type { Results } from '../../src/report/results.ts';
 import { writeReport } from '../../src/report/write.ts';
@@ -67,6 +71,11 @@ let reportDir = '';
 before(async () => {
   if (!haveChromium) return;
   work = mkdtempSync(join(tmpdir(), 'fcp-browser-'));
+  if (process.env.FCP_REPORT_DIR) {
+    reportDir = process.env.FCP_REPORT_DIR;
+    results = readReportInput(reportDir);
+    return;
+  }
   reportDir = join(work, 'report');
   const options = resolveDemoOptions({
     problem: { world: 16, tokensPerRank: 8192, seed: 7 },
@@ -133,10 +142,23 @@ test('the report opens offline in chromium, with no console error and every figu
     const response = await page.goto(`${origin}/index.html`, { waitUntil: 'load' });
     assert.equal(response?.status(), 200);
 
-    const expected = figuresOf(results).map((f) => f.id);
-    assert.ok(expected.length >= 7, `expected every figure kind, got ${expected.join(', ')}`);
-    const figures = await page.$$eval('figure', (els) =>
-      els.map((fig) => {
+    const specs = figuresOf(results);
+    const expected = specs.map((f) => f.id);
+    for (const id of [
+      'mfu',
+      'scaling',
+      'ablation',
+      'timeline-forward',
+      'timeline-backward',
+      'busy',
+      'memory',
+      'lengths',
+    ])
+      assert.ok(expected.includes(id), `figure ${id} missing from ${expected.join(', ')}`);
+    assert.deepEqual(await page.$$eval('figure', (els) => els.map((f) => f.id)), expected);
+    /** Box and visible data marks of one figure, as drawn now. */
+    const measure = (id: string) =>
+      page.$eval(`figure[id="${id}"]`, (fig) => {
         const svg = fig.querySelector('svg');
         const box = svg?.getBoundingClientRect();
         // Vega draws data marks inside <g class="... role-mark ...">; axes and legends use other roles.
@@ -146,26 +168,38 @@ test('the report opens offline in chromium, with no console error and every figu
           return b.width > 0 || b.height > 0;
         });
         return {
-          id: fig.id,
           width: box?.width ?? 0,
           height: box?.height ?? 0,
           marks: marks.length,
           visible: visible.length,
         };
-      }),
-    );
-    assert.deepEqual(
-      figures.map((f) => f.id),
-      expected,
-    );
-    for (const f of figures) {
-      assert.ok(f.width > 100 && f.height > 50, `figure ${f.id} has an empty box (${f.width}x${f.height})`);
-      assert.ok(f.visible > 0, `figure ${f.id} drew no visible marks (${f.marks} mark elements)`);
+      });
+    for (const f of specs) {
+      if (f.tabs) {
+        // Only the checked tab's figure is shown: the others have an empty box until selected.
+        await page.click(`label[for="tab-${f.id}"]`);
+        for (const other of specs.filter((o) => o.tabs?.group === f.tabs!.group && o.id !== f.id))
+          assert.equal(
+            (await measure(other.id)).height,
+            0,
+            `${other.id} is hidden while ${f.id} is selected`,
+          );
+      }
+      const m = await measure(f.id);
+      assert.ok(m.width > 100 && m.height > 50, `figure ${f.id} has an empty box (${m.width}x${m.height})`);
+      assert.ok(m.visible > 0, `figure ${f.id} drew no visible marks (${m.marks} mark elements)`);
     }
+    // Back to the first tab of each selector for the screenshot.
+    for (const f of specs.filter((x) => x.tabs && x.tabs.tab === 'forward'))
+      await page.click(`label[for="tab-${f.id}"]`);
+    const headlineText = (await page.textContent('.lead')) ?? '';
+    if (results.runs.some((x) => x.strategy === 'fcp'))
+      assert.match(headlineText, new RegExp(`^Simulated on the ${results.problem.cluster} cluster model`));
     // Tables: summary rows per strategy and a numerics row per strategy.
     const summaryRows = await page.$$eval('#summary + table tbody tr', (rows) => rows.length);
     assert.equal(summaryRows, results.runs.length);
-    assert.ok(await page.isVisible('text=Numerical check'));
+    if (results.numerics.skipped === undefined) assert.ok(await page.isVisible('text=Numerical check'));
+    assert.ok(await page.isVisible('#paper'), 'the paper comparison is shown');
     // The PNG copies the page links to exist and are PNGs.
     const pngs = await page.$$eval('a[href$=".png"]', (as) => as.map((a) => a.getAttribute('href')!));
     assert.equal(pngs.length, expected.length);

@@ -111,7 +111,7 @@ test('configurations, planning time, memory and the paper beside ours; "simulate
   const html = reportHtml(r, rendered());
   assert.match(html, /<h2 id="strategies">Configurations<\/h2>/);
   assert.ok(html.includes('<td class="l">config of ring</td>'));
-  assert.ok(html.includes('<td>1724 (112% of budget)</td>'));
+  assert.ok(html.includes('<td>1724 (1.1x the budget)</td>'));
   assert.match(html, /<h2 id="paper">Beside the paper<\/h2>/);
   assert.ok(html.includes('1.13x - 2.21x'));
   assert.ok(html.includes('<td>0.29 / 0.37</td><td>0.100 / 0.120</td>'));

@@ -36,7 +36,7 @@ export function ablationSpec(a: Ablation, cluster: string): TopLevelSpec {
     data: { values },
     facet: { column: { field: 'phase', type: 'nominal', sort: ['forward', 'backward'], title: null } },
     spec: {
-      width: { step: 64 },
+      width: { step: 38 },
       height: 200,
       encoding: {
         x: {
@@ -44,7 +44,7 @@ export function ablationSpec(a: Ablation, cluster: string): TopLevelSpec {
           type: 'nominal',
           sort: labels,
           title: null,
-          axis: { labelAngle: -25, labelLimit: 240 },
+          axis: { labelAngle: -30, labelLimit: 240 },
         },
         xOffset: { field: 'source', type: 'nominal', sort: [paper, ours] },
         y: {
