@@ -2,8 +2,10 @@
  * Options shared by commands that plan a batch (`plan`, `verify`, `compare-plans`, `compare`,
  * `demo`): one declaration, one parser, so every command spells them the same way.
  */
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { fail } from '../core/issues.ts';
+import { defaultText, flagOf, type OptionSpec } from '../core/option-spec.ts';
+import { PLANNER_OPTION_SPECS } from '../planners/option-specs.ts';
 import type { PlannerOptions } from '../planners/types.ts';
 import { CLUSTER_NAMES } from '../problem/cluster.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
@@ -39,31 +41,47 @@ export function addProblemOptions(
     .option('--memory-tokens <n>', 'memory capacity per rank in tokens (default 1.5x tokens per rank)');
 }
 
-/** Adds the planner options (FCP's and the baselines'). */
+/** Adds the planner options (FCP's and the baselines'), generated from their declarations. */
 export function addPlannerOptions(cmd: Command): Command {
-  return cmd
-    .option('--block-size <n>', 'fcp: tokens per block', '4096')
-    .option('--tolerance <x>', 'fcp: load tolerance of the locality tie-break (fraction)', '0.01')
-    .option('--coalesce <n>', 'fcp: rounds merged into one group (one compute launch per rank)', '16')
-    .option(
-      '--comm-coalesce <n>',
-      "fcp: rounds sharing one concurrent transfer call; a group's calls run one after another (1: congestion-free on the wire)",
-      '16',
-    )
-    .option('--no-pipeline', 'fcp ablation: all fetches before any compute')
-    .option('--rounds <mode>', 'fcp ablation: matching (congestion-free) or naive', 'matching')
-    .option('--no-reshuffle-overlap', 'fcp ablation: no compute while the reshuffle is in flight')
-    .option('--no-locality', 'fcp ablation: no locality-aware tie-break')
-    .option('--fixed-blocks', 'fcp: fixed-size blocks only, no granularity refinement')
-    .option('--tile <n>', 'fcp: square tile side for dense kernels (0: no tiling; default 4096)')
-    .option('--min-tile <n>', 'fcp: smallest tile side for remainder strips (default 1024)')
-    .option(
-      '--loader-layout',
-      'fcp: mode (b), the loader delivers a home layout with equal tokens per rank (within 1% of the mean) once per step; no reshuffle',
-    )
-    .option('--balance <mode>', 'fcp: balance modelled kernel time (time, default) or attended pairs (pairs)')
-    .option('--chunk-size <n>', 'magi: chunk size in tokens (default total/(8N))')
-    .option('--overlap-degree <n>', 'magi: overlap stages', '2');
+  for (const spec of PLANNER_OPTION_SPECS) addSpecOption(cmd, spec);
+  return cmd;
+}
+
+/**
+ * Adds one declared option (src/core/option-spec.ts): its flag, `owner: doc` as help, and the
+ * default as commander's (shown by `--help`) or, where the reader fills it, in the help text.
+ */
+export function addSpecOption(cmd: Command, spec: OptionSpec): Command {
+  const shown = spec.type !== 'boolean' && spec.default !== undefined && spec.passDefault !== false;
+  const note = shown || spec.type === 'boolean' ? '' : ` (default ${defaultText(spec)})`;
+  const o = new Option(flagOf(spec), `${spec.owner}: ${spec.doc}${note}`);
+  if (shown) o.default(String(spec.default));
+  return cmd.addOption(o);
+}
+
+/** The value of one declared option from commander's parsed values; undefined when absent. */
+export function specValue(
+  o: Record<string, unknown>,
+  spec: OptionSpec,
+): number | string | boolean | undefined {
+  const attr = new Option(flagOf(spec)).attributeName();
+  const raw = o[attr];
+  if (spec.type === 'boolean') {
+    // `--no-pipeline` is commander's negation: attribute `pipeline`, false when given.
+    const given = flagOf(spec).startsWith('--no-') ? raw === false : raw === true;
+    return given ? true : undefined;
+  }
+  if (raw === undefined) return undefined;
+  if (spec.type === 'int') return intOption(raw, spec.key);
+  if (spec.type === 'number') return numberOption(raw, spec.key);
+  const v = String(raw);
+  if (!(spec.values ?? []).includes(v))
+    fail(
+      `option.${spec.key}`,
+      `--${kebab(spec.key)} must be ${(spec.values ?? []).join(' or ')} (got ${v})`,
+      spec.key,
+    );
+  return v;
 }
 
 /** Parses an integer option; FcpError `option.<name>` when it is not one. */
@@ -121,29 +139,10 @@ export function problemFrom(o: Record<string, unknown>, overrides: Partial<Probl
 
 /** Commander's parsed values of {@link addPlannerOptions} -> {@link PlannerOptions}. */
 export function plannerOptionsFrom(o: Record<string, unknown>): PlannerOptions {
-  const out: PlannerOptions = {};
-  if (o.blockSize !== undefined) out.blockSize = intOption(o.blockSize, 'blockSize');
-  if (o.tolerance !== undefined) out.tolerance = numberOption(o.tolerance, 'tolerance');
-  if (o.coalesce !== undefined) out.coalesce = intOption(o.coalesce, 'coalesce');
-  if (o.commCoalesce !== undefined) out.commCoalesce = intOption(o.commCoalesce, 'commCoalesce');
-  if (o.pipeline === false) out.noPipeline = true;
-  if (o.rounds !== undefined) {
-    if (o.rounds !== 'matching' && o.rounds !== 'naive')
-      fail('option.rounds', `--rounds must be matching or naive (got ${String(o.rounds)})`, 'rounds');
-    out.rounds = o.rounds;
+  const out: Record<string, unknown> = {};
+  for (const spec of PLANNER_OPTION_SPECS) {
+    const v = specValue(o, spec);
+    if (v !== undefined) out[spec.key] = v;
   }
-  if (o.reshuffleOverlap === false) out.noReshuffleOverlap = true;
-  if (o.locality === false) out.noLocality = true;
-  if (o.fixedBlocks === true) out.fixedBlocks = true;
-  if (o.tile !== undefined) out.tile = intOption(o.tile, 'tile');
-  if (o.minTile !== undefined) out.minTile = intOption(o.minTile, 'minTile');
-  if (o.loaderLayout === true) out.loaderLayout = true;
-  if (o.balance !== undefined) {
-    if (o.balance !== 'time' && o.balance !== 'pairs')
-      fail('option.balance', `--balance must be time or pairs (got ${String(o.balance)})`, 'balance');
-    out.balance = o.balance;
-  }
-  if (o.chunkSize !== undefined) out.chunkSize = intOption(o.chunkSize, 'chunkSize');
-  if (o.overlapDegree !== undefined) out.overlapDegree = intOption(o.overlapDegree, 'overlapDegree');
-  return out;
+  return out as PlannerOptions;
 }

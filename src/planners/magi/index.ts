@@ -35,6 +35,7 @@ import type { PhaseBuilder } from '../shared/plan-builder.ts';
 import { PlanBuilder } from '../shared/plan-builder.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { magiDispatch } from './dispatch.ts';
+import { MAGI_DEFAULTS } from './option-specs.ts';
 
 /** Options of the magi planner, defaults filled in. */
 export interface MagiOptions {
@@ -47,7 +48,12 @@ export interface MagiOptions {
 
 /** Defaults and validation of the magi options. */
 export function resolveMagiOptions(o: PlannerOptions): MagiOptions {
-  const { chunkSize, overlapDegree = 2, hideTailReduce = false, magiBackend: backend = 'a2av' } = o;
+  const {
+    chunkSize,
+    overlapDegree = MAGI_DEFAULTS.overlapDegree,
+    hideTailReduce = false,
+    magiBackend: backend = 'a2av',
+  } = o;
   if (backend !== 'a2av' && backend !== 'native')
     fail('option.magiBackend', `magi backend must be a2av or native (got ${String(backend)})`, 'magiBackend');
   if (typeof hideTailReduce !== 'boolean')

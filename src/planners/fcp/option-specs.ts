@@ -1,0 +1,87 @@
+/**
+ * The FCP planner's command-line options, declared once (src/core/option-spec.ts): the flags of
+ * `fcp plan`, `verify`, `compare`, ... and the option tables of README.md and docs/cli.md are
+ * generated from this list; the defaults are read from {@link FCP_DEFAULTS}, the values
+ * resolveFcpOptions fills in, so they cannot differ.
+ */
+import type { OptionSpec } from '../../core/option-spec.ts';
+import { FCP_DEFAULTS as D } from './options.ts';
+
+/** FCP's options in the order `--help` lists them. */
+export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
+  { key: 'blockSize', owner: 'fcp', type: 'int', default: D.blockSize, doc: 'tokens per block' },
+  {
+    key: 'tolerance',
+    owner: 'fcp',
+    type: 'number',
+    default: D.tolerance,
+    doc: 'load tolerance of the locality tie-break (fraction)',
+  },
+  {
+    key: 'coalesce',
+    owner: 'fcp',
+    type: 'int',
+    default: D.coalesce,
+    doc: 'rounds merged into one group (one compute launch per rank)',
+  },
+  {
+    key: 'commCoalesce',
+    owner: 'fcp',
+    type: 'int',
+    default: D.commCoalesce,
+    doc: "rounds sharing one concurrent transfer call; a group's calls run one after another (1: congestion-free on the wire)",
+  },
+  { key: 'noPipeline', owner: 'fcp', type: 'boolean', doc: 'ablation: all fetches before any compute' },
+  {
+    key: 'rounds',
+    owner: 'fcp',
+    type: 'enum',
+    values: ['matching', 'naive'],
+    default: D.rounds,
+    doc: 'ablation: matching (congestion-free) or naive',
+  },
+  {
+    key: 'noReshuffleOverlap',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'ablation: no compute while the reshuffle is in flight',
+  },
+  { key: 'noLocality', owner: 'fcp', type: 'boolean', doc: 'ablation: no locality-aware tie-break' },
+  {
+    key: 'fixedBlocks',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'fixed-size blocks only, no granularity refinement',
+  },
+  {
+    key: 'tile',
+    owner: 'fcp',
+    type: 'int',
+    default: D.tile,
+    passDefault: false,
+    doc: 'square tile side for dense kernels (0: no tiling)',
+  },
+  {
+    key: 'minTile',
+    owner: 'fcp',
+    type: 'int',
+    default: D.minTile,
+    passDefault: false,
+    doc: 'smallest tile side for remainder strips',
+  },
+  {
+    key: 'loaderLayout',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'mode (b), the loader delivers a home layout with equal tokens per rank (within 1% of the mean) once per step; no reshuffle',
+  },
+  {
+    key: 'balance',
+    owner: 'fcp',
+    type: 'enum',
+    values: ['time', 'pairs'],
+    default: D.balance,
+    passDefault: false,
+    doc: 'balance modelled kernel time (time) or attended pairs (pairs)',
+  },
+];

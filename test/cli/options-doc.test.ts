@@ -1,0 +1,128 @@
+/**
+ * Options declared once (issue 12 item 3): the planner flags of the CLI, their defaults, the
+ * planners' own defaults and the tables of README.md and docs/cli.md all come from the declarations
+ * in src/planners/<name>/option-specs.ts. Each test fails when one of them drifts.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import type { Command } from 'commander';
+import { plannerOptionsFrom } from '../../src/cli/common.ts';
+import { createProgram } from '../../src/cli/main.ts';
+import { OPTIONS_MARKERS, optionsTable, replaceBetween } from '../../src/cli/options-doc.ts';
+import { FcpError } from '../../src/core/issues.ts';
+import { flagOf } from '../../src/core/option-spec.ts';
+import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+import { resolveMagiOptions } from '../../src/planners/magi/index.ts';
+import { PLANNER_OPTION_SPECS } from '../../src/planners/option-specs.ts';
+
+const read = (f: string): string => readFileSync(new URL(`../../${f}`, import.meta.url), 'utf8');
+const PLANNING = ['plan', 'verify', 'compare-plans', 'compare'];
+
+/** A fresh command `name` of the program, for parsing options without running it. */
+function command(name: string): Command {
+  return createProgram().commands.find((c) => c.name() === name)!;
+}
+
+/** PlannerOptions that `fcp plan ARGS` hands to the planner. */
+function plannerOptionsOf(...args: string[]): Record<string, unknown> {
+  const cmd = command('plan');
+  cmd.parseOptions(args);
+  return { ...plannerOptionsFrom(cmd.opts()) };
+}
+
+test('README.md and docs/cli.md hold the generated table (npm run docs:options)', () => {
+  const table = optionsTable();
+  for (const f of ['README.md', 'docs/cli.md']) {
+    const text = read(f);
+    assert.ok(text.includes(OPTIONS_MARKERS.start), `${f} has the markers`);
+    assert.equal(replaceBetween(text, table), text, `${f} is up to date: run npm run docs:options`);
+  }
+  // The check sees a drift: a default edited by hand in the doc.
+  const tampered = read('docs/cli.md').replace(
+    '| `--block-size <n>` | fcp | integer | 4096 |',
+    '| `--block-size <n>` | fcp | integer | 2048 |',
+  );
+  assert.notEqual(tampered, read('docs/cli.md'));
+  assert.notEqual(replaceBetween(tampered, table), tampered);
+  assert.equal(replaceBetween('no markers here', table), undefined);
+  // Every declared option is a row.
+  for (const s of PLANNER_OPTION_SPECS) assert.ok(table.includes(`\`${flagOf(s)}\``), s.key);
+});
+
+test('every planning command has every declared flag, with its declared default and doc', () => {
+  for (const name of PLANNING) {
+    const cmd = command(name);
+    for (const s of PLANNER_OPTION_SPECS) {
+      const o = cmd.options.find((x) => x.flags === flagOf(s));
+      assert.ok(o, `${name} ${flagOf(s)}`);
+      assert.ok(o.description.includes(s.doc), `${name} ${flagOf(s)}: doc`);
+      const passed = s.type !== 'boolean' && s.default !== undefined && s.passDefault !== false;
+      assert.equal(o.defaultValue, passed ? String(s.default) : undefined, `${name} ${flagOf(s)}: default`);
+    }
+  }
+});
+
+test('declared defaults are the ones the planners fill in', () => {
+  const fcp = resolveFcpOptions({}) as unknown as Record<string, unknown>;
+  const magi = { ...resolveMagiOptions({}) } as Record<string, unknown>;
+  let checked = 0;
+  for (const s of PLANNER_OPTION_SPECS) {
+    const resolved = s.owner === 'fcp' ? fcp : magi;
+    if (!(s.key in resolved)) continue; // loaderLayout: a mode of the planner, not a resolved field
+    checked++;
+    if (s.type === 'boolean') assert.equal(resolved[s.key], false, s.key);
+    else if (s.default !== undefined) assert.equal(resolved[s.key], s.default, s.key);
+    else assert.equal(resolved[s.key], undefined, `${s.key}: computed where it is used`);
+  }
+  assert.ok(checked >= 14, `${checked}`);
+});
+
+test('every flag and default from before the declarations still works the same', () => {
+  // What the hand-written CLI passed to the planners with no planner flag (its commander defaults).
+  assert.deepEqual(plannerOptionsOf(), {
+    blockSize: 4096,
+    tolerance: 0.01,
+    coalesce: 16,
+    commCoalesce: 16,
+    rounds: 'matching',
+    overlapDegree: 2,
+  });
+  const cases: [string[], Record<string, unknown>][] = [
+    [['--block-size', '1024'], { blockSize: 1024 }],
+    [['--tolerance', '0.05'], { tolerance: 0.05 }],
+    [['--coalesce', '4'], { coalesce: 4 }],
+    [['--comm-coalesce', '1'], { commCoalesce: 1 }],
+    [['--no-pipeline'], { noPipeline: true }],
+    [['--rounds', 'naive'], { rounds: 'naive' }],
+    [['--no-reshuffle-overlap'], { noReshuffleOverlap: true }],
+    [['--no-locality'], { noLocality: true }],
+    [['--fixed-blocks'], { fixedBlocks: true }],
+    [['--tile', '0'], { tile: 0 }],
+    [['--min-tile', '512'], { minTile: 512 }],
+    [['--loader-layout'], { loaderLayout: true }],
+    [['--balance', 'pairs'], { balance: 'pairs' }],
+    [['--chunk-size', '2048'], { chunkSize: 2048 }],
+    [['--overlap-degree', '3'], { overlapDegree: 3 }],
+  ];
+  for (const [args, want] of cases) {
+    const got = plannerOptionsOf(...args);
+    for (const [k, v] of Object.entries(want)) assert.equal(got[k], v, args.join(' '));
+  }
+});
+
+test('bad values are option.<key> errors', () => {
+  const cases: [string[], string][] = [
+    [['--block-size', 'x'], 'option.blockSize'],
+    [['--tolerance', 'abc'], 'option.tolerance'],
+    [['--rounds', 'greedy'], 'option.rounds'],
+    [['--balance', 'tokens'], 'option.balance'],
+    [['--overlap-degree', '1.5'], 'option.overlapDegree'],
+  ];
+  for (const [args, code] of cases)
+    assert.throws(
+      () => plannerOptionsOf(...args),
+      (e: unknown) => e instanceof FcpError && e.code === code,
+      args.join(' '),
+    );
+});
