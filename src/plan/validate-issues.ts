@@ -2,7 +2,7 @@
  * Issue collection for the plan validator: a cap on the number of issues kept, yet at least one
  * issue per broken rule (so a flood of one kind never hides another kind).
  */
-import { type FcpIssue, issue } from '../core/issues.ts';
+import { type ErrorCode, type FcpIssue, issue } from '../core/issues.ts';
 
 /** Collects validator issues up to a cap; counts the ones it drops. */
 export class IssueSink {
@@ -16,7 +16,7 @@ export class IssueSink {
   constructor(private readonly max: number) {}
 
   /** Adds an issue; past the cap it is kept only when its rule has no issue yet. */
-  add(code: string, message: string, path?: string, row?: number): void {
+  add(code: ErrorCode, message: string, path?: string, row?: number): void {
     const rule = ruleOf(code);
     this.codes.add(code);
     if (this.issues.length < this.max || !this.rules.has(rule)) {
@@ -32,7 +32,7 @@ export class IssueSink {
   }
 
   /** Like {@link add}, but at most once per (code, path, row): a chunk row expands to many rows. */
-  addOnce(code: string, message: string, path: string, row: number): void {
+  addOnce(code: ErrorCode, message: string, path: string, row: number): void {
     const key = `${code}|${path}|${row}`;
     if (this.seen.has(key)) return;
     this.seen.add(key);

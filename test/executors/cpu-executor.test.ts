@@ -100,8 +100,9 @@ describe('cpu executor', () => {
       'exec.input.length',
     );
     assert.equal(
+      // Heads that do not divide: the plan itself is refused (validated before the inputs).
       await code({ ...plan, model: { ...plan.model, qHeads: 3, kvHeads: 2 } }, inputs),
-      'exec.input.heads',
+      'plan.structure.model',
     );
   });
 

@@ -95,6 +95,10 @@ describe('cpu executor faults', () => {
     const { error, ms } = await failure(plan, { inject: { rank: 2, phase: 0, op: 1, action: 'throw' } });
     assert.equal(error.code, 'exec.worker');
     assert.match(error.message, /rank 2 failed in forward compute op \d+/);
+    // Rank, phase and op are fields of the error, not only words in its message.
+    assert.equal(error.issues[0]?.rank, 2);
+    assert.equal(error.issues[0]?.phase, 'forward');
+    assert.equal(typeof error.issues[0]?.op, 'number');
     assert.ok(ms < 10000, `took ${ms} ms`);
     await noWorkerLeft();
   });
@@ -104,6 +108,9 @@ describe('cpu executor faults', () => {
     const { error, ms } = await failure(plan, { inject: { rank: 1, phase: 1, op: 0, action: 'exit' } });
     assert.equal(error.code, 'exec.exit');
     assert.match(error.message, /rank 1's worker exited \(code 7\) during backward compute op \d+/);
+    assert.equal(error.issues[0]?.rank, 1);
+    assert.equal(error.issues[0]?.phase, 'backward');
+    assert.equal(typeof error.issues[0]?.op, 'number');
     assert.ok(ms < 10000, `took ${ms} ms`);
     await noWorkerLeft();
   });

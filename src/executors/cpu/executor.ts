@@ -13,7 +13,7 @@
  * applying messages, `idleMs` the rest of the phase (mostly waiting for receives).
  */
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
-import { FcpError, issue } from '../../core/issues.ts';
+import { type ErrorCode, FcpError, issue } from '../../core/issues.ts';
 import { planChainsAsGroups } from '../../plan/chains.ts';
 import { expandChunks } from '../../plan/expand.ts';
 import type { Plan } from '../../plan/types.ts';
@@ -36,6 +36,7 @@ import {
   type RowInputs,
   STATUS_FIELDS,
   Status,
+  statusFields,
   type ToWorker,
 } from './protocol.ts';
 
@@ -168,8 +169,18 @@ async function runCpu(
     failure = e;
     rejectFailure(e);
   };
-  const runError = (code: string, message: string, rank?: number): FcpError =>
-    new FcpError(rank === undefined ? issue(code, message) : issue(code, message, 'rank', rank));
+  // Rank, phase and op travel as fields (tests and callers read them; the message repeats them).
+  const runError = (
+    code: ErrorCode,
+    message: string,
+    rank?: number,
+    at?: ReturnType<typeof statusFields>,
+  ): FcpError =>
+    new FcpError(
+      rank === undefined
+        ? issue(code, message)
+        : { ...issue(code, message, 'rank', rank), ...(at ?? statusFields(status, rank)) },
+    );
 
   const fwdTimings: RankTiming[] = new Array(W);
   const bwdTimings: RankTiming[] = new Array(W);
@@ -203,7 +214,7 @@ async function runCpu(
           rowOutputs[rank] = m.outputs;
           if (++doneCount === W) resolveDone();
         } else if (m.type === 'error') {
-          fail(runError('exec.worker', `rank ${m.rank} failed in ${m.where}: ${m.message}`, m.rank));
+          fail(runError('exec.worker', `rank ${m.rank} failed in ${m.where}: ${m.message}`, m.rank, m.at));
         }
       };
       const error = (e: Error): void => {

@@ -61,7 +61,15 @@ export type FromWorker =
   | { type: 'ready' }
   | { type: 'phaseDone'; phase: 0; timing: RankTiming }
   | { type: 'done'; timing: RankTiming; outputs: RowOutputs[] }
-  | { type: 'error'; rank: number; where: string; message: string; stack?: string };
+  | {
+      type: 'error';
+      rank: number;
+      /** Rank, phase and op the worker was at when it failed (fields of the executor's error). */
+      at?: { rank: number; phase?: 'forward' | 'backward'; op?: number };
+      where: string;
+      message: string;
+      stack?: string;
+    };
 
 /** Rank -> rank: the payload of transfer `id` of `phase`. */
 export interface PeerMessage {
@@ -111,6 +119,19 @@ const STATE_NAMES = [
   'done',
   'failed',
 ];
+
+/** Where a rank is, as fields of an executor error: its rank, and its phase and compute op while computing. */
+export function statusFields(
+  status: Int32Array,
+  rank: number,
+): { rank: number; phase?: 'forward' | 'backward'; op?: number } {
+  const b = rank * STATUS_FIELDS;
+  const phase = status[b + Status.phase]!;
+  const out: { rank: number; phase?: 'forward' | 'backward'; op?: number } = { rank };
+  if (phase === 0 || phase === 1) out.phase = phase === 0 ? 'forward' : 'backward';
+  if (status[b + Status.state] === RankState.compute && out.phase) out.op = status[b + Status.index]!;
+  return out;
+}
 
 /** One line describing a rank's status slot, e.g. "forward: waiting in group 3 for transfer 17 (+2 more)". */
 export function describeStatus(status: Int32Array, rank: number): string {

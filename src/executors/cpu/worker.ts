@@ -7,7 +7,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import type { FromWorker, PeerMessage, RankJob, ToWorker } from './protocol.ts';
-import { RankState, STATUS_FIELDS, Status } from './protocol.ts';
+import { RankState, STATUS_FIELDS, Status, statusFields } from './protocol.ts';
 import { RankRuntime } from './rank.ts';
 
 const port = parentPort;
@@ -48,9 +48,12 @@ async function run(job: RankJob): Promise<void> {
     post({ type: 'done', timing: bwd, outputs }, buffers);
   } catch (e) {
     const err = e as Error;
-    Atomics.store(new Int32Array(job.status), job.rank * STATUS_FIELDS + Status.state, RankState.failed);
+    const status = new Int32Array(job.status);
+    const at = statusFields(status, job.rank); // where it was, before the slot says `failed`
+    Atomics.store(status, job.rank * STATUS_FIELDS + Status.state, RankState.failed);
     const msg: FromWorker = {
       type: 'error',
+      at,
       rank: job.rank,
       where: state.runtime?.where ?? 'setup',
       message: err?.message ?? String(e),

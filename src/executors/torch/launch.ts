@@ -12,7 +12,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { FcpError, issue } from '../../core/issues.ts';
+import { isErrorCode } from '../../core/codes.ts';
+import { type ErrorCode, FcpError, issue } from '../../core/issues.ts';
 import { pythonPackageRoot } from './python.ts';
 
 /** Environment that keeps NVLink multicast off in every process we start (shared GPU hosts). */
@@ -189,7 +190,9 @@ export function workerError(
     if (!line.startsWith('FCP_ERROR ')) continue;
     try {
       const e = JSON.parse(line.slice('FCP_ERROR '.length)) as { code: string; message: string };
-      return new FcpError(issue(e.code, `rank ${rank}: ${e.message}`));
+      // A code of an undeclared family from Python is itself a bug there: keep it visible, coded.
+      const code = isErrorCode(e.code) ? e.code : `run.worker.${e.code}`;
+      return new FcpError({ ...issue(code as ErrorCode, `rank ${rank}: ${e.message}`), rank });
     } catch {
       // fall through to the generic report
     }
