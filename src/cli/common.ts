@@ -75,6 +75,7 @@ export function specValue(
   if (spec.type === 'int') return intOption(raw, spec.key);
   if (spec.type === 'number') return numberOption(raw, spec.key);
   const v = String(raw);
+  if (spec.type === 'string') return v;
   if (!(spec.values ?? []).includes(v))
     fail(
       `option.${spec.key}`,

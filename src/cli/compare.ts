@@ -466,6 +466,10 @@ export function register(program: Command): void {
     const weights = worlds.flatMap((w) =>
       strategies.flatMap((s) => (tuned.has(s) ? [w * batches] : Array.from({ length: batches }, () => w))),
     );
+    const progress = out.progress(weights.length, weights);
+    // One simulation of a large world can take seconds of synchronous work: its fraction keeps
+    // the progress lines coming.
+    sim.onProgress = (f) => progress.fraction(f);
     const rows = runCompare({
       strategies,
       worlds,
@@ -478,7 +482,7 @@ export function register(program: Command): void {
       problem,
       planner,
       sim,
-      progress: out.progress(weights.length, weights),
+      progress,
       baselines,
       ...(a2aDegree !== undefined ? { a2aDegree } : {}),
     });

@@ -1,5 +1,6 @@
 /**
- * Progress of long commands on stderr (docs/cli.md, "Progress"): a line when each step starts, and
+ * Progress of long commands on stderr (docs/cli.md, "Progress"): once a job has run a second, a line
+ * when each step starts, and
  * while a step runs a line at least every few seconds with the fraction done and an estimate of
  * the time left where the work reports its fraction (the CPU runtime, the float64 reference) or
  * the steps' relative costs are known (sweeps). On a terminal the line is rewritten in place; in a
@@ -43,7 +44,15 @@ export interface LiveProgressOptions {
   now?: () => number;
   /** Run the heartbeat timer (default true; tests with a fake clock call `heartbeat` themselves). */
   timer?: boolean;
+  /**
+   * Nothing is printed before the job has run this long, ms (default {@link PROGRESS_DELAY_MS}):
+   * a command that ends quickly prints no progress, and an error found at once is the only line.
+   */
+  startDelayMs?: number;
 }
+
+/** Default {@link LiveProgressOptions.startDelayMs}: progress is for work that takes seconds. */
+export const PROGRESS_DELAY_MS = 1000;
 
 /**
  * Longest silence between progress lines, ms. The acceptance bound is 5 s; the heartbeat checks
@@ -114,7 +123,9 @@ export function createLiveProgress(o: LiveProgressOptions): LiveProgress & { hea
     return s;
   };
 
+  const delay = o.startDelayMs ?? PROGRESS_DELAY_MS;
   const print = (t: number): void => {
+    if (t - t0 < delay) return; // the heartbeat prints the current step once the delay is over
     lastPrint = t;
     stream.write(tty ? `\r\x1b[K${line(t)}` : `${line(t)}\n`);
   };
@@ -152,7 +163,7 @@ export function createLiveProgress(o: LiveProgressOptions): LiveProgress & { hea
       if (ended) return;
       ended = true;
       stop();
-      if (tty && n > 0) stream.write('\n');
+      if (tty && lastPrint > Number.NEGATIVE_INFINITY) stream.write('\n');
     },
   };
   if (o.timer !== false) {

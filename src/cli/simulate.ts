@@ -16,7 +16,8 @@ import {
   type SimResult,
   simulatePlan,
 } from '../executors/sim/index.ts';
-import { parseSimgridModel, SIMGRID_MODELS, simgridEngine } from '../executors/simgrid/index.ts';
+import { SIM_OPTION_SPECS } from '../executors/sim/option-specs.ts';
+import { parseSimgridModel, simgridEngine } from '../executors/simgrid/index.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import {
   CLUSTER_NAMES,
@@ -25,7 +26,7 @@ import {
   type NetworkModel,
   resolveCluster,
 } from '../problem/cluster.ts';
-import { intOption, numberOption } from './common.ts';
+import { addSpecOption, intOption, specValue } from './common.ts';
 import { addOutputOptions, type Cell, outputOf } from './output.ts';
 import type { CsvTable } from './tables.ts';
 
@@ -34,51 +35,7 @@ export function addSimOptions(cmd: Command, standalone = true): Command {
   // Beside the problem options (compare), `--cluster` and `--gpus-per-node` are already declared.
   if (standalone)
     cmd.option('--cluster <preset>', `cluster preset (${CLUSTER_NAMES.join(', ')})`, 'hopper-ib');
-  cmd
-    .option(
-      '--calibration <file[,file]>',
-      'kernel calibration JSON file(s) (default: data/calibration, H200)',
-    )
-    .option(
-      '--kernel <policy>',
-      "the GPU runtime's kernel policy: auto (dense cuDNN for pieces >= 512, varlen flash otherwise), varlen (= flash), or cudnn",
-      'auto',
-    )
-    .option('--peak-tflops <x>', 'GPU peak TFLOP/s (preset: 989)')
-    .option('--comm-sms <n>', 'SMs reserved for communication (preset: 6)')
-    .option('--total-sms <n>', 'SMs per GPU (preset: 132)')
-    .option('--nvlink-gbps <x>', 'per-GPU NVLink GB/s per direction')
-    .option('--nic-gbps <x>', 'per-GPU NIC GB/s per direction')
-    .option('--node-nic-gbps <x>', 'aggregate NIC GB/s of a node (0: uncapped)')
-    .option('--latency-us <x>', 'per-message latency across nodes (torus: base latency), us')
-    .option('--nvlink-latency-us <x>', 'per-message latency inside a node, us')
-    .option('--link-gbps <x>', 'torus: GB/s of each neighbour link per direction')
-    .option('--hop-us <x>', 'torus: latency per hop, us')
-    .option('--torus-dims <AxB>', 'torus dimensions (default: most square 2-D)')
-    .option(
-      '--rates <mode>',
-      'rate solver: local (neighbourhood of each change) or exact (whole component)',
-      'local',
-    )
-    .option('--rate-hops <n>', 'local rate solver: levels of flows re-balanced per change (default 1)')
-    .option(
-      '--network <model>',
-      `network model of the built-in engine: ${NETWORK_MODELS.join(' or ')} (NIC ports lose bandwidth and pay a per-message cost with concurrent flows; data/network/contention.json)`,
-    )
-    .option(
-      '--network-params <file>',
-      'contention parameters (fcp-network/1 JSON; implies --network contention)',
-    )
-    .option(
-      '--engine <name>',
-      'builtin (our discrete-event engine) or simgrid (SimGrid 3.32, python3-simgrid)',
-      'builtin',
-    )
-    .option(
-      '--simgrid-model <model>',
-      `SimGrid network model: ${SIMGRID_MODELS.join(', ')} (cm02: every factor 1)`,
-      'ib',
-    );
+  for (const spec of SIM_OPTION_SPECS) addSpecOption(cmd, spec);
   if (standalone) cmd.option('--gpus-per-node <n>', 'GPUs per NVLink node (preset: 8)');
   return cmd;
 }
@@ -86,23 +43,13 @@ export function addSimOptions(cmd: Command, standalone = true): Command {
 /** Commander's values of {@link addSimOptions} -> {@link SimOptions}. */
 export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrides = {}): SimOptions {
   const ov: { -readonly [K in keyof ClusterOverrides]: ClusterOverrides[K] } = { ...extra };
-  const num = (key: string, field: keyof ClusterOverrides): void => {
-    if (o[key] !== undefined) (ov as Record<string, unknown>)[field] = numberOption(o[key], key);
-  };
-  const int = (key: string, field: keyof ClusterOverrides): void => {
-    if (o[key] !== undefined) (ov as Record<string, unknown>)[field] = intOption(o[key], key);
-  };
-  num('peakTflops', 'peakTflops');
-  int('commSms', 'commSms');
-  int('totalSms', 'totalSms');
-  int('gpusPerNode', 'gpusPerNode');
-  num('nvlinkGbps', 'nvlinkGBps');
-  num('nicGbps', 'nicGBps');
-  num('nodeNicGbps', 'nodeNicGBps');
-  num('latencyUs', 'latencyUs');
-  num('nvlinkLatencyUs', 'nvlinkLatencyUs');
-  num('linkGbps', 'linkGBps');
-  num('hopUs', 'hopUs');
+  // Cluster fields (declared with a `target`): numbers that override the preset.
+  for (const spec of SIM_OPTION_SPECS)
+    if (spec.target !== undefined && (spec.type === 'int' || spec.type === 'number')) {
+      const v = specValue(o, spec);
+      if (v !== undefined) (ov as Record<string, unknown>)[spec.target] = v;
+    }
+  if (o.gpusPerNode !== undefined) ov.gpusPerNode = intOption(o.gpusPerNode, 'gpusPerNode');
   if (o.torusDims !== undefined)
     ov.torusDims = String(o.torusDims)
       .split(/[x,]/)
@@ -276,7 +223,11 @@ export function register(program: Command): void {
     const plan = readPlan(planPath);
     const opts = simOptionsFrom(o);
     if (o.trace !== undefined) opts.trace = true;
+    const progress = out.progress(1);
+    progress.step(`simulate ${plan.strategy}, ${plan.world} ranks`);
+    opts.onProgress = (f) => progress.fraction(f);
     const r = simulatePlan(plan, opts);
+    progress.done();
     if (o.trace !== undefined) {
       writeFileAtomic(String(o.trace), JSON.stringify(r.trace));
       out.wrote(String(o.trace), 'Chrome trace, open in ui.perfetto.dev');

@@ -16,6 +16,7 @@ import type { Command } from 'commander';
 import { FcpError, fail, issue } from '../core/issues.ts';
 import { npyBytes, parseNpy } from '../core/npy.ts';
 import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
+import { CPU_OPTION_SPECS } from '../executors/cpu/option-specs.ts';
 import { randomInputs } from '../executors/inputs.ts';
 import { compareOutputs, type OutputErrors, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
@@ -29,10 +30,12 @@ import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
+  addSpecOption,
   intOption,
   numberOption,
   plannerOptionsFrom,
   problemFrom,
+  specValue,
 } from './common.ts';
 import { addOutputOptions, outputOf } from './output.ts';
 import type { LiveProgress } from './progress.ts';
@@ -412,11 +415,11 @@ export function register(program: Command): void {
     .option('--inputs <dir>', 'read q, k, v, do from a dump directory instead of drawing them')
     .option('--executor <name>', 'numeric executor to run', 'cpu')
     .option('--max-error <x>', 'largest accepted relative error of each output', String(DEFAULT_MAX_ERROR))
-    .option('--stall-timeout <ms>', 'fail when the run makes no progress for this long', '60000')
     .option(
       '--dump <dir>',
       'write the plan, inputs and outputs (.npy float32) and index.json to this folder',
     );
+  for (const spec of CPU_OPTION_SPECS) addSpecOption(cmd, spec);
   addOutputOptions(cmd, {
     json: 'the errors, the verdict and the timings (per rank too)',
     csv: 'one row per output (o, dq, dk, dv): relative error, limit, ok',
@@ -424,7 +427,12 @@ export function register(program: Command): void {
   cmd.action(async (opts: Record<string, unknown>) => {
     const out = outputOf('verify', opts);
     const maxError = numberOption(opts.maxError, 'maxError');
-    const stallTimeoutMs = intOption(opts.stallTimeout, 'stallTimeout');
+    // The cpu runtime's declared options, by their target field (stallTimeoutMs).
+    const cpuOptions: Record<string, unknown> = {};
+    for (const spec of CPU_OPTION_SPECS) {
+      const v = specValue(opts, spec);
+      if (v !== undefined) cpuOptions[spec.target ?? spec.key] = v;
+    }
     const seed = intOption(opts.seed ?? 1, 'seed');
     // The dump target is checked before the run, not after minutes of it.
     if (opts.dump !== undefined) checkOutputFolder(String(opts.dump), DUMP_FOLDER);
@@ -449,7 +457,7 @@ export function register(program: Command): void {
       maxError,
       seed,
       progress,
-      executorOptions: { stallTimeoutMs },
+      executorOptions: cpuOptions,
     };
     if (inputs) vo.inputs = inputs;
     const r = await verifyPlan(plan, vo);

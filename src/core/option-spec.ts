@@ -7,14 +7,16 @@
  */
 
 /** The value types an option can have. */
-export type OptionType = 'int' | 'number' | 'boolean' | 'enum';
+export type OptionType = 'int' | 'number' | 'boolean' | 'enum' | 'string';
 
 /** One declared option. */
 export interface OptionSpec {
   /** Field of the options bag, e.g. `blockSize`; the flag is its kebab case (`--block-size`). */
   readonly key: string;
-  /** Who reads it, e.g. `fcp`, `magi` (the prefix of its help line). */
+  /** Who reads it, e.g. `fcp`, `magi`, `sim` (the prefix of its help line). */
   readonly owner: string;
+  /** The field it sets where that differs from `key` (e.g. the cluster's `nvlinkGBps`). */
+  readonly target?: string;
   readonly type: OptionType;
   /** Allowed values of an `enum`. */
   readonly values?: readonly string[];
@@ -44,7 +46,9 @@ export const kebabCase = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c
 export function flagOf(spec: OptionSpec): string {
   const name = `--${kebabCase(spec.key)}`;
   if (spec.type === 'boolean') return name;
-  const ph = spec.placeholder ?? (spec.type === 'int' ? 'n' : spec.type === 'number' ? 'x' : 'mode');
+  const ph =
+    spec.placeholder ??
+    (spec.type === 'int' ? 'n' : spec.type === 'number' ? 'x' : spec.type === 'string' ? 'value' : 'mode');
   return `${name} <${ph}>`;
 }
 

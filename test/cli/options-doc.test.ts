@@ -9,9 +9,18 @@ import { test } from 'node:test';
 import type { Command } from 'commander';
 import { plannerOptionsFrom } from '../../src/cli/common.ts';
 import { createProgram } from '../../src/cli/main.ts';
-import { OPTIONS_MARKERS, optionsTable, replaceBetween } from '../../src/cli/options-doc.ts';
+import {
+  GENERATED_TABLES,
+  OPTIONS_MARKERS,
+  optionsTable,
+  replaceBetween,
+} from '../../src/cli/options-doc.ts';
+import { simOptionsFrom } from '../../src/cli/simulate.ts';
 import { FcpError } from '../../src/core/issues.ts';
-import { flagOf } from '../../src/core/option-spec.ts';
+import { flagOf, kebabCase, type OptionSpec } from '../../src/core/option-spec.ts';
+import { CPU_OPTION_SPECS } from '../../src/executors/cpu/option-specs.ts';
+import type { SimOptions } from '../../src/executors/sim/index.ts';
+import { SIM_OPTION_SPECS } from '../../src/executors/sim/option-specs.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import { resolveMagiOptions } from '../../src/planners/magi/index.ts';
 import { PLANNER_OPTION_SPECS } from '../../src/planners/option-specs.ts';
@@ -31,29 +40,44 @@ function plannerOptionsOf(...args: string[]): Record<string, unknown> {
   return { ...plannerOptionsFrom(cmd.opts()) };
 }
 
-test('README.md and docs/cli.md hold the generated table (npm run docs:options)', () => {
-  const table = optionsTable();
-  for (const f of ['README.md', 'docs/cli.md']) {
-    const text = read(f);
-    assert.ok(text.includes(OPTIONS_MARKERS.start), `${f} has the markers`);
-    assert.equal(replaceBetween(text, table), text, `${f} is up to date: run npm run docs:options`);
-  }
+test('README.md and docs/cli.md hold the generated tables (npm run docs:options)', () => {
+  for (const g of GENERATED_TABLES)
+    for (const f of g.files) {
+      const text = read(f);
+      assert.ok(text.includes(g.markers.start), `${f} has the markers ${g.markers.start}`);
+      assert.equal(
+        replaceBetween(text, g.table(), g.markers),
+        text,
+        `${f} is up to date: run npm run docs:options`,
+      );
+    }
   // The check sees a drift: a default edited by hand in the doc.
-  const tampered = read('docs/cli.md').replace(
+  const table = optionsTable();
+  const doc = read('docs/cli.md');
+  const tampered = doc.replace(
     '| `--block-size <n>` | fcp | integer | 4096 |',
     '| `--block-size <n>` | fcp | integer | 2048 |',
   );
-  assert.notEqual(tampered, read('docs/cli.md'));
+  assert.notEqual(tampered, doc);
   assert.notEqual(replaceBetween(tampered, table), tampered);
   assert.equal(replaceBetween('no markers here', table), undefined);
-  // Every declared option is a row.
+  // Every declared option is a row of its table.
   for (const s of PLANNER_OPTION_SPECS) assert.ok(table.includes(`\`${flagOf(s)}\``), s.key);
+  const sim = optionsTable(SIM_OPTION_SPECS);
+  for (const s of SIM_OPTION_SPECS) assert.ok(sim.includes(`\`${flagOf(s)}\``), s.key);
+  assert.ok(GENERATED_TABLES.some((g) => g.markers === OPTIONS_MARKERS && g.files.includes('README.md')));
 });
 
-test('every planning command has every declared flag, with its declared default and doc', () => {
-  for (const name of PLANNING) {
+test('every planning and simulating command has every declared flag, with its declared default and doc', () => {
+  const pairs: [string, readonly OptionSpec[]][] = [
+    ...PLANNING.map((n): [string, readonly OptionSpec[]] => [n, PLANNER_OPTION_SPECS]),
+    ['simulate', SIM_OPTION_SPECS],
+    ['compare', SIM_OPTION_SPECS],
+    ['verify', CPU_OPTION_SPECS],
+  ];
+  for (const [name, specs] of pairs) {
     const cmd = command(name);
-    for (const s of PLANNER_OPTION_SPECS) {
+    for (const s of specs) {
       const o = cmd.options.find((x) => x.flags === flagOf(s));
       assert.ok(o, `${name} ${flagOf(s)}`);
       assert.ok(o.description.includes(s.doc), `${name} ${flagOf(s)}: doc`);
@@ -109,6 +133,35 @@ test('every flag and default from before the declarations still works the same',
     const got = plannerOptionsOf(...args);
     for (const [k, v] of Object.entries(want)) assert.equal(got[k], v, args.join(' '));
   }
+});
+
+test('simulator options: defaults as before, and every cluster flag sets its field of the cluster', () => {
+  const simOf = (...args: string[]): SimOptions => {
+    const cmd = command('simulate');
+    cmd.parseOptions(args);
+    return simOptionsFrom(cmd.opts());
+  };
+  const d = simOf();
+  assert.equal(d.kernel, 'auto');
+  assert.deepEqual(d.rates, { mode: 'local' });
+  assert.equal(d.engine, undefined, 'the builtin engine');
+  assert.equal(d.cluster?.name, 'hopper-ib');
+  let fields = 0;
+  for (const s of SIM_OPTION_SPECS) {
+    if (s.target === undefined) continue;
+    fields++;
+    const preset: number = (d.cluster as unknown as Record<string, number>)[s.target]!;
+    assert.ok(s.defaultDoc?.includes(String(preset)), `${s.key}: the doc names the preset's ${preset}`);
+    const v: number = preset + 3;
+    const c = simOf(`--${kebabCase(s.key)}`, String(v)).cluster as unknown as Record<string, number>;
+    assert.equal(c[s.target], v, s.key);
+  }
+  assert.ok(fields >= 10, `${fields}`);
+  assert.equal(simOf('--rate-hops', '3').rates?.hops, 3);
+  assert.throws(
+    () => simOf('--nic-gbps', 'fast'),
+    (e: unknown) => e instanceof FcpError && e.code === 'option.nicGbps',
+  );
 });
 
 test('bad values are option.<key> errors', () => {

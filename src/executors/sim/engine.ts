@@ -43,12 +43,17 @@ export interface PhaseRun {
   flowEnd: Float64Array;
 }
 
-/** Runs one prepared phase to completion. Throws FcpError `sim.deadlock` if the plan cannot finish. */
+/**
+ * Runs one prepared phase to completion. Throws FcpError `sim.deadlock` if the plan cannot finish.
+ * `onProgress` gets the fraction of ops and flows finished every few thousand events (a long
+ * simulation is synchronous: the CLI's progress lines come from here).
+ */
 export function runPhase(
   p: PreparedPhase,
   capacity: Float64Array,
   rates: RateOptions,
   contention: RateContention | null = null,
+  onProgress?: (fraction: number) => void,
 ): PhaseRun {
   const W = p.world;
   const F = p.flowCount;
@@ -155,10 +160,14 @@ export function runPhase(
     tryStartOp(r, 0);
   }
   const popped = heap.popped;
+  const total = Math.max(1, p.opCount + F);
+  let lastEvents = 0;
   for (;;) {
     const t = Math.min(heap.peekTime(), ends.peekTime());
     if (t === Number.POSITIVE_INFINITY) break;
     dirty.length = 0;
+    if (onProgress && (events & 4095) < lastEvents) onProgress((finishedOps + finishedFlows) / total);
+    lastEvents = events & 4095;
     // All events at t: flow ends first (by flow id), then activations and op ends (by key).
     for (;;) {
       if (ends.peekTime() === t) {

@@ -54,6 +54,8 @@ export interface SimOptions {
    * only the network differs; e.g. SimGrid (src/executors/simgrid).
    */
   engine?: PhaseEngine | undefined;
+  /** Fraction of the simulation done (both phases), called now and then by the built-in engine. */
+  onProgress?: (fraction: number) => void;
 }
 
 /** An engine that runs prepared phases (forward, backward) on a network. */
@@ -163,7 +165,13 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   const engine = options.engine;
   const ran = engine
     ? engine.run(preps, network)
-    : { runs: preps.map((prep) => runPhase(prep, network.capacity, rates, contention)), info: undefined };
+    : {
+        runs: preps.map((prep, i) => {
+          const tell = options.onProgress;
+          return runPhase(prep, network.capacity, rates, contention, tell && ((f) => tell((i + f) / 2)));
+        }),
+        info: undefined,
+      };
   const phases: { prep: PreparedPhase; run: PhaseRun }[] = [];
   const results: SimPhaseResult[] = [];
   dirs.forEach((dir, i) => {
