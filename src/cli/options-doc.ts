@@ -1,12 +1,13 @@
 /**
  * The option tables of README.md and docs/cli.md, generated from the declarations
- * (src/planners/option-specs.ts, src/executors/{sim,cpu}/option-specs.ts): `npm run docs:options`
+ * (src/planners/option-specs.ts, src/executors/{sim,cpu,torch}/option-specs.ts): `npm run docs:options`
  * rewrites them between their markers, `npm run docs:options -- --check` (and
  * test/cli/options-doc.test.ts) fails when they drift.
  */
 import { defaultText, flagOf, type OptionSpec } from '../core/option-spec.ts';
 import { CPU_OPTION_SPECS } from '../executors/cpu/option-specs.ts';
 import { SIM_OPTION_SPECS } from '../executors/sim/option-specs.ts';
+import { TORCH_OPTION_SPECS } from '../executors/torch/option-specs.ts';
 import { PLANNER_OPTION_SPECS } from '../planners/option-specs.ts';
 
 /** Marker pair of the generated planner-options table. */
@@ -22,8 +23,12 @@ export const EXECUTOR_OPTIONS_MARKERS = {
   end: '<!-- executor-options:end -->',
 } as const;
 
-/** Every executor's declared options (sim: simulate, compare; cpu: verify). */
-export const EXECUTOR_OPTION_SPECS: readonly OptionSpec[] = [...SIM_OPTION_SPECS, ...CPU_OPTION_SPECS];
+/** Every executor's declared options (sim: simulate, compare; cpu: verify; torch: run). */
+export const EXECUTOR_OPTION_SPECS: readonly OptionSpec[] = [
+  ...SIM_OPTION_SPECS,
+  ...CPU_OPTION_SPECS,
+  ...TORCH_OPTION_SPECS,
+];
 
 /** Every generated table: where it goes and what it holds. */
 export const GENERATED_TABLES: readonly {

@@ -14,11 +14,12 @@ import { compareOutputs, referenceAttention } from '../executors/reference.ts';
 import { getExecutor } from '../executors/registry.ts';
 import { requireValidPlan, runTorch, type TorchRunOptions } from '../executors/torch/index.ts';
 import { NO_MULTICAST_ENV } from '../executors/torch/launch.ts';
+import { TORCH_DEFAULTS, TORCH_OPTION_SPECS } from '../executors/torch/option-specs.ts';
 import { pythonPackageRoot } from '../executors/torch/python.ts';
 import type { ExecutionResult } from '../executors/types.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import type { Plan } from '../plan/types.ts';
-import { intOption, numberOption } from './common.ts';
+import { addSpecOption, intOption, numberOption } from './common.ts';
 import { type Cell, outPath, outputOf } from './output.ts';
 import type { CsvTable } from './tables.ts';
 
@@ -36,13 +37,18 @@ const choice = <T extends string>(value: unknown, name: string, allowed: readonl
 /** Torch executor options from the parsed command line. */
 export function torchOptionsFrom(o: Record<string, unknown>): TorchRunOptions {
   const out: TorchRunOptions = {
-    device: choice(o.device ?? 'cpu', 'device', ['cpu', 'cuda'] as const),
-    backend: choice(o.distBackend ?? 'auto', 'distBackend', ['auto', 'gloo', 'nccl', 'gloo-staged'] as const),
-    kernel: choice(o.kernel ?? 'auto', 'kernel', ['auto', 'math', 'flash', 'cudnn'] as const),
-    iters: intOption(o.iters ?? 1, 'iters'),
-    warmup: intOption(o.warmup ?? 0, 'warmup'),
+    device: choice(o.device ?? TORCH_DEFAULTS.device, 'device', ['cpu', 'cuda'] as const),
+    backend: choice(o.distBackend ?? TORCH_DEFAULTS.backend, 'distBackend', [
+      'auto',
+      'gloo',
+      'nccl',
+      'gloo-staged',
+    ] as const),
+    kernel: choice(o.kernel ?? TORCH_DEFAULTS.kernel, 'kernel', ['auto', 'math', 'flash', 'cudnn'] as const),
+    iters: intOption(o.iters ?? TORCH_DEFAULTS.iters, 'iters'),
+    warmup: intOption(o.warmup ?? TORCH_DEFAULTS.warmup, 'warmup'),
     seed: intOption(o.seed ?? 1, 'seed'),
-    timeoutMs: timeoutSeconds(o.timeout ?? 600) * 1000,
+    timeoutMs: timeoutSeconds(o.timeout ?? TORCH_DEFAULTS.timeoutS) * 1000,
   };
   if (out.iters! < 1 || out.iters! > MAX_ITERS)
     fail('option.iters', `--iters must be between 1 and ${MAX_ITERS} (got ${out.iters})`, 'iters');
@@ -215,32 +221,16 @@ export function runCsv(r: ExecutionResult): CsvTable {
 
 /** Registers `fcp run`. */
 export function register(program: Command): void {
-  program
-    .command('run')
+  const cmd = program.command('run');
+  // The torch runtime's options are declared in src/executors/torch/option-specs.ts.
+  for (const spec of TORCH_OPTION_SPECS) addSpecOption(cmd, spec);
+  cmd
     .description('execute a plan on a runtime: torch (N Python processes, gloo or NCCL), cpu or sim')
     .argument('<plan>', 'plan file (.json or .json.gz)')
     .option('--backend <name>', 'runtime: torch, cpu or sim', 'torch')
-    .option('--nproc <n>', 'torch: processes to start (must equal the plan world; default: the plan world)')
-    .option('--device <device>', 'torch: cpu or cuda', 'cpu')
-    .option(
-      '--dist-backend <name>',
-      'torch: auto, gloo, nccl or gloo-staged (CUDA tensors over gloo)',
-      'auto',
-    )
-    .option('--kernel <name>', 'torch: auto, math, flash (varlen) or cudnn (dense batches)', 'auto')
-    .option('--mode <mode>', 'torch: piece decomposition br or square (default: by kernel)')
-    .option(
-      '--dtype <dtype>',
-      'torch: float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)',
-    )
-    .option('--iters <n>', 'timed iterations (forward + backward)', '1')
-    .option('--warmup <n>', 'untimed iterations first', '0')
     .option('--seed <n>', 'seed of the random inputs', '1')
     .option('--check', 'compare O, dQ, dK, dV with the float64 reference (small plans; exit 1 on mismatch)')
     .option('--max-error <x>', 'largest accepted relative error with --check', '1e-5')
-    .option('--timeout <s>', 'end every process and fail after this many seconds', '600')
-    .option('--python <path>', 'torch: Python interpreter (default: $FCP_PYTHON, /usr/bin/python3, python3)')
-    .option('--peak-tflops <x>', 'GPU peak TFLOP/s for the MFU (default 989)')
     .addOption(new Option('--json', 'print the result as one JSON document on stdout').conflicts(['csv']))
     .option('--csv', 'print the per-rank timings as CSV on stdout (one row per rank and phase)')
     .option('-q, --quiet', 'no progress or "wrote" lines on stderr (errors are still printed)')

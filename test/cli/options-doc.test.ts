@@ -15,12 +15,14 @@ import {
   optionsTable,
   replaceBetween,
 } from '../../src/cli/options-doc.ts';
+import { torchOptionsFrom } from '../../src/cli/run.ts';
 import { simOptionsFrom } from '../../src/cli/simulate.ts';
 import { FcpError } from '../../src/core/issues.ts';
 import { flagOf, kebabCase, type OptionSpec } from '../../src/core/option-spec.ts';
 import { CPU_OPTION_SPECS } from '../../src/executors/cpu/option-specs.ts';
 import type { SimOptions } from '../../src/executors/sim/index.ts';
 import { SIM_OPTION_SPECS } from '../../src/executors/sim/option-specs.ts';
+import { TORCH_OPTION_SPECS } from '../../src/executors/torch/option-specs.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import { resolveMagiOptions } from '../../src/planners/magi/index.ts';
 import { PLANNER_OPTION_SPECS } from '../../src/planners/option-specs.ts';
@@ -74,6 +76,7 @@ test('every planning and simulating command has every declared flag, with its de
     ['simulate', SIM_OPTION_SPECS],
     ['compare', SIM_OPTION_SPECS],
     ['verify', CPU_OPTION_SPECS],
+    ['run', TORCH_OPTION_SPECS],
   ];
   for (const [name, specs] of pairs) {
     const cmd = command(name);
@@ -161,6 +164,55 @@ test('simulator options: defaults as before, and every cluster flag sets its fie
   assert.throws(
     () => simOf('--nic-gbps', 'fast'),
     (e: unknown) => e instanceof FcpError && e.code === 'option.nicGbps',
+  );
+});
+
+test('run: the torch flags parse to the options runTorch gets, defaults as before', () => {
+  const torchOf = (...args: string[]): Record<string, unknown> => {
+    const cmd = command('run');
+    cmd.parseOptions(args);
+    return { ...torchOptionsFrom(cmd.opts()) };
+  };
+  assert.deepEqual(torchOf(), {
+    device: 'cpu',
+    backend: 'auto',
+    kernel: 'auto',
+    iters: 1,
+    warmup: 0,
+    seed: 1,
+    timeoutMs: 600000,
+  });
+  const t = torchOf(
+    '--device',
+    'cuda',
+    '--dist-backend',
+    'nccl',
+    '--kernel',
+    'cudnn',
+    '--mode',
+    'square',
+    '--dtype',
+    'bfloat16',
+    '--iters',
+    '3',
+    '--warmup',
+    '2',
+    '--timeout',
+    '30',
+    '--python',
+    '/x/python3',
+    '--peak-tflops',
+    '500',
+    '--nproc',
+    '4',
+  );
+  for (const s of TORCH_OPTION_SPECS)
+    assert.ok((s.target ?? s.key) in t, `${s.key} reaches the torch options`);
+  assert.equal(t.timeoutMs, 30000);
+  assert.equal(t.backend, 'nccl');
+  assert.throws(
+    () => torchOf('--device', 'tpu'),
+    (e: unknown) => e instanceof FcpError && e.code === 'option.device',
   );
 });
 

@@ -27,6 +27,7 @@ import {
   writeInputFile,
 } from './files.ts';
 import { launchWorkers } from './launch.ts';
+import { TORCH_DEFAULTS } from './option-specs.ts';
 import { requireTorchPython } from './python.ts';
 
 /** Options of the torch executor. */
@@ -158,7 +159,7 @@ export async function runTorchMany(
         `the plan is for ${j.plan.world} ranks but ${nproc} processes were asked for; use --nproc ${j.plan.world} (or re-plan with --world ${nproc})`,
         'nproc',
       );
-  const device = o.device ?? 'cpu';
+  const device = o.device ?? TORCH_DEFAULTS.device;
   if (device === 'cpu' && (o.backend === 'nccl' || o.backend === 'gloo-staged'))
     fail('run.backend', `backend ${o.backend} needs --device cuda`, 'backend');
   const withInputs = jobs.some((j) => j.inputs !== undefined);
@@ -189,8 +190,18 @@ export async function runTorchMany(
         args.push('--inputs', inPath);
       }
     });
-    args.push('--backend', o.backend ?? 'auto', '--kernel', o.kernel ?? 'auto');
-    args.push('--iters', String(o.iters ?? 1), '--warmup', String(o.warmup ?? 0));
+    args.push(
+      '--backend',
+      o.backend ?? TORCH_DEFAULTS.backend,
+      '--kernel',
+      o.kernel ?? TORCH_DEFAULTS.kernel,
+    );
+    args.push(
+      '--iters',
+      String(o.iters ?? TORCH_DEFAULTS.iters),
+      '--warmup',
+      String(o.warmup ?? TORCH_DEFAULTS.warmup),
+    );
     args.push('--timeout', String(o.peerTimeoutS ?? 60));
     if (o.mode) args.push('--mode', o.mode);
     if (o.dtype) args.push('--dtype', o.dtype);
@@ -200,7 +211,7 @@ export async function runTorchMany(
       python: py.python,
       nproc,
       args,
-      timeoutMs: o.timeoutMs ?? 600000,
+      timeoutMs: o.timeoutMs ?? TORCH_DEFAULTS.timeoutS * 1000,
     };
     if (o.signal) launch.signal = o.signal;
     if (o.env) launch.env = o.env;
@@ -229,7 +240,7 @@ function collect(
   const bwd = phaseTimings(infos, 'backward');
   const w0 = infos[0]!;
   const pairs = infos.reduce((s, w) => s + w.pairsForward, 0) || planPairs(plan);
-  const peak = (o.peakTflops ?? 989) * 1e12;
+  const peak = (o.peakTflops ?? TORCH_DEFAULTS.peakTflops) * 1e12;
   const mfu = (flops: number, ms: number) => (ms > 0 ? flops / (plan.world * peak * (ms / 1e3)) : 0);
   const result: ExecutionResult = {
     executor: 'torch',
