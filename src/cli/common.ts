@@ -7,38 +7,22 @@ import { fail } from '../core/issues.ts';
 import { defaultText, flagOf, type OptionSpec } from '../core/option-spec.ts';
 import { PLANNER_OPTION_SPECS } from '../planners/option-specs.ts';
 import type { PlannerOptions } from '../planners/types.ts';
-import { CLUSTER_NAMES } from '../problem/cluster.ts';
+import { PROBLEM_OPTION_SPECS } from '../problem/option-specs.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 
-/** Adds the batch, cluster and model options. */
+/**
+ * Adds the batch, cluster and model options, generated from their declarations
+ * (src/problem/option-specs.ts); `defaults` replaces a declared default for one command.
+ */
 export function addProblemOptions(
   cmd: Command,
   defaults: { world?: string; tokensPerRank?: string } = {},
 ): Command {
-  return cmd
-    .option(
-      '--batch <name|path>',
-      'generator (longtail, magi, bimodal, weak-longtail, uniform, fixed) or a batch file',
-      'longtail',
-    )
-    .option('--world <n>', 'number of ranks (GPUs)', defaults.world ?? '8')
-    .option(
-      '--tokens-per-rank <n>',
-      'tokens per rank of a generated batch',
-      defaults.tokensPerRank ?? '32768',
-    )
-    .option('--seed <n>', 'random seed', '1')
-    .option('--mask <mask>', 'causal or full', 'causal')
-    .option('--q-heads <n>', 'query heads (default 64)')
-    .option('--kv-heads <n>', 'key/value heads (default 8)')
-    .option('--head-dim <n>', 'head dimension (default 128)')
-    .option('--gpus-per-node <n>', 'GPUs per node', '8')
-    .option(
-      '--cluster <preset>',
-      `cluster the plan is for; planners that model time plan for its links (${CLUSTER_NAMES.join(', ')})`,
-      'hopper-ib',
-    )
-    .option('--memory-tokens <n>', 'memory capacity per rank in tokens (default 1.5x tokens per rank)');
+  for (const spec of PROBLEM_OPTION_SPECS) {
+    const d = (defaults as Record<string, string | undefined>)[spec.key];
+    addSpecOption(cmd, d === undefined ? spec : { ...spec, default: d });
+  }
+  return cmd;
 }
 
 /** Adds the planner options (FCP's and the baselines'), generated from their declarations. */
@@ -54,7 +38,9 @@ export function addPlannerOptions(cmd: Command): Command {
 export function addSpecOption(cmd: Command, spec: OptionSpec): Command {
   const shown = spec.type !== 'boolean' && spec.default !== undefined && spec.passDefault !== false;
   const note = shown || spec.type === 'boolean' ? '' : ` (default ${defaultText(spec)})`;
-  const o = new Option(flagOf(spec), `${spec.owner}: ${spec.doc}${note}`);
+  // The problem's options are everyone's: no owner prefix.
+  const prefix = spec.owner === 'problem' ? '' : `${spec.owner}: `;
+  const o = new Option(flagOf(spec), `${prefix}${spec.doc}${note}`);
   if (shown) o.default(String(spec.default));
   return cmd.addOption(o);
 }

@@ -26,6 +26,8 @@ import { TORCH_OPTION_SPECS } from '../../src/executors/torch/option-specs.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import { resolveMagiOptions } from '../../src/planners/magi/index.ts';
 import { PLANNER_OPTION_SPECS } from '../../src/planners/option-specs.ts';
+import { PROBLEM_OPTION_SPECS } from '../../src/problem/option-specs.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 const read = (f: string): string => readFileSync(new URL(`../../${f}`, import.meta.url), 'utf8');
 const PLANNING = ['plan', 'verify', 'compare-plans', 'compare'];
@@ -64,9 +66,10 @@ test('README.md and docs/cli.md hold the generated tables (npm run docs:options)
   assert.notEqual(replaceBetween(tampered, table), tampered);
   assert.equal(replaceBetween('no markers here', table), undefined);
   // Every declared option is a row of its table.
-  for (const s of PLANNER_OPTION_SPECS) assert.ok(table.includes(`\`${flagOf(s)}\``), s.key);
+  for (const s of PLANNER_OPTION_SPECS)
+    assert.ok(table.includes(`\`${flagOf(s).replace(/\|/g, '\\|')}\``), s.key);
   const sim = optionsTable(SIM_OPTION_SPECS);
-  for (const s of SIM_OPTION_SPECS) assert.ok(sim.includes(`\`${flagOf(s)}\``), s.key);
+  for (const s of SIM_OPTION_SPECS) assert.ok(sim.includes(`\`${flagOf(s).replace(/\|/g, '\\|')}\``), s.key);
   assert.ok(GENERATED_TABLES.some((g) => g.markers === OPTIONS_MARKERS && g.files.includes('README.md')));
 });
 
@@ -77,6 +80,7 @@ test('every planning and simulating command has every declared flag, with its de
     ['compare', SIM_OPTION_SPECS],
     ['verify', CPU_OPTION_SPECS],
     ['run', TORCH_OPTION_SPECS],
+    ['plan', PROBLEM_OPTION_SPECS],
   ];
   for (const [name, specs] of pairs) {
     const cmd = command(name);
@@ -214,6 +218,34 @@ test('run: the torch flags parse to the options runTorch gets, defaults as befor
     () => torchOf('--device', 'tpu'),
     (e: unknown) => e instanceof FcpError && e.code === 'option.device',
   );
+});
+
+test("problem options: declared defaults are resolveProblem's; per-command defaults as before", () => {
+  const p = resolveProblem({});
+  const want: Record<string, unknown> = {
+    batch: 'longtail',
+    world: p.world,
+    tokensPerRank: 32768,
+    seed: 1,
+    mask: p.mask,
+    qHeads: p.model.qHeads,
+    kvHeads: p.model.kvHeads,
+    headDim: p.model.headDim,
+    gpusPerNode: p.cluster.gpusPerNode,
+    cluster: p.cluster.name,
+  };
+  for (const s of PROBLEM_OPTION_SPECS) if (s.key in want) assert.equal(s.default, want[s.key], s.key);
+  const def = (cmd: string, flag: string): unknown =>
+    command(cmd).options.find((o) => o.long === flag)?.defaultValue;
+  assert.equal(def('plan', '--world'), '8');
+  assert.equal(def('compare', '--world'), '16,32,64,128,256');
+  assert.equal(def('compare-plans', '--world'), '16,64,256');
+  assert.equal(def('demo', '--world'), '64');
+  assert.equal(def('verify', '--tokens-per-rank'), '1024');
+  assert.equal(def('plan', '--tokens-per-rank'), '32768');
+  assert.equal(def('plan', '--q-heads'), undefined, 'the model defaults are filled by resolveProblem');
+  const qh = command('verify').options.find((o) => o.long === '--q-heads')!;
+  assert.match(qh.description, /\(default 4\)/, 'verify says its small model');
 });
 
 test('bad values are option.<key> errors', () => {
