@@ -273,7 +273,7 @@ describe('rule: results on stdout; progress and "wrote" lines on stderr; --quiet
     );
   });
   it('compare, and fcp report accepts the compare.json it writes', async () => {
-    const args = ['compare', '--strategies', 'fcp,ring', '--world', '2,4', '--tokens-per-rank', '1024'];
+    const args = ['compare', '--strategies', 'fcp,ring', '--world', '2,4', '--tokens-per-rank', '512'];
     const j = await fcp(...args, '--json', '-q');
     assert.equal(j.err, '');
     const doc = assertJson(j, 'compare --json') as { format: string; rows: unknown[] };
@@ -292,12 +292,13 @@ describe('rule: results on stdout; progress and "wrote" lines on stderr; --quiet
     assert.ok(existsSync(join(dir, 'rep', 'index.html')));
   });
   it('verify', async () => {
-    const j = await fcp('verify', ...small, '--json', '-q');
+    const tiny = ['--world', '2', '--tokens-per-rank', '256'];
+    const j = await fcp('verify', ...tiny, '--json', '-q');
     assert.equal(j.err, '');
     const doc = assertJson(j, 'verify --json') as { ok: boolean; errors: Record<string, number> };
     assert.equal(doc.ok, true);
     assert.deepEqual(Object.keys(doc.errors).sort(), ['dk', 'dq', 'dv', 'o']);
-    const csv = assertCsv(await fcp('verify', ...small, '--csv', '-q'), 'verify --csv');
+    const csv = assertCsv(await fcp('verify', ...tiny, '--csv', '-q'), 'verify --csv');
     assert.deepEqual(
       csv.slice(1).map((x) => x[3]),
       ['true', 'true', 'true', 'true'],
@@ -322,7 +323,7 @@ describe('rule: results on stdout; progress and "wrote" lines on stderr; --quiet
       '--world',
       '4',
       '--tokens-per-rank',
-      '1024',
+      '512',
       '--scaling',
       'none',
       '--no-numerics',
@@ -422,7 +423,7 @@ describe('rule: long work prints progress on stderr at least every 5 s, with an 
   });
   it('a real verify run: no stderr silence longer than 5 s, fractions with estimates', async () => {
     const t0 = performance.now();
-    const r = await fcp('verify', '--world', '4', '--tokens-per-rank', '1024');
+    const r = await fcp('verify', '--world', '4', '--tokens-per-rank', '512');
     const end = performance.now();
     assert.equal(r.code, 0, r.err);
     const times = [t0, ...r.errAt.map((x) => x.t), end];
