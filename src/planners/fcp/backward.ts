@@ -37,7 +37,7 @@ import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
-import { estimateTimeline, pushGroup, taskTimes } from './transfers/timeline.ts';
+import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
 
 /** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
 interface DkvPushes {
@@ -128,6 +128,8 @@ function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvPus
 export interface BackwardResult {
   readonly phase: Phase;
   readonly stats: PhaseStats;
+  /** The planner's own estimate of the phase's makespan, ms (transfers/timeline.ts). */
+  readonly estimateMs: number;
 }
 
 /** Plans the backward phase over the forward's tasks, `kv` transfers and colourings. */
@@ -184,9 +186,11 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter);
+  const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
     phase,
+    estimateMs,
     stats: {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, dkv: dkv.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, dkv: dkv.delta, out: out.delta },

@@ -38,7 +38,7 @@ import { buildTasks, edgesByRs, type Tasks } from './tasks.ts';
 import { chooseSenders, type KvEdges } from './transfers/fetch.ts';
 import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
 import { type Colouring, placePushes } from './transfers/rounds.ts';
-import { estimateTimeline, pushGroup, taskTimes } from './transfers/timeline.ts';
+import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
 
 /** Result of {@link planForward}: the phase, and what the backward reuses (tasks, colourings, K/V edges). */
 export interface ForwardResult {
@@ -48,6 +48,8 @@ export interface ForwardResult {
   readonly kvEdges: KvEdges;
   readonly kvColouring: Colouring;
   readonly stats: PhaseStats;
+  /** The planner's own estimate of the phase's makespan, ms (transfers/timeline.ts). */
+  readonly estimateMs: number;
 }
 
 /** Bytes of a forward `in` token (Q,K,V) over those of a `kv` token (K,V), for the default model. */
@@ -60,7 +62,16 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const list = new TransferList();
   const inColouring = colourIn(ctx);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(ctx.requests, runs, pieces, world, false, IN_WEIGHT, ctx.links.nodeSize);
+  const edges = chooseSenders(
+    ctx.requests,
+    runs,
+    pieces,
+    world,
+    false,
+    IN_WEIGHT,
+    ctx.links.nodeSize,
+    o.fanOut,
+  );
   const ready = new Int32Array(edges.dep.length);
   for (let e = 0; e < ready.length; e++) ready[e] = edges.dep[e]! >= 0 ? pieceGroup[edges.dep[e]!]! + 1 : 0;
   const kv = placeKv(placer, list, edges, ready, hunger(ctx), ctx);
@@ -87,9 +98,11 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter);
+  const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
     phase,
+    estimateMs,
     tasks,
     inColouring,
     kvEdges: edges,

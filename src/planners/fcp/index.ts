@@ -31,7 +31,7 @@ import { type PlanBalance, planBalance } from './balance.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
 import { KernelTime } from './kernel-time.ts';
-import { type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import { FCP_DEFAULTS, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
@@ -92,9 +92,86 @@ class StageClock {
   }
 }
 
-/** Plans `problem` with FCP; returns the plan and the stage timings. */
+/** Plans `problem` with FCP (self-tuned, see {@link tunedPipeline}); returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
-  return runPipeline(problem, options, null);
+  return tunedPipeline(problem, options, null);
+}
+
+/**
+ * Settings the self-tuner tries with `fanOut` (in order; the first is the plan without relays):
+ * two-hop relays against direct fetches, and the group size (`coalesce`, rounds per group), which
+ * decides how soon a relay may follow its feed (one group later: smaller groups, sooner). Which
+ * wins depends on the batch (simulated, longtail, mode (b): relays with groups of 4 rounds win at
+ * 16 ranks and on some batches at 64, direct fetches elsewhere). These are FCP's counterparts of
+ * what the baselines' sweep tunes (MagiAttention: chunk size, overlap degree and its per-node
+ * de-duplicating backend).
+ */
+const TUNE_CANDIDATES: readonly { coalesce: number; fanOut: boolean }[] = [
+  { coalesce: 16, fanOut: false },
+  { coalesce: 4, fanOut: true },
+  { coalesce: 16, fanOut: true },
+  { coalesce: 4, fanOut: false },
+];
+
+/**
+ * Planning time of one candidate assumed per rank (ms): the 2-core figure of bench/planner.ts
+ * (80 ms at 256 ranks, 0.6 s at 1024), rounded up. A size model, not the clock, decides how many
+ * candidates fit the budget, so the same input still gives a byte-identical plan on any machine.
+ */
+const CANDIDATE_MS_PER_RANK = 0.35;
+
+/** How many of {@link TUNE_CANDIDATES} fit `budgetMs` at `world` ranks (at least one). */
+export function tuneCandidates(world: number, budgetMs: number): number {
+  const n = Math.floor(budgetMs / (CANDIDATE_MS_PER_RANK * Math.max(1, world)));
+  return Math.max(1, Math.min(TUNE_CANDIDATES.length, n));
+}
+
+/**
+ * Self-tuning (issue 15, deliverable 5), with `fanOut: true`: plans with each of {@link TUNE_CANDIDATES} that
+ * the budget allows (`planBudgetMs`, default 200) and keeps the one whose estimated forward plus
+ * backward makespan (the planner's own timeline model, transfers/timeline.ts; never the
+ * simulator) is least, ties to the earlier candidate. Without `fanOut` nothing is tuned: the relays
+ * need a second colouring, so a phase's `kv` rounds become Δ of the direct edges plus the relay
+ * rounds rather than Δ of the whole graph, the promise the law suite (test/laws) holds FCP to, and
+ * group size alone moved simulated MFU by under 1% (longtail, 16-256 ranks). A `coalesce` other
+ * than the default, or `tune: false` (then `fanOut` forces relays), plans with the options as given; `tune: false` plans with the options as given. `meta.tuning` records every
+ * candidate's estimate and the choice; timings add up all candidates.
+ */
+function tunedPipeline(
+  problem: Problem,
+  options: FcpPlannerOptions,
+  homeFromUser: Int32Array | null,
+): ReturnType<typeof runPipeline> {
+  // A coalesce other than the default pins it (the command line always passes the default).
+  const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
+  if (options.fanOut !== true || options.tune === false || fixed)
+    return runPipeline(problem, options, homeFromUser);
+  resolveFcpOptions(options); // a bad budget is an option error before any planning
+  const count = tuneCandidates(problem.world, options.planBudgetMs ?? 200);
+  let best: ReturnType<typeof runPipeline> | null = null;
+  let bestMs = Number.POSITIVE_INFINITY;
+  let chosen = 0;
+  const tried: { coalesce: number; fanOut: boolean; estimateMs: number }[] = [];
+  const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
+  for (let i = 0; i < count; i++) {
+    const c = TUNE_CANDIDATES[i]!;
+    const run = runPipeline(problem, { ...options, ...c }, homeFromUser);
+    for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
+    const ms = run.estimateMs.forward + run.estimateMs.backward;
+    tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });
+    if (ms < bestMs) {
+      best = run;
+      bestMs = ms;
+      chosen = i;
+    }
+  }
+  assert(best !== null, 'at least one candidate is planned');
+  const plan = best.plan;
+  const estimateMs = best.estimateMs;
+  plan.meta = { ...plan.meta, tuning: { candidates: tried, chosen } };
+  Object.defineProperty(plan.meta, 'timings', { value: total, enumerable: false });
+  Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
+  return { ...best, plan, timings: total };
 }
 
 /** The pipeline; `homeFromUser`: mode (b), the user layout is the home layout (context.ts). */
@@ -102,7 +179,7 @@ function runPipeline(
   problem: Problem,
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
-): FcpResult & { placed: Placed } {
+): FcpResult & { placed: Placed; estimateMs: { forward: number; backward: number } } {
   const clock = new StageClock();
   const ctx = clock.run('context', () =>
     plannerContext(problem, resolveFcpOptions(options), undefined, homeFromUser),
@@ -124,7 +201,9 @@ function runPipeline(
   timings.total += clock.get('assemble');
   // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
   Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
-  return { plan, timings, placed };
+  const estimateMs = { forward: forward.estimateMs, backward: backward.estimateMs };
+  Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
+  return { plan, timings, placed, estimateMs };
 }
 
 /** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */
@@ -251,7 +330,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       best = { layout, blockSize, imbalance, cap, placed: computeImbalance(placed.placement.computeLoad) };
   }
   assert(best !== null, 'at least one cap is tried');
-  const second = runPipeline({ ...problem, userLayout: best.layout }, rest, best.blockSize);
+  const second = tunedPipeline({ ...problem, userLayout: best.layout }, rest, best.blockSize);
   const plan = second.plan;
   plan.meta = {
     ...plan.meta,
@@ -262,5 +341,6 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
     },
   };
   Object.defineProperty(plan.meta, 'timings', { value: second.timings, enumerable: false });
+  Object.defineProperty(plan.meta, 'estimateMs', { value: second.estimateMs, enumerable: false });
   return plan;
 }

@@ -22,6 +22,12 @@ export interface FcpPlannerOptions extends PlannerOptions {
   refineSteps?: number;
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
+  /** Two-hop K/V fan-out inside nodes (transfers/fetch.ts; default false unless the self-tuner picks it). */
+  fanOut?: boolean;
+  /** Self-tuning of coalesce and fan-out (index.ts; default true). */
+  tune?: boolean;
+  /** Planning budget the self-tuner sizes its candidate count by, ms (default 200). */
+  planBudgetMs?: number;
 }
 
 /** Fully resolved FCP options (every field set). */
@@ -54,6 +60,8 @@ export interface FcpOptions {
   /** Smallest tile side for the remainder strips (<= tile). */
   readonly minTile: number;
   readonly balance: BalanceMode;
+  /** Two-hop K/V: a range fetched over the NIC by one rank of a node is relayed to its node peers over NVLink. */
+  readonly fanOut: boolean;
   /** Calibration of the time model; undefined: the default tables. */
   readonly calibration: Calibration | undefined;
 }
@@ -76,6 +84,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   tile: 4096,
   minTile: 1024,
   balance: 'time',
+  fanOut: false,
   calibration: undefined,
 });
 
@@ -158,7 +167,24 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const balance = o.balance ?? d.balance;
   if (balance !== 'time' && balance !== 'pairs')
     issues.push(issue('option.balance', `balance must be time or pairs (got ${String(balance)})`, 'balance'));
-  const flags = ['noPipeline', 'noReshuffleOverlap', 'noLocality', 'noAffinity', 'fixedBlocks'] as const;
+  const flags = [
+    'noPipeline',
+    'noReshuffleOverlap',
+    'noLocality',
+    'noAffinity',
+    'fixedBlocks',
+    'fanOut',
+    'tune',
+  ] as const;
+  const budget = o.planBudgetMs;
+  if (budget !== undefined && !(typeof budget === 'number' && budget >= 0 && Number.isFinite(budget)))
+    issues.push(
+      issue(
+        'option.planBudgetMs',
+        `plan budget must be a number of milliseconds >= 0 (got ${String(budget)}); try --plan-budget-ms 200`,
+        'planBudgetMs',
+      ),
+    );
   for (const f of flags)
     if (o[f] !== undefined && !isBool(o[f]))
       issues.push(issue(`option.${f}`, `${f} must be true or false (got ${String(o[f])})`, f));
@@ -180,15 +206,18 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     tile,
     minTile: Math.min(minTile, Math.max(tile, 1)),
     balance,
+    fanOut: o.fanOut ?? d.fanOut,
     calibration: o.calibration,
   };
 }
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, ...rest } = o;
+  const { calibration, commCoalesce, fanOut, ...rest } = o;
   return {
     ...rest,
+    // Recorded only when on, so plans without it keep their bytes.
+    ...(fanOut ? { fanOut } : {}),
     // Recorded only when it chains rounds, so plans without chains keep their bytes.
     ...(commCoalesce < o.coalesce ? { commCoalesce } : {}),
     calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default',

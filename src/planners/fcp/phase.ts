@@ -12,7 +12,7 @@ import { buildOps, orderOps } from './order.ts';
 import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import type { GroupPlacer, TransferList } from './transfers/groups.ts';
-import { type Colouring, colourEdges, orderRounds, placeColouring } from './transfers/rounds.ts';
+import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
@@ -59,7 +59,12 @@ export function hunger(ctx: PhaseContext): Float64Array {
   return out;
 }
 
-/** Places the `kv` edges (one colouring, Δ rounds) with per-edge ready groups; returns each edge's group. */
+/**
+ * Places the `kv` edges with per-edge ready groups; returns each edge's group. Direct edges are one
+ * colouring (Δ rounds); two-hop relay edges (fetch.ts, `fanOut`) a second one, placed after them,
+ * each ready one group after the edge that brings its range to its sender (two hops: Δ of the first
+ * plus Δ of the second, every round still a matching). `colouring` reuses a previous phase's.
+ */
 export function placeKv(
   placer: GroupPlacer,
   list: TransferList,
@@ -69,25 +74,69 @@ export function placeKv(
   ctx: PhaseContext,
   colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
-  const c = colouring ?? colourEdges(edges.src, edges.dst, ctx.world, ctx.o.rounds);
-  const weight = new Float64Array(edges.dst.length);
-  for (let e = 0; e < weight.length; e++) weight[e] = weightOfRank[edges.dst[e]!]!;
-  const { order, readyOf } = orderRounds(c, ready, weight);
-  const slot = placeColouring(placer, c, order, readyOf, edges.src, edges.dst);
-  const group = new Int32Array(edges.src.length);
-  for (let e = 0; e < slot.length; e++) {
-    list.add(
-      slot[e]!,
-      edges.src[e]!,
-      edges.dst[e]!,
-      Kind.kv,
-      edges.seq[e]!,
-      edges.start[e]!,
-      edges.length[e]!,
-    );
-    group[e] = placer.groupOf(slot[e]!);
+  const n = edges.src.length;
+  const hop2: number[] = [];
+  const hop1: number[] = [];
+  for (let e = 0; e < n; e++) (edges.relay[e]! >= 0 ? hop2 : hop1).push(e);
+  const group = new Int32Array(n);
+  const round = new Int32Array(n);
+  const place = (ids: number[], given: Colouring | null, readyOf: (e: number) => number): Colouring => {
+    const src = Int32Array.from(ids, (e) => edges.src[e]!);
+    const dst = Int32Array.from(ids, (e) => edges.dst[e]!);
+    const c = given ?? colourEdges(src, dst, ctx.world, ctx.o.rounds);
+    const weight = Float64Array.from(ids, (e) => weightOfRank[edges.dst[e]!]!);
+    const rdy = Int32Array.from(ids, readyOf);
+    const { order, readyOf: roundReady } = orderRounds(c, rdy, weight);
+    const slot = placeColouring(placer, c, order, roundReady, src, dst);
+    for (let k = 0; k < ids.length; k++) {
+      const e = ids[k]!;
+      list.add(
+        slot[k]!,
+        edges.src[e]!,
+        edges.dst[e]!,
+        Kind.kv,
+        edges.seq[e]!,
+        edges.start[e]!,
+        edges.length[e]!,
+      );
+      group[e] = placer.groupOf(slot[k]!);
+      round[e] = c.round[k]!;
+    }
+    return c;
+  };
+  /** The part of `colouring` over `ids`, its rounds renumbered from `offset`. */
+  const part = (ids: number[], offset: number, rounds: number): Colouring | null => {
+    if (!colouring) return null;
+    // Only the rounds matter to the placement (delta is a statistic of the whole colouring).
+    return {
+      round: Int32Array.from(ids, (e) => colouring.round[e]! - offset),
+      rounds,
+      delta: colouring.delta,
+    };
+  };
+  const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
+  const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
+  if (hop2.length === 0) return { group, colouring: colouring ?? { ...c1, round } };
+  // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
+  // group: each joins the first round after its feed's group where both ends are free.
+  const rdy = Int32Array.from(hop2, (e) => Math.max(ready[e]!, group[edges.relay[e]!]! + 1));
+  const order = Int32Array.from(hop2.keys()).sort((a, b) => rdy[a]! - rdy[b]! || a - b);
+  const slots = new Set<number>();
+  for (const k of order) {
+    const e = hop2[k]!;
+    const slot = placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, ctx.o.rounds === 'naive');
+    list.add(slot, edges.src[e]!, edges.dst[e]!, Kind.kv, edges.seq[e]!, edges.start[e]!, edges.length[e]!);
+    group[e] = placer.groupOf(slot);
+    round[e] = -1;
+    slots.add(slot);
   }
-  return { group, colouring: c };
+  const all = colouring ?? {
+    round,
+    rounds: c1.rounds + slots.size,
+    delta: degreeOf(edges.src, edges.dst, ctx.world),
+    firstRounds: c1.rounds,
+  };
+  return { group, colouring: all };
 }
 
 /** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */

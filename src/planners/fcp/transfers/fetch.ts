@@ -16,6 +16,14 @@
  * per-message overhead, the user ranks starting with their forward `in` bytes, NIC and NVLink
  * counted apart (a transfer inside a node loads only NVLink, 8x faster). Ties go to the user rank
  * (available from time zero); consecutive user segments are one message.
+ *
+ * Two-hop fan-out (`fanOut`, beyond the paper; MagiAttention's native backend de-duplicates per node
+ * the same way): a request whose senders are all in other nodes is relayed, when a rank of the
+ * receiver's node already fetches the same range (same sequence, same start, at least as long) in
+ * one message over the NIC: that rank forwards it over NVLink after it arrives. Long sequences
+ * spread over many nodes are where this matters: every rank holding a zig-zag unit of a 512K
+ * sequence needs almost all of its K/V, so without it each rank of a node pulls the same ranges
+ * over its own NIC.
  */
 import type { Mask } from '../../../plan/types.ts';
 import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from '../placement/layout.ts';
@@ -41,6 +49,11 @@ export interface KvEdges {
   readonly rs: Int32Array;
   /** Piece whose `in` transfer must reach the sender first (forward, home senders), else -1. */
   readonly dep: Int32Array;
+  /**
+   * Two-hop fan-out: the K/V edge that brings this edge's range to its sender (a rank of the
+   * receiver's node that fetched the same range over the NIC) and must arrive first, else -1.
+   */
+  readonly relay: Int32Array;
 }
 
 /** Attended key span end of an RS: the end of its last run (causal) or the sequence length. */
@@ -178,6 +191,7 @@ export function chooseSenders(
   homesReady: boolean,
   inWeight = 0,
   gpusPerNode = world,
+  fanOut = false,
 ): KvEdges {
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
@@ -219,13 +233,40 @@ export function chooseSenders(
   // Per segment: sent by its home (1) or by the request's user rank (0). Each segment goes to the
   // less loaded of the two (ties: the user rank, which holds the data from time zero).
   const viaHome = new Uint8Array(segRun.length);
+  // Fan-out: the request relaying each request (-1: fetched directly), and per (sequence, start,
+  // node) the requests fetched in one message over the NIC that could feed a relay.
+  const relayReq = new Int32Array(n).fill(-1);
+  const feeds = new Map<string, number[]>();
   let edgeCount = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
     const vn = Math.floor(runs.rsRank[req.rs[i]!]! / g);
     const un = Math.floor(u / g) === vn;
+    if (fanOut && !un && g > 1) {
+      const key = `${runs.rsSeq[req.rs[i]!]!}:${req.start[i]!}:${vn}`;
+      const list = feeds.get(key);
+      let pick = -1;
+      if (list) {
+        // The least NVLink-loaded feed that covers the range (feeds are taken largest first).
+        for (const f of list) {
+          if (req.length[f]! < req.length[i]!) continue;
+          const r = runs.rsRank[req.rs[f]!]!;
+          if (pick < 0 || nvl[r]! < nvl[runs.rsRank[req.rs[pick]!]!]!) pick = f;
+        }
+      }
+      let allRemote = true;
+      for (let j = segOff[i]!; j < segOff[i + 1]! && allRemote; j++)
+        if (Math.floor(runs.rank[segRun[j]!]! / g) === vn) allRemote = false;
+      if (pick >= 0 && allRemote) {
+        relayReq[i] = pick;
+        nvl[runs.rsRank[req.rs[pick]!]!]! += req.length[i]! + MESSAGE_TOKENS;
+        edgeCount++;
+        continue;
+      }
+    }
     let prevUser = false;
+    let homeSegs = 0;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const h = runs.rank[segRun[j]!]!;
       const add = segLen[j]! + MESSAGE_TOKENS;
@@ -241,6 +282,7 @@ export function chooseSenders(
         if (hn) nvl[h]! += add;
         else cost[h]! += add;
         edgeCount++;
+        homeSegs++;
         prevUser = false;
       } else {
         if (un) nvl[u]! += add;
@@ -248,6 +290,17 @@ export function chooseSenders(
         // Consecutive segments of the user rank merge into one message.
         if (!prevUser) edgeCount++;
         prevUser = true;
+      }
+    }
+    // One message over the NIC (all from the user rank, or one home segment): it may feed relays.
+    if (fanOut && g > 1) {
+      const single = homeSegs === 0 ? !un : homeSegs === 1 && segOff[i + 1]! - segOff[i]! === 1;
+      const src = homeSegs === 0 ? u : runs.rank[segRun[segOff[i]!]!]!;
+      if (single && Math.floor(src / g) !== vn) {
+        const key = `${runs.rsSeq[req.rs[i]!]!}:${req.start[i]!}:${vn}`;
+        const list = feeds.get(key);
+        if (list) list.push(i);
+        else feeds.set(key, [i]);
       }
     }
   }
@@ -258,6 +311,8 @@ export function chooseSenders(
   const length = new Int32Array(edgeCount);
   const rsCol = new Int32Array(edgeCount);
   const dep = new Int32Array(edgeCount);
+  const relay = new Int32Array(edgeCount).fill(-1);
+  const firstEdge = new Int32Array(n);
   let e = 0;
   for (let i = 0; i < n; i++) {
     const rs = req.rs[i]!;
@@ -265,6 +320,18 @@ export function chooseSenders(
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
     const u = req.user[i]!;
+    firstEdge[i] = e;
+    if (relayReq[i]! >= 0) {
+      src[e] = runs.rsRank[req.rs[relayReq[i]!]!]!;
+      dst[e] = h;
+      seq[e] = s;
+      start[e] = a;
+      length[e] = req.length[i]!;
+      rsCol[e] = rs;
+      dep[e] = -1;
+      e++;
+      continue;
+    }
     let userEdge = -1;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const run = segRun[j]!;
@@ -285,5 +352,7 @@ export function chooseSenders(
       e++;
     }
   }
-  return { src, dst, seq, start, length, rs: rsCol, dep };
+  // A relay edge waits for its feed's one message (edges are emitted in request order).
+  for (let i = 0; i < n; i++) if (relayReq[i]! >= 0) relay[firstEdge[i]!] = firstEdge[relayReq[i]!]!;
+  return { src, dst, seq, start, length, rs: rsCol, dep, relay };
 }

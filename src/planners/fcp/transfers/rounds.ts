@@ -21,6 +21,8 @@ export interface Colouring {
   readonly rounds: number;
   /** Largest send or receive degree of the graph. */
   readonly delta: number;
+  /** Two-hop `kv` (phase.ts, placeKv): rounds 0..firstRounds-1 carry the direct edges, the rest the relays. */
+  readonly firstRounds?: number;
 }
 
 /** Largest send or receive degree of the multigraph. */

@@ -221,3 +221,15 @@ export function pushGroup(tl: Timeline, rank: number, end: number, minGroup: num
   const last = G > 0 ? tl.groupEnd[(G - 1) * W + rank]! : 0;
   return Math.max(G, minGroup) + Math.max(0, Math.ceil((end - last) / Math.max(slice, 1e-6)));
 }
+
+/**
+ * The estimate's makespan of a finished phase (ms): the latest end of a compute op or of a rank's
+ * last group. The self-tuner (index.ts) compares candidate plans by it.
+ */
+export function phaseEstimateMs(tl: Timeline): number {
+  let end = 0;
+  for (let op = 0; op < tl.opEnd.length; op++) end = Math.max(end, tl.opEnd[op]!);
+  if (tl.groups > 0)
+    for (let r = 0; r < tl.world; r++) end = Math.max(end, tl.groupEnd[(tl.groups - 1) * tl.world + r]!);
+  return end;
+}

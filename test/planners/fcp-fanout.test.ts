@@ -1,0 +1,154 @@
+/**
+ * Two-hop K/V fan-out (`fanOut`, src/planners/fcp/transfers/fetch.ts) and the self-tuner that
+ * chooses it (src/planners/fcp/index.ts): relayed plans stay valid and congestion-free, every
+ * relay's sender received the range in an earlier group, relays move NIC bytes onto NVLink, the
+ * tuner records its candidates and is deterministic, and the validator refuses a relay sent before
+ * its range arrived.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FcpError, formatIssue } from '../../src/core/issues.ts';
+import { planToJson } from '../../src/plan/io.ts';
+import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
+import { validatePlan } from '../../src/plan/validate.ts';
+import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
+
+const NODE = 8;
+const node = (r: number): number => Math.floor(r / NODE);
+
+/** A multi-node long-tailed problem (3 nodes of 8 ranks). */
+const problem = (seed: number, mask: 'causal' | 'full' = 'causal') =>
+  resolveProblem({ batch: 'longtail', world: 24, tokensPerRank: 4096, seed, mask, blockSize: 512 });
+
+/**
+ * `kv` transfers whose sender is neither a home nor the user rank of the range: relays. For each,
+ * the earliest group in which a `kv` transfer brought a covering range to its sender (-1: none).
+ */
+function relays(plan: Plan, phase: Phase): { row: number; fedIn: number }[] {
+  const holds = (r: number, s: number, a: number, b: number): boolean => {
+    for (const l of [plan.homeLayout, plan.userLayout])
+      for (let i = 0; i < l.rank.length; i++)
+        if (l.rank[i] === r && l.seq[i] === s && l.start[i]! <= a && l.start[i]! + l.length[i]! >= b)
+          return true;
+    return false;
+  };
+  const t = phase.transfers;
+  const out: { row: number; fedIn: number }[] = [];
+  for (let i = 0; i < t.src.length; i++) {
+    if (t.kind[i] !== Kind.kv) continue;
+    const s = t.seq[i]!;
+    const a = t.start[i]!;
+    const b = a + t.length[i]!;
+    if (holds(t.src[i]!, s, a, b)) continue;
+    let fedIn = -1;
+    for (let j = 0; j < t.src.length; j++)
+      if (
+        t.kind[j] === Kind.kv &&
+        t.dst[j] === t.src[i] &&
+        t.seq[j] === s &&
+        t.start[j]! <= a &&
+        t.start[j]! + t.length[j]! >= b
+      ) {
+        const g = phase.groupOfRound[t.round[j]!]!;
+        if (fedIn < 0 || g < fedIn) fedIn = g;
+      }
+    out.push({ row: i, fedIn });
+  }
+  return out;
+}
+
+/** Bytes' worth of `kv` tokens that cross a node boundary. */
+function nicKvTokens(phase: Phase): number {
+  const t = phase.transfers;
+  let n = 0;
+  for (let i = 0; i < t.src.length; i++)
+    if (t.kind[i] === Kind.kv && node(t.src[i]!) !== node(t.dst[i]!)) n += t.length[i]!;
+  return n;
+}
+
+test('forced relays: valid, congestion 1, each relay inside a node and after its feed, fewer NIC bytes', () => {
+  let relayed = 0;
+  for (const seed of [1, 2, 3])
+    for (const mask of ['causal', 'full'] as const)
+      for (const loaderLayout of [false, true]) {
+        const p = problem(seed, mask);
+        const direct = fcpPlanner.plan(p, { loaderLayout });
+        const plan = fcpPlanner.plan(p, { loaderLayout, fanOut: true, tune: false });
+        const { issues, report } = validatePlan(plan);
+        const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;
+        assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], label);
+        assert.equal(report.attendedPairs, report.expectedPairs, label);
+        for (const dir of ['forward', 'backward'] as const) {
+          const ph = plan[dir];
+          assert.ok(report[dir].congestion <= 1, `${label} ${dir}: congestion ${report[dir].congestion}`);
+          for (const { row, fedIn } of relays(plan, ph)) {
+            const t = ph.transfers;
+            assert.equal(node(t.src[row]!), node(t.dst[row]!), `${label}: a relay crosses the NIC`);
+            assert.ok(fedIn >= 0, `${label}: relay sender never received the range`);
+            assert.ok(
+              ph.groupOfRound[t.round[row]!]! > fedIn,
+              `${label}: relay sent before its feed arrived`,
+            );
+            relayed++;
+          }
+          assert.ok(nicKvTokens(ph) <= nicKvTokens(direct[dir]), `${label} ${dir}: relays added NIC bytes`);
+        }
+      }
+  assert.ok(relayed > 0, 'some K/V was relayed');
+});
+
+test('the validator refuses a relay moved into its feed round', () => {
+  const plan = fcpPlanner.plan(problem(2), { loaderLayout: true, fanOut: true, tune: false });
+  const rel = relays(plan, plan.forward).filter((r) => r.fedIn >= 0);
+  assert.ok(rel.length > 0);
+  const t = plan.forward.transfers;
+  // Move one relay into round 0 (before anything arrived); keep rows sorted by round.
+  const row = rel[0]!.row;
+  const broken = structuredClone(plan);
+  const bt = broken.forward.transfers;
+  const cols = ['round', 'src', 'dst', 'kind', 'seq', 'start', 'length'] as const;
+  const order = Array.from(t.round.keys()).sort((a, b) => (a === row ? -1 : b === row ? 1 : a - b));
+  for (const c of cols) {
+    const src = Array.from(t[c]);
+    for (let i = 0; i < order.length; i++) (bt[c] as Int32Array | Uint8Array)[i] = src[order[i]!]!;
+  }
+  bt.round[0] = 0;
+  assert.ok(
+    validatePlan(broken).issues.some((x) => x.code === 'plan.rule3.senderMissing'),
+    'a relay before its data arrived is refused (rule 3)',
+  );
+});
+
+test('self-tuning: candidates by budget, choice recorded, the least estimate wins, same input same bytes', () => {
+  assert.equal(tuneCandidates(16, 200), 4);
+  assert.equal(tuneCandidates(256, 200), 2);
+  assert.equal(tuneCandidates(4096, 200), 1);
+  assert.equal(tuneCandidates(16, 0), 1);
+  const p = problem(3);
+  const a = planFcp(p, { fanOut: true }).plan;
+  const b = planFcp(p, { fanOut: true }).plan;
+  assert.equal(planToJson(a), planToJson(b));
+  const tuning = a.meta?.tuning as { candidates: { estimateMs: number }[]; chosen: number };
+  assert.equal(tuning.candidates.length, 4);
+  const least = Math.min(...tuning.candidates.map((c) => c.estimateMs));
+  assert.equal(tuning.candidates[tuning.chosen]!.estimateMs, least);
+  assert.deepEqual(validatePlan(a).issues, []);
+  // Without fanOut nothing is tuned: the plan is the untuned default's, byte for byte.
+  assert.equal(planToJson(planFcp(p).plan), planToJson(planFcp(p, { tune: false }).plan));
+  assert.equal(planFcp(p).plan.meta?.tuning, undefined);
+});
+
+test('bad planBudgetMs and fanOut are option errors', () => {
+  for (const [opts, code] of [
+    [{ fanOut: true, planBudgetMs: -1 }, 'option.planBudgetMs'],
+    [{ fanOut: 'yes' }, 'option.fanOut'],
+    [{ tune: 1 }, 'option.tune'],
+  ] as const) {
+    assert.throws(
+      () => planFcp(problem(1), opts as never),
+      (e: unknown) => e instanceof FcpError && e.issues.some((i) => i.code === code),
+      code,
+    );
+  }
+});
