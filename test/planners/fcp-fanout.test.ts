@@ -12,6 +12,7 @@ import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
+import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const NODE = 8;
@@ -19,7 +20,11 @@ const node = (r: number): number => Math.floor(r / NODE);
 
 /** A multi-node long-tailed problem (3 nodes of 8 ranks). */
 const problem = (seed: number, mask: 'causal' | 'full' = 'causal') =>
-  resolveProblem({ batch: 'longtail', world: 24, tokensPerRank: 4096, seed, mask, blockSize: 512 });
+  resolveProblem({ batch: 'longtail', world: 24, tokensPerRank: 4096, seed, mask });
+
+/** FCP through the registered planner (mode (b) included), small blocks so that ranges repeat. */
+const planWith = (p: ReturnType<typeof problem>, o: FcpPlannerOptions): Plan =>
+  fcpPlanner.plan(p, { blockSize: 512, ...o });
 
 /**
  * `kv` transfers whose sender is neither a home nor the user rank of the range: relays. For each,
@@ -73,8 +78,8 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
     for (const mask of ['causal', 'full'] as const)
       for (const loaderLayout of [false, true]) {
         const p = problem(seed, mask);
-        const direct = fcpPlanner.plan(p, { loaderLayout });
-        const plan = fcpPlanner.plan(p, { loaderLayout, fanOut: true, tune: false });
+        const direct = planWith(p, { loaderLayout });
+        const plan = planWith(p, { loaderLayout, fanOut: true, tune: false });
         const { issues, report } = validatePlan(plan);
         const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;
         assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], label);
@@ -99,7 +104,7 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
 });
 
 test('the validator refuses a relay moved into its feed round', () => {
-  const plan = fcpPlanner.plan(problem(2), { loaderLayout: true, fanOut: true, tune: false });
+  const plan = planWith(problem(2), { loaderLayout: true, fanOut: true, tune: false });
   const rel = relays(plan, plan.forward).filter((r) => r.fedIn >= 0);
   assert.ok(rel.length > 0);
   const t = plan.forward.transfers;
