@@ -84,4 +84,18 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     passDefault: false,
     doc: 'balance modelled kernel time (time) or attended pairs (pairs)',
   },
+  {
+    key: 'fanOut',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the planner then tunes relays and group size per batch by its own estimate',
+  },
+  {
+    key: 'planBudgetMs',
+    owner: 'fcp',
+    type: 'number',
+    default: 200,
+    passDefault: false,
+    doc: 'planning budget of the self-tuner (with --fan-out), ms: how many candidate plans it tries, by a size model (not the clock)',
+  },
 ];
