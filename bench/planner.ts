@@ -4,6 +4,7 @@
  *
  * Run: npx tsx bench/planner.ts [--worlds 16,64,256,1024,4096] [--reps 3] [--seed 1]
  *                              [--tokens-per-rank 32768] [--batch longtail] [--quality] [--validate]
+ *                              [--fan-out] (two-hop K/V with the self-tuner: its candidates' total time)
  *
  * Speed table: per world, `first` is the first planning run in this process (includes JIT warm-up
  * of that size), the stage columns are the best of `reps` further runs. Quality table (--quality):
@@ -27,6 +28,7 @@ interface Args {
   batch: string;
   quality: boolean;
   validate: boolean;
+  fanOut: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -38,6 +40,7 @@ function parseArgs(argv: string[]): Args {
     batch: 'longtail',
     quality: false,
     validate: false,
+    fanOut: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -49,8 +52,9 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--batch' && v) a.batch = v;
     else if (k === '--quality') a.quality = true;
     else if (k === '--validate') a.validate = true;
+    else if (k === '--fan-out') a.fanOut = true;
     else continue;
-    if (k !== '--quality' && k !== '--validate') i++;
+    if (k !== '--quality' && k !== '--validate' && k !== '--fan-out') i++;
   }
   return a;
 }
@@ -70,10 +74,11 @@ function speed(a: Args): void {
   const rows: string[][] = [];
   for (const world of a.worlds) {
     const problem = resolveProblem({ batch: a.batch, world, tokensPerRank: a.tokensPerRank, seed: a.seed });
-    const first = planFcp(problem);
+    const opts = a.fanOut ? { fanOut: true } : {};
+    const first = planFcp(problem, opts);
     let best: StageTimings = first.timings;
     for (let i = 0; i < a.reps; i++) {
-      const { timings } = planFcp(problem);
+      const { timings } = planFcp(problem, opts);
       if (timings.total < best.total) best = timings;
     }
     const st = first.plan.meta?.stats as FcpStats;
