@@ -84,6 +84,8 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;
         assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], label);
         assert.equal(report.attendedPairs, report.expectedPairs, label);
+        // The backward fetches directly (backward.ts): exactly Δ kv rounds there.
+        assert.equal(report.backward.kvRounds, report.backward.kvDelta, label);
         for (const dir of ['forward', 'backward'] as const) {
           const ph = plan[dir];
           assert.ok(report[dir].congestion <= 1, `${label} ${dir}: congestion ${report[dir].congestion}`);

@@ -21,7 +21,7 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { Phase } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
-import type { ForwardResult } from './forward.ts';
+import { type ForwardResult, IN_WEIGHT } from './forward.ts';
 import {
   applyAblations,
   buildPhaseOps,
@@ -35,6 +35,7 @@ import {
 } from './phase.ts';
 import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
+import { chooseSenders } from './transfers/fetch.ts';
 import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
 import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
@@ -135,7 +136,15 @@ export interface BackwardResult {
 /** Plans the backward phase over the forward's tasks, `kv` transfers and colourings. */
 export function planBackward(forward: ForwardResult, ctx: PhaseContext): BackwardResult {
   const { runs, pieces, world, o } = ctx;
-  const { kvEdges: edges, kvColouring, tasks, inColouring } = forward;
+  const { tasks, inColouring } = forward;
+  // Relays (fanOut) serve the forward only: here the homes hold K/V from the start, the longer
+  // backward compute hides direct fetches, and a relay would wait one group for its feed. The
+  // sender choice does not depend on readiness, so these are the forward's direct edges.
+  const relayed = forward.kvEdges.relay.some((r) => r >= 0);
+  const edges = relayed
+    ? chooseSenders(ctx.requests, runs, pieces, world, true, IN_WEIGHT, ctx.links.nodeSize, false)
+    : forward.kvEdges;
+  const kvColouring = relayed ? undefined : forward.kvColouring;
   const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);

@@ -53,7 +53,7 @@ export interface ForwardResult {
 }
 
 /** Bytes of a forward `in` token (Q,K,V) over those of a `kv` token (K,V), for the default model. */
-const IN_WEIGHT = 5;
+export const IN_WEIGHT = 5;
 
 /** Plans the forward phase. */
 export function planForward(ctx: PhaseContext): ForwardResult {
