@@ -57,13 +57,17 @@ class FcpAttention:
         comm=None,
         cp_group=None,
         softmax_scale: Optional[float] = None,
+        memory_budget: Optional[float] = None,
+        memory_layers: int = 1,
     ) -> "FcpAttention":
         """One rank's attention under `plan` (a Plan or a plan file).
 
         `cp_group`: the context-parallel ProcessGroup the plan runs in (default: the default group
         when torch.distributed is initialised); plan ranks are ranks inside it, so CP combines with
         data, tensor or pipeline parallelism. `rank` defaults to this process's rank in the group.
-        `softmax_scale` defaults to 1/sqrt(headDim). Every check (the plan's rules, its world
+        `softmax_scale` defaults to 1/sqrt(headDim). `memory_budget` (bytes per rank): refuse the
+        plan with PlanError `run.memory` when any rank's estimated peak for `memory_layers` layers
+        (fcp_torch.memory) exceeds it, on every rank alike, before anything is allocated. Every check (the plan's rules, its world
         against the group's size, the rank) runs here, before any collective call.
         """
         p = read_plan(plan) if isinstance(plan, str) else plan
@@ -86,6 +90,11 @@ class FcpAttention:
                 raise PlanError("run.noGroup", "a cp_group was given but torch.distributed is not initialised")
         rank = 0 if rank is None else rank
         dt = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+        if memory_budget is not None:
+            from .memory import check_memory
+
+            gpu = str(device).startswith("cuda") and kernel != "math"
+            check_memory(p, memory_budget, dtype=str(dt).replace("torch.", ""), kernel="gpu" if gpu else "math", layers=memory_layers)
         return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel, softmax_scale=softmax_scale))
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -45,11 +45,30 @@ class Shard:
             raise PlanError("run.tokens", f"a packed tensor of {packed.shape[0]} tokens for a batch of {int(self.plan.sequences.sum())}")
         return packed[self.index.to(packed.device)]
 
-    def attention(self, device: str = "cpu", dtype: Optional[torch.dtype] = None, kernel: str = "auto", softmax_scale: Optional[float] = None):
-        """The FcpAttention of this rank (call it from every layer; each call keeps its own state)."""
+    def attention(
+        self,
+        device: str = "cpu",
+        dtype: Optional[torch.dtype] = None,
+        kernel: str = "auto",
+        softmax_scale: Optional[float] = None,
+        memory_budget: Optional[float] = None,
+        memory_layers: int = 1,
+    ):
+        """The FcpAttention of this rank (call it from every layer; each call keeps its own state).
+        `memory_budget` (bytes): see FcpAttention.from_plan (`run.memory` before any allocation)."""
         from .autograd import FcpAttention
 
-        return FcpAttention.from_plan(self.plan, self.rank, device, dtype, kernel, cp_group=self.group, softmax_scale=softmax_scale)
+        return FcpAttention.from_plan(
+            self.plan,
+            self.rank,
+            device,
+            dtype,
+            kernel,
+            cp_group=self.group,
+            softmax_scale=softmax_scale,
+            memory_budget=memory_budget,
+            memory_layers=memory_layers,
+        )
 
 
 def _packed_index(plan: Plan, rank: int):

@@ -18,11 +18,13 @@ import type { Command } from 'commander';
 import { fail, formatIssue } from '../core/issues.ts';
 import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { writePlan } from '../plan/io.ts';
+import { estimateMemory, formatMemory } from '../plan/memory.ts';
 import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats } from '../planners/fcp/index.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
+import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
 import { reportCsv } from './tables.ts';
 
@@ -68,6 +70,7 @@ export function register(program: Command): void {
     .option('--list', 'list the strategies and exit')
     .option('--no-validate', 'skip the validator (the summary then lacks the rule-6 report)')
     .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break');
+  addMemoryOptions(cmd);
   addOutOption(cmd, 'write the plan here (.json, or .json.gz for gzip)', undefined, '--output');
   addOutputOptions(cmd, {
     json: 'the summary (validity, issues, timings, statistics, report)',
@@ -86,6 +89,7 @@ export function register(program: Command): void {
     if (out.csv && opts.validate === false)
       fail('cli.conflictingOptions', '--csv prints the rule-6 report; drop --no-validate', 'csv');
     const planner = getPlanner(String(opts.strategy));
+    const memOpts = opts.memory !== false ? memoryOptionsFrom(opts) : undefined;
     const problem = problemFrom(opts);
     const options = plannerOptionsFrom(opts);
     const t0 = performance.now();
@@ -108,10 +112,13 @@ export function register(program: Command): void {
       locality = { bytes: reshuffleBytesOf(plan), withoutLocality: reshuffleBytesOf(without) };
     }
 
+    // Per-rank peak memory on the torch runtime (src/plan/memory.ts), for valid plans.
+    const memory = memOpts && valid ? estimateMemory(plan, memOpts) : undefined;
     if (out.csv && report) {
       out.printCsv(...reportCsv(report));
     } else if (out.json) {
       const summary = {
+        memory: memory && memOpts ? { ...memOpts, ranks: memory } : null,
         strategy: planner.name,
         valid,
         issues,
@@ -132,6 +139,7 @@ export function register(program: Command): void {
           `reshuffle: ${gb(locality.bytes)} (without the locality tie-break: ${gb(locality.withoutLocality)}, ${pct(saved)} saved)`,
         );
       }
+      if (memory && memOpts) lines.push(...formatMemory(memory, memOpts));
       lines.push(`planned in ${planMs.toFixed(1)} ms`);
       if (!valid)
         lines.push(`INVALID plan (${issues.length} issues; a planner bug, please report):`, ...issues);

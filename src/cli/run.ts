@@ -18,8 +18,10 @@ import { TORCH_DEFAULTS, TORCH_OPTION_SPECS } from '../executors/torch/option-sp
 import { pythonPackageRoot } from '../executors/torch/python.ts';
 import type { ExecutionResult } from '../executors/types.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
+import { estimateMemory, worstRank } from '../plan/memory.ts';
 import type { Plan } from '../plan/types.ts';
 import { addSpecOption, intOption, numberOption } from './common.ts';
+import { memoryBudgetFrom } from './memory-options.ts';
 import { type Cell, outPath, outputOf } from './output.ts';
 import type { CsvTable } from './tables.ts';
 
@@ -157,6 +159,24 @@ export function torchrunCommand(
   ].join('\n');
 }
 
+/**
+ * Throws `run.memory` when a rank's estimated peak on the torch runtime (src/plan/memory.ts; the
+ * run's dtype and kernels: math on CPU, flash/cuDNN on CUDA) exceeds `budget` bytes, so nothing
+ * starts.
+ */
+export function requireMemory(plan: Plan, budget: number, layers: number, to?: TorchRunOptions): void {
+  const cuda = to?.device === 'cuda';
+  const dtype = to?.dtype ?? (cuda ? 'bfloat16' : 'float32');
+  const kernel = cuda && to?.kernel !== 'math' ? 'gpu' : 'math';
+  const w = worstRank(estimateMemory(plan, { dtype, kernel, layers }));
+  if (w.peak > budget)
+    fail(
+      'run.memory',
+      `rank ${w.rank} needs about ${(w.peak / 2 ** 30).toFixed(3)} GiB (${layers} layer${layers === 1 ? '' : 's'}, ${dtype}, ${kernel} kernels) but --memory-gb is ${(budget / 2 ** 30).toFixed(3)}; use more ranks, smaller blocks or fewer tokens per rank`,
+      'memoryGb',
+    );
+}
+
 const ms = (x: number): string => x.toFixed(2);
 
 /** Human-readable summary of a run. */
@@ -242,6 +262,15 @@ export function register(program: Command): void {
     .option('--master-addr <host>', 'with --print-torchrun: rendezvous host', '$MASTER_ADDR')
     .option('--master-port <port>', 'with --print-torchrun: rendezvous port', '29500')
     .option('--out-dir <dir>', 'with --print-torchrun: folder the ranks write to', 'fcp-run-out')
+    .option(
+      '--memory-gb <x>',
+      'torch: refuse the plan (run.memory) when a rank is estimated to need more than X GiB',
+    )
+    .option(
+      '--layers <n>',
+      'with --memory-gb: attention layers sharing one FcpAttention (each keeps its state)',
+      '1',
+    )
     .action(async (planPath: string, opts: Record<string, unknown>) => {
       const out = outputOf('run', opts);
       const outFile = outPath(opts);
@@ -273,8 +302,11 @@ export function register(program: Command): void {
           masterPort: boundedInt(opts.masterPort, 'masterPort', 1, 65535),
         };
       if (outFile !== undefined && !printTorchrun) checkOutputTarget(outFile);
+      const budget = memoryBudgetFrom(opts);
+      const layers = boundedInt(opts.layers ?? 1, 'layers', 1, 10000);
       const plan = readPlan(planPath);
       requireValidPlan(plan, `plan ${planPath}`);
+      if (budget !== undefined) requireMemory(plan, budget, layers, to);
       if (launch) {
         const perNode = launch.perNode ?? Math.ceil(plan.world / launch.nnodes);
         const extra = [

@@ -1,0 +1,254 @@
+"""Peak memory of one rank running a plan with this runtime, estimated before anything is allocated.
+
+The twin of src/plan/memory.ts (same model, same integer bytes; test/executors/torch-memory.test.ts
+compares them on shared plans). The model follows what runtime.py allocates, per rank:
+
+- token spaces: `nq` slots for the rank's user and home tokens (Q, O, LSE, dO, dQ), `nk` per phase
+  for every token whose K/V it ever holds (own, received), merged into disjoint intervals as
+  spaces.TokenSpace does;
+- kept for backward, per layer (`kept`): Q and the final O in the compute dtype, LSE in float32, the
+  rank's own K/V (the autograd context of each call);
+- forward: Q, K, V (compute dtype), O and LSE accumulators (float32, plus O_in when outputs arrive),
+  every message of the phase (send, float32 staging of accumulated fields, receive buffers: the
+  runtime keeps them until the phase ends), the largest kernel workspace, then the outputs;
+- backward: dO (and the incoming gradient), K/V again (the phase's space), float32 dQ/dK/dV
+  accumulators (and their _in buffers), messages, workspace, outputs;
+- workspace, `math` kernel (CPU): one launch per piece; the forward holds ~3 float32 score matrices
+  [H, lq, lk] at once (scores, exp argument, probabilities), the backward ~5 (scores, probabilities,
+  dP, dS and a temporary), plus masks; `gpu` kernels (flash, cuDNN): no score matrix, the outputs
+  of the op's pieces only (not checked on a GPU yet).
+
+Peak of L layers sharing one FcpAttention: (L-1) * kept + max(forward, kept + backward).
+`check_memory(plan, budget_bytes, ...)` raises PlanError `run.memory` when a rank's peak exceeds it.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, Plan, PlanError, rank_program
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+F32 = 4
+
+
+def _union_size(seq, start, length) -> int:
+    """Tokens in the union of ranges (spaces.TokenSpace.size, without building the space)."""
+    seq = np.asarray(seq, np.int64)
+    start = np.asarray(start, np.int64)
+    length = np.asarray(length, np.int64)
+    keep = length > 0
+    seq, start, end = seq[keep], start[keep], (start + length)[keep]
+    if not len(seq):
+        return 0
+    o = np.lexsort((start, seq))
+    seq, start, end = seq[o], start[o], end[o]
+    total, cs, ca, cb = 0, int(seq[0]), int(start[0]), int(end[0])
+    for s, a, b in zip(seq[1:].tolist(), start[1:].tolist(), end[1:].tolist()):
+        if s == cs and a <= cb:
+            cb = max(cb, b)
+        else:
+            total += cb - ca
+            cs, ca, cb = s, a, b
+    return total + cb - ca
+
+
+def _pieces(causal: bool, qs, ql, ks, kl):
+    """(lq, lk, causal) of the `br` kernel pieces of tasks (kernels.decompose, mode br)."""
+    qs, ql, ks, kl = (np.asarray(x, np.int64) for x in (qs, ql, ks, kl))
+    if not causal:
+        m = (ql > 0) & (kl > 0)
+        return ql[m], kl[m], np.zeros(int(m.sum()), bool)
+    qe, ke = qs + ql, ks + kl
+    k_end = np.minimum(ke, qe)
+    q0 = np.maximum(qs, ks)
+    live = (k_end > ks) & (q0 < qe) & (ql > 0) & (kl > 0)
+    full = live & (k_end - 1 <= q0)
+    part = live & ~full
+    rect = part & (qe > k_end)
+    lq = np.concatenate([(qe - q0)[full], (k_end - q0)[part], (qe - k_end)[rect]])
+    lk = np.concatenate([(k_end - ks)[full], (k_end - ks)[part], (k_end - ks)[rect]])
+    c = np.concatenate([np.zeros(int(full.sum()), bool), np.ones(int(part.sum()), bool), np.zeros(int(rect.sum()), bool)])
+    return lq, lk, c
+
+
+def _workspace(prog, phase: str, kernel: str, e: int) -> int:
+    H, Hk, D = prog.q_heads, prog.kv_heads, prog.head_dim
+    QH, KH = H * D, Hk * D
+    best = 0
+    for op in getattr(prog, phase).ops:
+        lq, lk, c = _pieces(prog.causal, op.q_start, op.q_length, op.kv_start, op.kv_length)
+        if not len(lq):
+            continue
+        if kernel == "math":
+            score = H * lq * lk * F32
+            mask = np.where(c, 2 * lq * lk, 0)
+            cast = 0 if e == F32 else 1
+            if phase == "forward":
+                o = lq * QH * F32
+                ws = np.maximum(3 * score + mask + o + cast * (lq * QH + 2 * lk * KH) * F32, 4 * o)
+            else:
+                grads = (lq * QH + 2 * lk * KH) * F32
+                ws = 5 * score + mask + grads + cast * (3 * lq * QH + 2 * lk * KH) * F32
+            best = max(best, int(ws.max()))
+        else:  # gpu kernels: the op's launch outputs
+            nq, nk = int(lq.sum()), int(lk.sum())
+            ws = nq * (QH * e + H * F32) if phase == "forward" else nq * QH * (e + F32) + 2 * nk * KH * e
+            best = max(best, ws)
+    return best
+
+
+FIELDS = {
+    "forward": {KIND_IN: ("H", "K", "K"), KIND_KV: ("K", "K"), KIND_OUT: ("H*",)},
+    "backward": {KIND_IN: ("H",), KIND_KV: ("K", "K"), KIND_DKV: ("K*", "K*"), KIND_OUT: ("H*", "K*", "K*")},
+}
+
+
+def _messages(prog, phase: str, e: int) -> int:
+    """Bytes of every message of the phase on this rank: sends, float32 staging of accumulated
+    fields (marked *), receive buffers from other ranks."""
+    H, Hk, D = prog.q_heads, prog.kv_heads, prog.head_dim
+    me = prog.rank
+    total = 0
+    for g in getattr(prog, phase).groups:
+        for i in range(len(g.src)):
+            fields = FIELDS[phase].get(int(g.kind[i]), ())
+            rows = int(g.length[i])
+            for f in fields:
+                elems = rows * (H if f[0] == "H" else Hk) * D
+                if g.src[i] == me:
+                    total += elems * e + (elems * F32 if f.endswith("*") else 0)
+                if g.dst[i] == me and g.src[i] != me:
+                    total += elems * e
+    return total
+
+
+def _kv_size(prog, phase: str, base) -> int:
+    me = prog.rank
+    seqs, starts, lens = [base[0]], [base[1]], [base[2]]
+    for g in getattr(prog, phase).groups:
+        m = (g.dst == me) & np.isin(g.kind, (KIND_KV, KIND_IN, KIND_DKV, KIND_OUT))
+        m |= (g.src == me) & (g.kind == KIND_DKV)
+        seqs.append(g.seq[m])
+        starts.append(g.start[m])
+        lens.append(g.length[m])
+    return _union_size(np.concatenate(seqs), np.concatenate(starts), np.concatenate(lens))
+
+
+def _receives(prog, phase: str, kinds) -> bool:
+    return any(bool(np.any((g.dst == prog.rank) & np.isin(g.kind, kinds))) for g in getattr(prog, phase).groups)
+
+
+def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "math", layers: int = 1) -> Dict[str, int]:
+    """The estimate of one rank (bytes; keys as in src/plan/memory.ts's RankMemory)."""
+    if dtype not in DTYPE_BYTES:
+        raise PlanError("run.dtype", f"dtype must be one of {', '.join(DTYPE_BYTES)} (got {dtype})")
+    if kernel not in ("math", "gpu"):
+        raise PlanError("run.kernel", f"memory kernel must be math or gpu (got {kernel})")
+    if layers < 1:
+        raise PlanError("run.layers", f"layers must be at least 1 (got {layers})")
+    e = DTYPE_BYTES[dtype]
+    prog = rank_program(plan, rank)
+    H, Hk, D = prog.q_heads, prog.kv_heads, prog.head_dim
+    QH, KH = H * D, Hk * D
+    base = (
+        np.concatenate([prog.user_seq, prog.home_seq]),
+        np.concatenate([prog.user_start, prog.home_start]),
+        np.concatenate([prog.user_length, prog.home_length]),
+    )
+    nq = _union_size(*base)
+    nkf, nkb = _kv_size(prog, "forward", base), _kv_size(prog, "backward", base)
+    U = prog.user_tokens
+    kept = 2 * nq * QH * e + nq * H * F32 + 2 * nq * KH * e
+    o_in = _receives(prog, "forward", (KIND_OUT,))
+    dq_in = _receives(prog, "backward", (KIND_OUT,))
+    dkv_in = _receives(prog, "backward", (KIND_OUT, KIND_DKV))
+    half = e != F32
+    # forward
+    acc_f = nq * QH * F32 + nq * H * F32 + (nq * QH * F32 if o_in else 0)
+    kv_f = 2 * nkf * KH * e
+    buf_f = nq * QH * e + kv_f + acc_f
+    msg_f = _messages(prog, "forward", e)
+    ws_f = _workspace(prog, "forward", kernel, e)
+    finish_f = (nq * QH * F32 if o_in else 0) + U * QH * e + max(U * QH * F32 if half else 0, (nq * QH * e if half else 0) + 2 * nq * KH * e)
+    fwd = buf_f + max(msg_f + ws_f, finish_f)
+    # backward
+    acc_b = nq * QH * F32 + 2 * nkb * KH * F32 + (nq * QH * F32 if dq_in else 0) + (2 * nkb * KH * F32 if dkv_in else 0)
+    kv_b = 2 * nkb * KH * e
+    buf_b = U * QH * e + nq * QH * e + kv_b + acc_b
+    msg_b = _messages(prog, "backward", e)
+    ws_b = _workspace(prog, "backward", kernel, e)
+    tmp = max(nq * QH * F32 if dq_in else 0, nkb * KH * F32 if dkv_in else 0)
+    finish_b = U * (QH + 2 * KH) * e + tmp + (U * QH * F32 if half else 0)
+    bwd = buf_b + max(msg_b + ws_b, finish_b)
+    peak = (layers - 1) * kept + max(fwd, kept + bwd)
+    return {
+        "rank": rank,
+        "qTokens": nq,
+        "kvTokensForward": nkf,
+        "kvTokensBackward": nkb,
+        "keptPerLayer": kept,
+        "kvResident": max(kv_f, kv_b),
+        "accumulators": max(acc_f, acc_b),
+        "messagesForward": msg_f,
+        "messagesBackward": msg_b,
+        "workspaceForward": ws_f,
+        "workspaceBackward": ws_b,
+        "forward": fwd,
+        "backward": bwd,
+        "peak": peak,
+    }
+
+
+def estimate_memory(plan: Plan, dtype: str = "float32", kernel: str = "math", layers: int = 1, ranks: Optional[List[int]] = None) -> List[Dict[str, int]]:
+    """Per-rank estimates (every rank, or `ranks`)."""
+    return [rank_memory(plan, r, dtype, kernel, layers) for r in (range(plan.world) if ranks is None else ranks)]
+
+
+def check_memory(plan: Plan, budget_bytes: float, rank: Optional[int] = None, dtype: str = "float32", kernel: str = "math", layers: int = 1) -> Dict[str, int]:
+    """Raises PlanError `run.memory` when the peak of `rank` (default: every rank, so all ranks
+    refuse together) exceeds `budget_bytes`; returns the largest estimate."""
+    if not budget_bytes > 0:
+        raise PlanError("run.memory", f"the memory budget must be a positive number of bytes (got {budget_bytes})")
+    est = estimate_memory(plan, dtype, kernel, layers, None if rank is None else [rank])
+    worst = max(est, key=lambda r: r["peak"])
+    if worst["peak"] > budget_bytes:
+        raise PlanError(
+            "run.memory",
+            f"rank {worst['rank']} needs about {worst['peak'] / 2**30:.3f} GiB ({layers} layer(s), {dtype}, {kernel} kernels) "
+            f"but the budget is {budget_bytes / 2**30:.3f} GiB; use more ranks, smaller blocks or fewer tokens per rank",
+        )
+    return worst
+
+
+def main(argv=None) -> int:
+    """`python -m fcp_torch.memory --plan P [--dtype D] [--kernel K] [--layers L]`: one JSON line."""
+    import argparse
+    import json
+    import sys
+
+    from .check import check_plan
+    from .plan import read_plan
+
+    ap = argparse.ArgumentParser(prog="fcp_torch.memory")
+    ap.add_argument("--plan", required=True, action="append")
+    ap.add_argument("--dtype", default="bfloat16", choices=tuple(DTYPE_BYTES))
+    ap.add_argument("--kernel", default="gpu", choices=("math", "gpu"))
+    ap.add_argument("--layers", type=int, default=1)
+    a = ap.parse_args(argv)
+    try:
+        out = []
+        for path in a.plan:
+            plan = read_plan(path)
+            check_plan(plan)
+            out.append(estimate_memory(plan, a.dtype, a.kernel, a.layers))
+    except PlanError as e:
+        sys.stderr.write(f"fcp_torch.memory: error: {e.code}: {e.message}\n")
+        return 2
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+/**
+ * Peak memory of each rank running a plan on the PyTorch runtime (python/fcp_torch), estimated
+ * from the plan alone, before anything is allocated. A pure function of the plan, the compute
+ * dtype, the kernel family and the number of layers sharing one FcpAttention.
+ *
+ * The Python twin is python/fcp_torch/memory.py (same model, same integer bytes; compared on shared
+ * plans by test/executors/torch-memory.test.ts). The model follows what runtime.py allocates:
+ * - `kept` per layer (the autograd context of each call): Q and the final O in the compute dtype,
+ *   LSE in float32, the rank's own K/V;
+ * - forward: Q, K, V (its K/V space: own and received tokens, merged into disjoint intervals like
+ *   spaces.TokenSpace), float32 O and LSE (and O_in when outputs arrive), every message of the phase
+ *   (sends, float32 staging of accumulated fields, receive buffers: the runtime keeps them until the
+ *   phase ends), the largest kernel workspace, then the outputs;
+ * - backward: dO and the incoming gradient, K/V again, float32 dQ/dK/dV (and their _in buffers),
+ *   messages, workspace, outputs;
+ * - workspace of the `math` kernel (CPU, one launch per piece): 3 float32 score matrices
+ *   [H, lq, lk] at once in the forward, 5 in the backward, plus masks; `gpu` kernels (flash, cuDNN)
+ *   keep no score matrix, only the outputs of an op's pieces (not yet checked on a GPU).
+ * Peak of L layers: (L-1) kept + max(forward, kept + backward). Measured against the CPU runtime's
+ * resident set by python/tests/measure_memory.py (numbers in examples/README.md).
+ */
+import { expandChunks, hasChunkRows } from './expand.ts';
+import { Kind, type Phase, type Plan } from './types.ts';
+
+/** Compute dtypes of the torch runtime and their bytes per element. */
+export const DTYPE_BYTES = { float32: 4, bfloat16: 2, float16: 2 } as const;
+/** A compute dtype of the torch runtime. */
+export type MemoryDtype = keyof typeof DTYPE_BYTES;
+/** Kernel family: `math` (CPU, float32 score matrices) or `gpu` (flash / cuDNN, no score matrix). */
+export type MemoryKernel = 'math' | 'gpu';
+
+/** What the estimate is for. */
+export interface MemoryOptions {
+  dtype: MemoryDtype;
+  kernel: MemoryKernel;
+  /** Attention layers sharing one FcpAttention per step (each keeps its forward state). */
+  layers: number;
+}
+
+/** One rank's estimate; every field but the token counts is in bytes. */
+export interface RankMemory {
+  rank: number;
+  qTokens: number;
+  kvTokensForward: number;
+  kvTokensBackward: number;
+  /** Forward state kept for the backward, per layer. */
+  keptPerLayer: number;
+  /** Largest K/V buffer (own and received tokens) of the two phases. */
+  kvResident: number;
+  /** Largest float32 accumulators (O/LSE or dQ/dK/dV with their incoming buffers). */
+  accumulators: number;
+  messagesForward: number;
+  messagesBackward: number;
+  workspaceForward: number;
+  workspaceBackward: number;
+  /** Peak of one forward call (its own kept state included). */
+  forward: number;
+  /** Peak of one backward call beyond its layer's kept state. */
+  backward: number;
+  /** Peak of a step of `layers` layers. */
+  peak: number;
+}
+
+const F32 = 4;
+
+/** Sizes of the unions of token ranges per rank (ranges merged when they overlap or touch). */
+function unionSizes(world: number, rank: number[], seq: number[], start: number[], end: number[]): number[] {
+  const order = Array.from(rank.keys()).sort(
+    (a, b) => rank[a]! - rank[b]! || seq[a]! - seq[b]! || start[a]! - start[b]!,
+  );
+  const out = new Array<number>(world).fill(0);
+  let r = -1;
+  let s = -1;
+  let a = 0;
+  let b = 0;
+  const flush = (): void => {
+    if (r >= 0) out[r]! += b - a;
+  };
+  for (const i of order) {
+    if (end[i]! <= start[i]!) continue;
+    if (rank[i] === r && seq[i] === s && start[i]! <= b) {
+      b = Math.max(b, end[i]!);
+      continue;
+    }
+    flush();
+    r = rank[i]!;
+    s = seq[i]!;
+    a = start[i]!;
+    b = end[i]!;
+  }
+  flush();
+  return out;
+}
+
+/** (lq, lk, causal) of the bottom-right-causal kernel pieces of one task (kernels.decompose, br). */
+function pieces(
+  causal: boolean,
+  qs: number,
+  ql: number,
+  ks: number,
+  kl: number,
+): [number, number, boolean][] {
+  if (ql <= 0 || kl <= 0) return [];
+  if (!causal) return [[ql, kl, false]];
+  const qe = qs + ql;
+  const kEnd = Math.min(ks + kl, qe);
+  const q0 = Math.max(qs, ks);
+  if (!(kEnd > ks && q0 < qe)) return [];
+  if (kEnd - 1 <= q0) return [[qe - q0, kEnd - ks, false]];
+  const out: [number, number, boolean][] = [[kEnd - q0, kEnd - ks, true]];
+  if (qe > kEnd) out.push([qe - kEnd, kEnd - ks, false]);
+  return out;
+}
+
+/** Fields each transfer kind carries per phase: 'H' query-sized, 'K' K/V-sized, '*' accumulated. */
+const FIELDS: Record<'forward' | 'backward', Partial<Record<number, string[]>>> = {
+  forward: { [Kind.in]: ['H', 'K', 'K'], [Kind.kv]: ['K', 'K'], [Kind.out]: ['H*'] },
+  backward: {
+    [Kind.in]: ['H'],
+    [Kind.kv]: ['K', 'K'],
+    [Kind.dkv]: ['K*', 'K*'],
+    [Kind.out]: ['H*', 'K*', 'K*'],
+  },
+};
+
+interface PhaseSizes {
+  kvTokens: number[];
+  messages: number[];
+  workspace: number[];
+  /** Ranks receiving any transfer of each kind. */
+  receives: Set<number>[];
+}
+
+function phaseSizes(
+  plan: Plan,
+  ph: Phase,
+  name: 'forward' | 'backward',
+  base: { rank: number[]; seq: number[]; start: number[]; end: number[] },
+  o: MemoryOptions,
+): PhaseSizes {
+  const W = plan.world;
+  const { qHeads: H, kvHeads: Hk, headDim: D } = plan.model;
+  const e = DTYPE_BYTES[o.dtype];
+  const QH = H * D;
+  const KH = Hk * D;
+  const rank = [...base.rank];
+  const seq = [...base.seq];
+  const start = [...base.start];
+  const end = [...base.end];
+  const tr = ph.transfers;
+  const messages = new Array<number>(W).fill(0);
+  const receives = [0, 1, 2, 3].map(() => new Set<number>());
+  for (let i = 0; i < tr.round.length; i++) {
+    const k = tr.kind[i]!;
+    const src = tr.src[i]!;
+    const dst = tr.dst[i]!;
+    const held: number[] = [];
+    if (k === Kind.kv || k === Kind.in || k === Kind.dkv || k === Kind.out) held.push(dst);
+    if (k === Kind.dkv && src !== dst) held.push(src);
+    for (const r of held) {
+      rank.push(r);
+      seq.push(tr.seq[i]!);
+      start.push(tr.start[i]!);
+      end.push(tr.start[i]! + tr.length[i]!);
+    }
+    receives[k]!.add(dst);
+    for (const f of FIELDS[name][k] ?? []) {
+      const elems = tr.length[i]! * (f[0] === 'H' ? QH : KH);
+      messages[src]! += elems * e + (f.endsWith('*') ? elems * F32 : 0);
+      if (dst !== src) messages[dst]! += elems * e;
+    }
+  }
+  const workspace = new Array<number>(W).fill(0);
+  const c = ph.compute;
+  const t = plan.tasks;
+  const causal = plan.mask === 'causal';
+  const cast = e === F32 ? 0 : 1;
+  for (let op = 0; op < c.rank.length; op++) {
+    const r = c.rank[op]!;
+    let nq = 0;
+    let nk = 0;
+    for (let j = c.taskOffsets[op]!; j < c.taskOffsets[op + 1]!; j++) {
+      const id = c.taskIds[j]!;
+      for (const [lq, lk, isCausal] of pieces(
+        causal,
+        t.qStart[id]!,
+        t.qLength[id]!,
+        t.kvStart[id]!,
+        t.kvLength[id]!,
+      )) {
+        nq += lq;
+        nk += lk;
+        if (o.kernel !== 'math') continue;
+        const score = H * lq * lk * F32;
+        const mask = isCausal ? 2 * lq * lk : 0;
+        let ws: number;
+        if (name === 'forward') {
+          const out = lq * QH * F32;
+          ws = Math.max(3 * score + mask + out + cast * (lq * QH + 2 * lk * KH) * F32, 4 * out);
+        } else {
+          ws = 5 * score + mask + (lq * QH + 2 * lk * KH) * F32 + cast * (3 * lq * QH + 2 * lk * KH) * F32;
+        }
+        if (ws > workspace[r]!) workspace[r] = ws;
+      }
+    }
+    if (o.kernel === 'gpu' && nq > 0) {
+      const ws = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * (e + F32) + 2 * nk * KH * e;
+      if (ws > workspace[r]!) workspace[r] = ws;
+    }
+  }
+  return { kvTokens: unionSizes(W, rank, seq, start, end), messages, workspace, receives };
+}
+
+/**
+ * Per-rank peak memory of `plan` on the torch runtime. Plans with compact chunk rows are expanded
+ * first. Throws nothing on a valid plan (validate first).
+ */
+export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
+  const p = hasChunkRows(plan) ? expandChunks(plan) : plan;
+  const W = p.world;
+  const { qHeads: H, kvHeads: Hk, headDim: D } = p.model;
+  const e = DTYPE_BYTES[o.dtype];
+  const QH = H * D;
+  const KH = Hk * D;
+  const base = { rank: [] as number[], seq: [] as number[], start: [] as number[], end: [] as number[] };
+  const user = new Array<number>(W).fill(0);
+  for (const [lay, isUser] of [
+    [p.userLayout, true],
+    [p.homeLayout, false],
+  ] as const)
+    for (let i = 0; i < lay.rank.length; i++) {
+      base.rank.push(lay.rank[i]!);
+      base.seq.push(lay.seq[i]!);
+      base.start.push(lay.start[i]!);
+      base.end.push(lay.start[i]! + lay.length[i]!);
+      if (isUser) user[lay.rank[i]!]! += lay.length[i]!;
+    }
+  const q = unionSizes(W, base.rank, base.seq, base.start, base.end);
+  const fw = phaseSizes(p, p.forward, 'forward', base, o);
+  const bw = phaseSizes(p, p.backward, 'backward', base, o);
+  const half = e !== F32;
+  const out: RankMemory[] = [];
+  for (let r = 0; r < W; r++) {
+    const nq = q[r]!;
+    const nkf = fw.kvTokens[r]!;
+    const nkb = bw.kvTokens[r]!;
+    const U = user[r]!;
+    const kept = 2 * nq * QH * e + nq * H * F32 + 2 * nq * KH * e;
+    const oIn = fw.receives[Kind.out]!.has(r);
+    const dqIn = bw.receives[Kind.out]!.has(r);
+    const dkvIn = dqIn || bw.receives[Kind.dkv]!.has(r);
+    const accF = nq * QH * F32 + nq * H * F32 + (oIn ? nq * QH * F32 : 0);
+    const kvF = 2 * nkf * KH * e;
+    const finishF =
+      (oIn ? nq * QH * F32 : 0) +
+      U * QH * e +
+      Math.max(half ? U * QH * F32 : 0, (half ? nq * QH * e : 0) + 2 * nq * KH * e);
+    const forward = nq * QH * e + kvF + accF + Math.max(fw.messages[r]! + fw.workspace[r]!, finishF);
+    const accB =
+      nq * QH * F32 + 2 * nkb * KH * F32 + (dqIn ? nq * QH * F32 : 0) + (dkvIn ? 2 * nkb * KH * F32 : 0);
+    const kvB = 2 * nkb * KH * e;
+    const tmp = Math.max(dqIn ? nq * QH * F32 : 0, dkvIn ? nkb * KH * F32 : 0);
+    const finishB = U * (QH + 2 * KH) * e + tmp + (half ? U * QH * F32 : 0);
+    const backward =
+      U * QH * e + nq * QH * e + kvB + accB + Math.max(bw.messages[r]! + bw.workspace[r]!, finishB);
+    out.push({
+      rank: r,
+      qTokens: nq,
+      kvTokensForward: nkf,
+      kvTokensBackward: nkb,
+      keptPerLayer: kept,
+      kvResident: Math.max(kvF, kvB),
+      accumulators: Math.max(accF, accB),
+      messagesForward: fw.messages[r]!,
+      messagesBackward: bw.messages[r]!,
+      workspaceForward: fw.workspace[r]!,
+      workspaceBackward: bw.workspace[r]!,
+      forward,
+      backward,
+      peak: (o.layers - 1) * kept + Math.max(forward, kept + backward),
+    });
+  }
+  return out;
+}
+
+/** The rank with the largest peak. */
+export function worstRank(ranks: readonly RankMemory[]): RankMemory {
+  let w = ranks[0]!;
+  for (const r of ranks) if (r.peak > w.peak) w = r;
+  return w;
+}
+
+const gib = (b: number): string => `${(b / 2 ** 30).toFixed(3)} GiB`;
+
+/** One summary line of an estimate (printed by `fcp plan`). */
+export function formatMemory(ranks: readonly RankMemory[], o: MemoryOptions): string[] {
+  const w = worstRank(ranks);
+  const mean = ranks.reduce((s, r) => s + r.peak, 0) / Math.max(1, ranks.length);
+  return [
+    `memory per rank (torch runtime, ${o.dtype}, ${o.kernel} kernels, ${o.layers} layer${o.layers === 1 ? '' : 's'}): peak ${gib(w.peak)} on rank ${w.rank}, mean ${gib(mean)}`,
+    `  rank ${w.rank}: kept for backward ${gib(w.keptPerLayer)} per layer, K/V resident ${gib(w.kvResident)}, float32 accumulators ${gib(w.accumulators)}, messages ${gib(Math.max(w.messagesForward, w.messagesBackward))}, kernel workspace ${gib(Math.max(w.workspaceForward, w.workspaceBackward))}`,
+  ];
+}
