@@ -9,8 +9,9 @@ counted once). The parent then trains the same model, same seed, in one process 
 attention over each whole sequence, and prints one JSON line: per-step losses of both and the
 largest relative gradient error (||g - g_ref|| / ||g_ref|| per parameter tensor).
 
-The regression test of issue 11 item 1 (a runtime keeping one forward state per object gives
-relative errors of 0.8-0.99 here): test/executors/torch-train.test.ts.
+Issue 11 item 1 (a runtime keeping one forward state per object gives relative errors of 0.8-0.99
+here). Kept as a tool: CI checks the same property with examples/train.py --world 4
+(test/executors/torch-example.test.ts), which saves one launch of processes.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ describe('probePython', () => {
 
 describe('a torch suite under CI=1 without torch', () => {
   it('fails (not skips), naming python3-torch; without CI it skips', () => {
-    const suite = join(import.meta.dirname, 'torch-train.test.ts');
+    const suite = join(import.meta.dirname, 'torch-example.test.ts');
     // NODE_TEST_CONTEXT would make the child report to this runner instead of exiting with its status.
     const { CI: _ci, NODE_TEST_CONTEXT: _ctx, ...base } = process.env;
     const run = (env: Record<string, string>) =>
