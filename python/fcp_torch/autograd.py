@@ -63,13 +63,16 @@ class FcpAttention:
         """One rank's attention under `plan` (a Plan or a plan file).
 
         `cp_group`: the context-parallel ProcessGroup the plan runs in (default: the default group
-        when torch.distributed is initialised); plan ranks are ranks inside it, so CP combines with
+        when torch.distributed is initialised), or a device mesh / (mesh, dim) (comm.resolve_group); plan ranks are ranks inside it, so CP combines with
         data, tensor or pipeline parallelism. `rank` defaults to this process's rank in the group.
         `softmax_scale` defaults to 1/sqrt(headDim). `memory_budget` (bytes per rank): refuse the
         plan with PlanError `run.memory` when any rank's estimated peak for `memory_layers` layers
         (fcp_torch.memory) exceeds it, on every rank alike, before anything is allocated. Every check (the plan's rules, its world
         against the group's size, the rank) runs here, before any collective call.
         """
+        from .comm import resolve_group
+
+        cp_group = resolve_group(cp_group)  # a ProcessGroup, a device mesh or (mesh, dim)
         p = read_plan(plan) if isinstance(plan, str) else plan
         # The whole plan is checked on every rank before any collective call (fcp_torch.check).
         check_plan(p)

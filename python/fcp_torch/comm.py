@@ -106,6 +106,38 @@ class ThreadComm:
         return out
 
 
+def resolve_group(cp_group):
+    """The ProcessGroup behind what a user passes as the context-parallel group.
+
+    None (the default group), a ProcessGroup, a device mesh of one dimension (any object with a
+    `get_group()` method, as torch's DeviceMesh), or `(mesh, dim)` for one dimension of a larger mesh
+    (`mesh.get_group(dim)`, e.g. `(mesh, "cp")`). Duck-typed: torch 1.13 has no DeviceMesh. A
+    many-dimensional mesh without its dimension: PlanError `run.group`.
+    """
+    from .plan import PlanError
+
+    if cp_group is None:
+        return None
+    if isinstance(cp_group, tuple):
+        if len(cp_group) == 2 and callable(getattr(cp_group[0], "get_group", None)):
+            mesh, dim = cp_group
+            try:
+                return mesh.get_group(dim)
+            except (KeyError, IndexError, ValueError, RuntimeError) as e:
+                raise PlanError("run.group", f"the device mesh has no dimension {dim!r}: {e}") from e
+        raise PlanError("run.group", "cp_group as a tuple must be (device_mesh, dimension)")
+    get = getattr(cp_group, "get_group", None)
+    if callable(get):
+        try:
+            return get()
+        except (TypeError, RuntimeError, ValueError) as e:
+            raise PlanError(
+                "run.group",
+                f"cp_group is a device mesh of several dimensions; pass (mesh, dim) with the CP dimension ({e})",
+            ) from e
+    return cp_group
+
+
 def global_rank(group, rank: int) -> int:
     """The default group's rank of `rank` of `group` (torch >= 2.0 names it get_global_rank)."""
     import torch.distributed as dist

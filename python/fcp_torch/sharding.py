@@ -86,11 +86,15 @@ def shard(batch_lengths: Sequence[int], plan, rank: Optional[int] = None, cp_gro
 
     `plan`: a Plan, a plan file, or a PlannerClient (then planned now with `plan_request`, e.g.
     `strategy="fcp", model={...}`, for the CP group's size). `rank` defaults to this process's rank
-    in `cp_group` (or 0 without torch.distributed). Raises PlanError (`run.batch`, `run.world`,
+    in `cp_group` (or 0 without torch.distributed); `cp_group` is a ProcessGroup, a device mesh of
+    one dimension or `(mesh, dim)` (duck-typed `get_group`, see comm.resolve_group). Raises PlanError (`run.batch`, `run.world`,
     `run.rank`, a plan rule's code) before any collective call.
     """
     import torch.distributed as dist
 
+    from .comm import resolve_group
+
+    cp_group = resolve_group(cp_group)  # a ProcessGroup, a device mesh or (mesh, dim)
     dist_on = dist.is_available() and dist.is_initialized()
     if cp_group is not None and not dist_on:
         raise PlanError("run.noGroup", "a cp_group was given but torch.distributed is not initialised")

@@ -85,6 +85,42 @@ class ShardTest(unittest.TestCase):
         finally:
             dist.destroy_process_group()
 
+    def test_cp_group_from_a_device_mesh(self):
+        """Duck-typed device meshes: a 1-D mesh (get_group()), (mesh, dim) of a 2-D one; a 2-D mesh
+        without its dimension and a bad dimension are run.group; the group's world is checked."""
+        store = os.path.join(tempfile.mkdtemp(), "store")
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+        try:
+            g = dist.new_group([0])
+
+            class Mesh1D:
+                def get_group(self, mesh_dim=None):
+                    return g
+
+            class Mesh2D:
+                def get_group(self, mesh_dim=None):
+                    if mesh_dim is None:
+                        raise RuntimeError("found 2 dimensions, pass mesh_dim")
+                    return {"dp": dist.group.WORLD, "cp": g}[mesh_dim]
+
+            one = plan_from_json(synth.owner_plan(LENGTHS, 1, 2))
+            two = plan_from_json(synth.owner_plan(LENGTHS, 2, 2))
+            for grp in (Mesh1D(), (Mesh2D(), "cp")):
+                sh = fcp_torch.shard(LENGTHS, one, cp_group=grp)
+                self.assertIs(sh.group, g)
+                self.assertEqual(sh.index.numel(), sum(LENGTHS))
+                att = fcp_torch.FcpAttention.from_plan(one, cp_group=grp)
+                self.assertIs(att.runtime.comm.group, g)
+                with self.assertRaises(PlanError) as e:
+                    fcp_torch.shard(LENGTHS, two, cp_group=grp)
+                self.assertEqual(e.exception.code, "run.world")
+            for bad in (Mesh2D(), (Mesh2D(), "tp"), (g, 0, 1)):
+                with self.assertRaises(PlanError) as e:
+                    fcp_torch.FcpAttention.from_plan(one, cp_group=bad)
+                self.assertEqual(e.exception.code, "run.group")
+        finally:
+            dist.destroy_process_group()
+
     def test_softmax_scale(self):
         plan = plan_from_json(synth.owner_plan([23, 40], 1, 4))
         sh = fcp_torch.shard([23, 40], plan)
