@@ -9,8 +9,9 @@ compares them on shared plans). The model follows what runtime.py allocates, per
 - kept for backward, per layer (`kept`): Q and the final O in the compute dtype, LSE in float32, the
   rank's own K/V (the autograd context of each call);
 - forward: Q, K, V (compute dtype), O and LSE accumulators (float32, plus O_in when outputs arrive),
-  every message of the phase (send, float32 staging of accumulated fields, receive buffers: the
-  runtime keeps them until the phase ends), the largest kernel workspace, then the outputs;
+  the messages of the groups posted so far (send, float32 staging of accumulated fields, receive
+  buffers: the runtime keeps them until the phase ends) with each op's kernel workspace, in the
+  runtime's order of posts and ops, then the outputs;
 - backward: dO (and the incoming gradient), K/V again (the phase's space), float32 dQ/dK/dV
   accumulators (and their _in buffers), messages, workspace, outputs;
 - workspace, `math` kernel (CPU): one launch per piece; the forward holds ~3 float32 score matrices
@@ -73,13 +74,16 @@ def _pieces(causal: bool, qs, ql, ks, kl):
     return lq, lk, c
 
 
-def _workspace(prog, phase: str, kernel: str, e: int) -> int:
+def _workspace(prog, phase: str, kernel: str, e: int) -> List[int]:
+    """Largest kernel workspace of each op of the phase, in op order."""
     H, Hk, D = prog.q_heads, prog.kv_heads, prog.head_dim
     QH, KH = H * D, Hk * D
-    best = 0
+    out: List[int] = []
     for op in getattr(prog, phase).ops:
         lq, lk, c = _pieces(prog.causal, op.q_start, op.q_length, op.kv_start, op.kv_length)
+        best = 0
         if not len(lq):
+            out.append(0)
             continue
         if kernel == "math":
             score = H * lq * lk * F32
@@ -91,12 +95,12 @@ def _workspace(prog, phase: str, kernel: str, e: int) -> int:
             else:
                 grads = (lq * QH + 2 * lk * KH) * F32
                 ws = 5 * score + mask + grads + cast * (3 * lq * QH + 2 * lk * KH) * F32
-            best = max(best, int(ws.max()))
+            best = int(ws.max())
         else:  # gpu kernels: the op's launch outputs
             nq, nk = int(lq.sum()), int(lk.sum())
-            ws = nq * (QH * e + H * F32) if phase == "forward" else nq * QH * (e + F32) + 2 * nk * KH * e
-            best = max(best, ws)
-    return best
+            best = nq * (QH * e + H * F32) if phase == "forward" else nq * QH * (e + F32) + 2 * nk * KH * e
+        out.append(best)
+    return out
 
 
 FIELDS = {
@@ -105,13 +109,14 @@ FIELDS = {
 }
 
 
-def _messages(prog, phase: str, e: int) -> int:
-    """Bytes of every message of the phase on this rank: sends, float32 staging of accumulated
-    fields (marked *), receive buffers from other ranks."""
+def _messages(prog, phase: str, e: int) -> List[int]:
+    """Bytes of the messages of each group of the phase on this rank: sends, float32 staging of
+    accumulated fields (marked *), receive buffers from other ranks."""
     H, Hk, D = prog.q_heads, prog.kv_heads, prog.head_dim
     me = prog.rank
-    total = 0
+    out: List[int] = []
     for g in getattr(prog, phase).groups:
+        total = 0
         for i in range(len(g.src)):
             fields = FIELDS[phase].get(int(g.kind[i]), ())
             rows = int(g.length[i])
@@ -121,7 +126,32 @@ def _messages(prog, phase: str, e: int) -> int:
                     total += elems * e + (elems * F32 if f.endswith("*") else 0)
                 if g.dst[i] == me and g.src[i] != me:
                     total += elems * e
-    return total
+        out.append(total)
+    return out
+
+
+def _live_peak(prog, phase: str, msgs: List[int], ws: List[int]) -> int:
+    """Largest (kept messages + kernel workspace) over the phase, following runtime._run_phase: the
+    ops a group's sends wait for run before it is posted, then the ops waiting for it; the messages
+    of every posted group are kept until the phase ends."""
+    pp = getattr(prog, phase)
+    ops = pp.ops
+    me = prog.rank
+    kept = best = ptr = 0
+    for g, grp in enumerate(pp.groups):
+        sa = grp.send_after[grp.src == me]
+        send_after = int(sa.max()) if len(sa) else -1
+        while ptr < len(ops) and ptr <= send_after:
+            best = max(best, kept + ws[ptr])
+            ptr += 1
+        kept += msgs[g]
+        best = max(best, kept)
+        while ptr < len(ops) and ops[ptr].after < g:
+            best = max(best, kept + ws[ptr])
+            ptr += 1
+    for i in range(ptr, len(ops)):
+        best = max(best, kept + ws[i])
+    return best
 
 
 def _kv_size(prog, phase: str, base) -> int:
@@ -169,19 +199,19 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     acc_f = nq * QH * F32 + nq * H * F32 + (nq * QH * F32 if o_in else 0)
     kv_f = 2 * nkf * KH * e
     buf_f = nq * QH * e + kv_f + acc_f
-    msg_f = _messages(prog, "forward", e)
-    ws_f = _workspace(prog, "forward", kernel, e)
+    msgs_f, wss_f = _messages(prog, "forward", e), _workspace(prog, "forward", kernel, e)
+    msg_f, ws_f = sum(msgs_f), max(wss_f, default=0)
     finish_f = (nq * QH * F32 if o_in else 0) + U * QH * e + max(U * QH * F32 if half else 0, (nq * QH * e if half else 0) + 2 * nq * KH * e)
-    fwd = buf_f + max(msg_f + ws_f, finish_f)
+    fwd = buf_f + max(_live_peak(prog, "forward", msgs_f, wss_f), finish_f)
     # backward
     acc_b = nq * QH * F32 + 2 * nkb * KH * F32 + (nq * QH * F32 if dq_in else 0) + (2 * nkb * KH * F32 if dkv_in else 0)
     kv_b = 2 * nkb * KH * e
     buf_b = U * QH * e + nq * QH * e + kv_b + acc_b
-    msg_b = _messages(prog, "backward", e)
-    ws_b = _workspace(prog, "backward", kernel, e)
+    msgs_b, wss_b = _messages(prog, "backward", e), _workspace(prog, "backward", kernel, e)
+    msg_b, ws_b = sum(msgs_b), max(wss_b, default=0)
     tmp = max(nq * QH * F32 if dq_in else 0, nkb * KH * F32 if dkv_in else 0)
     finish_b = U * (QH + 2 * KH) * e + tmp + (U * QH * F32 if half else 0)
-    bwd = buf_b + max(msg_b + ws_b, finish_b)
+    bwd = buf_b + max(_live_peak(prog, "backward", msgs_b, wss_b), finish_b)
     peak = (layers - 1) * kept + max(fwd, kept + bwd)
     return {
         "rank": rank,

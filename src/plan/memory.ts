@@ -8,9 +8,10 @@
  * - `kept` per layer (the autograd context of each call): Q and the final O in the compute dtype,
  *   LSE in float32, the rank's own K/V;
  * - forward: Q, K, V (its K/V space: own and received tokens, merged into disjoint intervals like
- *   spaces.TokenSpace), float32 O and LSE (and O_in when outputs arrive), every message of the phase
- *   (sends, float32 staging of accumulated fields, receive buffers: the runtime keeps them until the
- *   phase ends), the largest kernel workspace, then the outputs;
+ *   spaces.TokenSpace), float32 O and LSE (and O_in when outputs arrive), the messages of the groups
+ *   posted so far (sends, float32 staging of accumulated fields, receive buffers: the runtime keeps
+ *   them until the phase ends) with each op's kernel workspace, in the runtime's order of posts and
+ *   ops, then the outputs;
  * - backward: dO and the incoming gradient, K/V again, float32 dQ/dK/dV (and their _in buffers),
  *   messages, workspace, outputs;
  * - workspace of the `math` kernel (CPU, one launch per piece): 3 float32 score matrices
@@ -127,6 +128,8 @@ interface PhaseSizes {
   kvTokens: number[];
   messages: number[];
   workspace: number[];
+  /** Largest kept messages + op workspace over the phase, per rank (see livePeak). */
+  live: number[];
   /** Ranks receiving any transfer of each kind. */
   receives: Set<number>[];
 }
@@ -148,7 +151,16 @@ function phaseSizes(
   const start = [...base.start];
   const end = [...base.end];
   const tr = ph.transfers;
+  const G = ph.groupOfRound.length ? ph.groupOfRound[ph.groupOfRound.length - 1]! + 1 : 0;
   const messages = new Array<number>(W).fill(0);
+  // Per (rank, group): message bytes, and the last compute row a send of the rank waits for.
+  const groupMsg = new Float64Array(W * G);
+  const sendAfter = new Float64Array(W * G).fill(-1);
+  const saOf = new Map<number, number>();
+  for (let j = 0; j < ph.sendAfter.transfer.length; j++) {
+    const t = ph.sendAfter.transfer[j]!;
+    saOf.set(t, Math.max(saOf.get(t) ?? -1, ph.sendAfter.compute[j]!));
+  }
   const receives = [0, 1, 2, 3].map(() => new Set<number>());
   for (let i = 0; i < tr.round.length; i++) {
     const k = tr.kind[i]!;
@@ -164,13 +176,22 @@ function phaseSizes(
       end.push(tr.start[i]! + tr.length[i]!);
     }
     receives[k]!.add(dst);
+    const g = ph.groupOfRound[tr.round[i]!]!;
+    const sa = saOf.get(i);
+    if (sa !== undefined && sa > sendAfter[src * G + g]!) sendAfter[src * G + g] = sa;
     for (const f of FIELDS[name][k] ?? []) {
       const elems = tr.length[i]! * (f[0] === 'H' ? QH : KH);
-      messages[src]! += elems * e + (f.endsWith('*') ? elems * F32 : 0);
-      if (dst !== src) messages[dst]! += elems * e;
+      const sent = elems * e + (f.endsWith('*') ? elems * F32 : 0);
+      messages[src]! += sent;
+      groupMsg[src * G + g]! += sent;
+      if (dst !== src) {
+        messages[dst]! += elems * e;
+        groupMsg[dst * G + g]! += elems * e;
+      }
     }
   }
   const workspace = new Array<number>(W).fill(0);
+  const opWs = new Float64Array(ph.compute.rank.length);
   const c = ph.compute;
   const t = plan.tasks;
   const causal = plan.mask === 'causal';
@@ -200,15 +221,34 @@ function phaseSizes(
         } else {
           ws = 5 * score + mask + (lq * QH + 2 * lk * KH) * F32 + cast * (3 * lq * QH + 2 * lk * KH) * F32;
         }
-        if (ws > workspace[r]!) workspace[r] = ws;
+        if (ws > opWs[op]!) opWs[op] = ws;
       }
     }
-    if (o.kernel === 'gpu' && nq > 0) {
-      const ws = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * (e + F32) + 2 * nk * KH * e;
-      if (ws > workspace[r]!) workspace[r] = ws;
-    }
+    if (o.kernel === 'gpu' && nq > 0)
+      opWs[op] = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * (e + F32) + 2 * nk * KH * e;
+    if (opWs[op]! > workspace[r]!) workspace[r] = opWs[op]!;
   }
-  return { kvTokens: unionSizes(W, rank, seq, start, end), messages, workspace, receives };
+  // The runtime's order (runtime._run_phase): per group, the ops its sends wait for, the post (its
+  // messages are kept until the phase ends), then the ops waiting for it; the rest at the end.
+  const opsOf: number[][] = Array.from({ length: W }, () => []);
+  for (let op = 0; op < c.rank.length; op++) opsOf[c.rank[op]!]!.push(op);
+  const live = new Array<number>(W).fill(0);
+  for (let r = 0; r < W; r++) {
+    const ops = opsOf[r]!;
+    let kept = 0;
+    let best = 0;
+    let ptr = 0;
+    for (let g = 0; g < G; g++) {
+      while (ptr < ops.length && ops[ptr]! <= sendAfter[r * G + g]!)
+        best = Math.max(best, kept + opWs[ops[ptr++]!]!);
+      kept += groupMsg[r * G + g]!;
+      best = Math.max(best, kept);
+      while (ptr < ops.length && c.after[ops[ptr]!]! < g) best = Math.max(best, kept + opWs[ops[ptr++]!]!);
+    }
+    for (; ptr < ops.length; ptr++) best = Math.max(best, kept + opWs[ops[ptr]!]!);
+    live[r] = best;
+  }
+  return { kvTokens: unionSizes(W, rank, seq, start, end), messages, workspace, live, receives };
 }
 
 /**
@@ -255,14 +295,13 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
       (oIn ? nq * QH * F32 : 0) +
       U * QH * e +
       Math.max(half ? U * QH * F32 : 0, (half ? nq * QH * e : 0) + 2 * nq * KH * e);
-    const forward = nq * QH * e + kvF + accF + Math.max(fw.messages[r]! + fw.workspace[r]!, finishF);
+    const forward = nq * QH * e + kvF + accF + Math.max(fw.live[r]!, finishF);
     const accB =
       nq * QH * F32 + 2 * nkb * KH * F32 + (dqIn ? nq * QH * F32 : 0) + (dkvIn ? 2 * nkb * KH * F32 : 0);
     const kvB = 2 * nkb * KH * e;
     const tmp = Math.max(dqIn ? nq * QH * F32 : 0, dkvIn ? nkb * KH * F32 : 0);
     const finishB = U * (QH + 2 * KH) * e + tmp + (half ? U * QH * F32 : 0);
-    const backward =
-      U * QH * e + nq * QH * e + kvB + accB + Math.max(bw.messages[r]! + bw.workspace[r]!, finishB);
+    const backward = U * QH * e + nq * QH * e + kvB + accB + Math.max(bw.live[r]!, finishB);
     out.push({
       rank: r,
       qTokens: nq,
