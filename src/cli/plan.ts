@@ -18,7 +18,7 @@ import type { Command } from 'commander';
 import { fail, formatIssue } from '../core/issues.ts';
 import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { writePlan } from '../plan/io.ts';
-import { estimateMemory, formatMemory } from '../plan/memory.ts';
+import { ESTIMATE_ROW_LIMIT, estimateMemory, estimateRows, formatMemory } from '../plan/memory.ts';
 import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
@@ -113,7 +113,9 @@ export function register(program: Command): void {
     }
 
     // Per-rank peak memory on the torch runtime (src/plan/memory.ts), for valid plans.
-    const memory = memOpts && valid ? estimateMemory(plan, memOpts) : undefined;
+    // Plans of millions of (expanded chunk) rows are skipped: the estimate would take longer than planning.
+    const rows = memOpts && valid ? estimateRows(plan) : 0;
+    const memory = memOpts && valid && rows <= ESTIMATE_ROW_LIMIT ? estimateMemory(plan, memOpts) : undefined;
     if (out.csv && report) {
       out.printCsv(...reportCsv(report));
     } else if (out.json) {
@@ -140,6 +142,8 @@ export function register(program: Command): void {
         );
       }
       if (memory && memOpts) lines.push(...formatMemory(memory, memOpts));
+      else if (rows > ESTIMATE_ROW_LIMIT)
+        lines.push(`memory per rank: not estimated (${rows} rows once chunk rows are expanded)`);
       lines.push(`planned in ${planMs.toFixed(1)} ms`);
       if (!valid)
         lines.push(`INVALID plan (${issues.length} issues; a planner bug, please report):`, ...issues);

@@ -340,3 +340,21 @@ export function formatMemory(ranks: readonly RankMemory[], o: MemoryOptions): st
     `  rank ${w.rank}: kept for backward ${gib(w.keptPerLayer)} per layer, K/V resident ${gib(w.kvResident)}, float32 accumulators ${gib(w.accumulators)}, messages ${gib(Math.max(w.messagesForward, w.messagesBackward))}, kernel workspace ${gib(Math.max(w.workspaceForward, w.workspaceBackward))}`,
   ];
 }
+
+/** Rows the estimate walks: explicit rows plus chunk rows expanded over their sequence sets. */
+export function estimateRows(plan: Plan): number {
+  const sets = plan.seqSets;
+  const size = (set: number): number => (sets ? sets.offsets[set + 1]! - sets.offsets[set]! : 0);
+  let n = plan.tasks.rank.length + plan.userLayout.rank.length + plan.homeLayout.rank.length;
+  for (const t of [plan.userChunks, plan.homeChunks, plan.chunkTasks])
+    if (t) for (let i = 0; i < t.set.length; i++) n += size(t.set[i]!);
+  for (const ph of [plan.forward, plan.backward]) {
+    n += ph.transfers.round.length;
+    const ct = ph.chunkTransfers;
+    if (ct) for (let i = 0; i < ct.set.length; i++) n += size(ct.set[i]!);
+  }
+  return n;
+}
+
+/** Plans beyond this many rows (see estimateRows) get no estimate from `fcp plan` (seconds, GBs). */
+export const ESTIMATE_ROW_LIMIT = 2_000_000;
