@@ -20,7 +20,7 @@
 import { attendedPairs, sequencePairs } from '../../../model/attention.ts';
 import type { Mask } from '../../../plan/types.ts';
 import type { FcpOptions } from '../options.ts';
-import type { SeqRows } from './layout.ts';
+import type { SeqRows } from './seq-rows.ts';
 
 /** Blocks and placement units of a batch. Block ids of sequence s are seqBlocks[s]..seqBlocks[s+1]-1, by position. */
 export interface Blocks {

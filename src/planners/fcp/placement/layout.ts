@@ -6,14 +6,9 @@
 import { assert } from '../../../core/assert.ts';
 import type { Layout } from '../../../plan/types.ts';
 import type { Blocks } from './blocks.ts';
+import type { SeqRows } from './seq-rows.ts';
 
-/** Rows of a layout grouped by sequence: rows of s are off[s]..off[s+1]-1, ascending start. */
-export interface SeqRows {
-  readonly off: Int32Array;
-  readonly rank: Int32Array;
-  readonly start: Int32Array;
-  readonly length: Int32Array;
-}
+export type { SeqRows } from './seq-rows.ts';
 
 /** Groups layout rows by sequence (counting sort; rows of a sequence sorted by start). */
 export function rowsBySeq(layout: Layout, sequences: number): SeqRows {
