@@ -14,9 +14,9 @@ import { attentionBackward } from '../src/executors/cpu/kernels/backward.ts';
 import { attentionForward } from '../src/executors/cpu/kernels/forward.ts';
 import { createScratch } from '../src/executors/cpu/kernels/shape.ts';
 import { referenceSequence } from '../src/executors/reference.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
 import { attendedPairs, backwardFlops, forwardFlops, SMALL_MODEL } from '../src/model/attention.ts';
 import type { ModelShape } from '../src/plan/types.ts';
-import { getPlanner } from '../src/experiments/strategies.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 const { values: args } = parseArgs({

@@ -14,8 +14,8 @@
  */
 
 import { simulatePlan } from '../src/executors/sim/index.ts';
-import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
+import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 interface Args {

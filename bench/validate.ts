@@ -6,8 +6,8 @@
  * best and median wall time of 3 runs, and the best CPU time (user, all threads, GC included).
  */
 
-import { validatePlan } from '../src/plan/validate.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
+import { validatePlan } from '../src/plan/validate.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 
 const DEFAULT = 'fcp:256,fcp:1024,fcp:4096,ring:64,ring:256,magi:4096';

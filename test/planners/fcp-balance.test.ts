@@ -45,7 +45,9 @@ test('every FCP plan reports its balance; mode (b) has equal tokens', () => {
   const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 2 });
   for (const loaderLayout of [false, true]) {
     const plan = fcpPlanner.plan(p, { loaderLayout });
-    const b = (plan.meta?.stats as { planBalance: ReturnType<typeof planBalance> }).planBalance;
+    const stats = plan.meta?.stats as { planBalance: ReturnType<typeof planBalance> } | undefined;
+    assert.ok(stats, 'the plan reports its statistics');
+    const b = stats.planBalance;
     for (const v of Object.values(b)) assert.ok(Number.isFinite(v) && v >= 0);
     if (loaderLayout) assert.ok(b.tokenImbalance <= 0.01, `tokens ${b.tokenImbalance}`);
   }

@@ -118,7 +118,8 @@ test('a sample of corrupted plans is refused with a code by the CLI (validate, s
       ['run-torch', ['run', '--backend', 'torch', '--nproc', String(c.world), c.file]],
     ];
     for (const [name, args] of runs) {
-      const t = (counts[name] ??= tally());
+      counts[name] ??= tally();
+      const t = counts[name];
       t.tried++;
       const r = spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], {
         encoding: 'utf8',
