@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson, writePlan } from '../../src/plan/io.ts';
-import { getPlanner } from '../../src/experiments/strategies.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-run-refusals-'));
