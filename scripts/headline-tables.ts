@@ -1,0 +1,174 @@
+/**
+ * Prints the headline tables of docs/results.md and the README from the folders that
+ * docs/results/run-headline.sh writes: FCP in mode (a) (transparent reshuffle from the even user
+ * layout) and mode (b) (loader layout, equal tokens per rank) against every baseline at its best
+ * (`--baselines best`), per batch, cluster and network model. All numbers are simulated.
+ * Usage: npx tsx scripts/headline-tables.ts [docs/results]
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { denseLayerMs } from '../src/cost/dense.ts';
+import { LLAMA3_70B } from '../src/model/attention.ts';
+
+interface Summary {
+  strategy: string;
+  world: number;
+  mfuForward: { mean: number };
+  mfuBackward: { mean: number };
+  tokenImbalance?: number;
+}
+interface Row {
+  strategy: string;
+  world: number;
+  config: Record<string, unknown>;
+  tokenImbalance?: number;
+  makespans: { forwardMs: number; backwardMs: number };
+}
+interface Compare {
+  summary: Summary[];
+  rows: Row[];
+  tokensPerRank: number;
+  cluster: { peakTflops: number };
+}
+
+/**
+ * Modelled time of one whole layer on the busiest rank, forward + backward (ms): the simulated
+ * attention makespans plus the rest of the layer (projections, MLP) for the most tokens any rank
+ * holds in the layout the model runs on (src/cost/dense.ts). Mean over the batches.
+ */
+function layerMs(c: Compare, s: string, w: number): number | undefined {
+  const rows = c.rows.filter((r) => r.strategy === s && r.world === w);
+  if (rows.length === 0) return undefined;
+  let sum = 0;
+  for (const r of rows) {
+    const tokens = c.tokensPerRank * (1 + (r.tokenImbalance ?? 0));
+    const dense =
+      denseLayerMs(LLAMA3_70B, tokens, c.cluster.peakTflops, 'forward') +
+      denseLayerMs(LLAMA3_70B, tokens, c.cluster.peakTflops, 'backward');
+    sum += r.makespans.forwardMs + r.makespans.backwardMs + dense;
+  }
+  return sum / rows.length;
+}
+
+/** Whole-layer time per strategy and FCP's speedup over the fastest baseline by that measure. */
+function layerTable(batch: string, setting: string): string | null {
+  const best = read(`best-${batch}-${setting}`);
+  const a = read(`fcp-${batch}-${setting}-a`);
+  const b = read(`fcp-${batch}-${setting}-b`);
+  if (!best || !a || !b) return null;
+  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  const lines = [
+    `| GPUs | fcp (a) | fcp (b) | ${BASELINES.join(' | ')} | fastest baseline / fcp (a) | fastest baseline / fcp (b) |`,
+    `|---:|---|---|${BASELINES.map(() => '---').join('|')}|---|---|`,
+  ];
+  for (const w of worlds) {
+    const ta = layerMs(a, 'fcp', w);
+    const tb = layerMs(b, 'fcp', w);
+    const tbs = BASELINES.map((s) => layerMs(best, s, w));
+    const fastest = Math.min(...tbs.filter((x): x is number => x !== undefined));
+    const ms = (x?: number) => (x === undefined ? '-' : x.toFixed(0));
+    lines.push(
+      `| ${w} | ${ms(ta)} | ${ms(tb)} | ${tbs.map(ms).join(' | ')} | ${ta ? (fastest / ta).toFixed(2) : '-'}x | ${tb ? (fastest / tb).toFixed(2) : '-'}x |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+const dir = process.argv[2] ?? 'docs/results';
+const read = (name: string): Compare | null => {
+  const p = join(dir, name, 'compare.json');
+  return existsSync(p) ? (JSON.parse(readFileSync(p, 'utf8')) as Compare) : null;
+};
+const f = (x: number) => x.toFixed(3);
+const BASELINES = ['ring', 'bytescale', 'wlb', 'magi'];
+
+/** One table: rows = world sizes; columns = fcp (a), fcp (b), each baseline, FCP / best baseline. */
+function table(batch: string, setting: string): string | null {
+  const best = read(`best-${batch}-${setting}`);
+  const a = read(`fcp-${batch}-${setting}-a`);
+  const b = read(`fcp-${batch}-${setting}-b`);
+  if (!best || !a) return null;
+  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  const get = (c: Compare | null, s: string, w: number) => c?.summary.find((x) => x.strategy === s && x.world === w);
+  const lines = [
+    `| GPUs | fcp (a) | fcp (b) | ${BASELINES.join(' | ')} | best baseline | fcp (a) / best | fcp (b) / best |`,
+    `|---:|---|---|${BASELINES.map(() => '---').join('|')}|---|---|---|`,
+  ];
+  for (const w of worlds) {
+    const fa = get(a, 'fcp', w);
+    const fb = get(b, 'fcp', w);
+    const cells = BASELINES.map((s) => get(best, s, w));
+    // The strongest rival per direction (forward and backward may be different baselines).
+    let bf = 0;
+    let bb = 0;
+    let name = '';
+    cells.forEach((c, i) => {
+      if (c && c.mfuForward.mean > bf) {
+        bf = c.mfuForward.mean;
+        name = BASELINES[i]!;
+      }
+      if (c) bb = Math.max(bb, c.mfuBackward.mean);
+    });
+    const pair = (s?: Summary) => (s ? `${f(s.mfuForward.mean)} / ${f(s.mfuBackward.mean)}` : '-');
+    const ratio = (s?: Summary) =>
+      s && bf > 0 ? `${(s.mfuForward.mean / bf).toFixed(2)}x / ${(s.mfuBackward.mean / bb).toFixed(2)}x` : '-';
+    lines.push(
+      `| ${w} | ${pair(fa)} | ${pair(fb)} | ${cells.map(pair).join(' | ')} | ${name} | ${ratio(fa)} | ${ratio(fb)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** Token imbalance of the layout the rest of the model runs on, per strategy and world. */
+function tokenTable(batch: string, setting: string): string | null {
+  const best = read(`best-${batch}-${setting}`);
+  const a = read(`fcp-${batch}-${setting}-a`);
+  const b = read(`fcp-${batch}-${setting}-b`);
+  if (!best || !a) return null;
+  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  const cell = (c: Compare | null, s: string, w: number) => {
+    const x = c?.summary.find((r) => r.strategy === s && r.world === w);
+    return x?.tokenImbalance === undefined ? '-' : `${(100 * x.tokenImbalance).toFixed(1)}%`;
+  };
+  const lines = [
+    `| GPUs | fcp (a) | fcp (b) | ${BASELINES.join(' | ')} |`,
+    `|---:|---|---|${BASELINES.map(() => '---').join('|')}|`,
+  ];
+  for (const w of worlds)
+    lines.push(`| ${w} | ${cell(a, 'fcp', w)} | ${cell(b, 'fcp', w)} | ${BASELINES.map((s) => cell(best, s, w)).join(' | ')} |`);
+  return lines.join('\n');
+}
+
+/** The configuration each baseline's sweep chose, per world. */
+function configs(batch: string, setting: string): string | null {
+  const best = read(`best-${batch}-${setting}`);
+  if (!best) return null;
+  const seen = new Map<string, string>();
+  for (const r of best.rows) {
+    const k = `${r.strategy} ${r.world}`;
+    if (!seen.has(k))
+      seen.set(
+        k,
+        Object.entries(r.config)
+          .map(([a, b]) => `${a}=${b}`)
+          .join(' '),
+      );
+  }
+  return ['| baseline | GPUs | configuration |', '|---|---:|---|', ...[...seen].map(([k, v]) => `| ${k.replace(' ', ' | ')} | ${v} |`)].join('\n');
+}
+
+for (const batch of ['longtail', 'magi', 'bimodal'])
+  for (const setting of ['fluid', 'contention', 'ratio5920']) {
+    const t = table(batch, setting);
+    if (!t) continue;
+    console.log(`### ${batch}, ${setting} (simulated; MFU forward / backward; mean of 3 batches)\n\n${t}\n`);
+    const tt = tokenTable(batch, setting);
+    if (tt) console.log(`Token imbalance of the layout the rest of the model runs on:\n\n${tt}\n`);
+    const lt = layerTable(batch, setting);
+    if (lt)
+      console.log(
+        `Whole layer on the busiest rank, forward + backward, ms (simulated attention + modelled projections and MLP for the tokens of the layout; src/cost/dense.ts):\n\n${lt}\n`,
+      );
+    const c = configs(batch, setting);
+    if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
+  }
