@@ -234,13 +234,39 @@ export function runPhase(
     account(r, endMs[r]!);
     makespan = Math.max(makespan, endMs[r]!);
   }
+  const flows = flowTotals(p, flowReady, flowEnd);
+  return {
+    makespanMs: makespan,
+    computeMs,
+    commMs,
+    exposedMs,
+    endMs,
+    ...flows,
+    events,
+    rateSolves,
+    opStart,
+    opEnd,
+    entryStart,
+    entryEnd,
+    flowReady,
+    flowEnd,
+  };
+}
+
+/** Per-flow totals every engine reports the same way: bytes by rank and kind, reshuffle span. */
+export function flowTotals(
+  p: PreparedPhase,
+  flowReady: ArrayLike<number>,
+  flowEnd: ArrayLike<number>,
+): Pick<PhaseRun, 'bytesSent' | 'bytesReceived' | 'bytesByKind' | 'inEndMs' | 'outStartMs' | 'outEndMs'> {
+  const W = p.world;
   const bytesSent = new Float64Array(W);
   const bytesReceived = new Float64Array(W);
   const bytesByKind = new Float64Array(4);
   let inEnd = Number.NaN;
   let outStart = Number.NaN;
   let outEnd = Number.NaN;
-  for (let f = 0; f < F; f++) {
+  for (let f = 0; f < p.flowCount; f++) {
     const b = p.flowBytes[f]!;
     bytesSent[p.flowSrc[f]!]! += b;
     bytesReceived[p.flowDst[f]!]! += b;
@@ -252,25 +278,5 @@ export function runPhase(
       outEnd = Number.isNaN(outEnd) ? flowEnd[f]! : Math.max(outEnd, flowEnd[f]!);
     }
   }
-  return {
-    makespanMs: makespan,
-    computeMs,
-    commMs,
-    exposedMs,
-    endMs,
-    bytesSent,
-    bytesReceived,
-    bytesByKind,
-    inEndMs: inEnd,
-    outStartMs: outStart,
-    outEndMs: outEnd,
-    events,
-    rateSolves,
-    opStart,
-    opEnd,
-    entryStart,
-    entryEnd,
-    flowReady,
-    flowEnd,
-  };
+  return { bytesSent, bytesReceived, bytesByKind, inEndMs: inEnd, outStartMs: outStart, outEndMs: outEnd };
 }

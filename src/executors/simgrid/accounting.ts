@@ -6,8 +6,7 @@
  * computed after the fact by a sweep over each rank's intervals.
  */
 import { fail } from '../../core/issues.ts';
-import { Kind } from '../../plan/types.ts';
-import type { PhaseRun } from '../sim/engine.ts';
+import { flowTotals, type PhaseRun } from '../sim/engine.ts';
 import type { PreparedPhase } from '../sim/prepare.ts';
 
 /** Start and end times (ms from the phase's start) of every op, flow and group entry. */
@@ -84,36 +83,14 @@ export function phaseRunFromTimes(p: PreparedPhase, t: PhaseTimes): PhaseRun {
   }
   let makespan = 0;
   for (let r = 0; r < W; r++) makespan = Math.max(makespan, endMs[r]!);
-  const bytesSent = new Float64Array(W);
-  const bytesReceived = new Float64Array(W);
-  const bytesByKind = new Float64Array(4);
-  let inEnd = Number.NaN;
-  let outStart = Number.NaN;
-  let outEnd = Number.NaN;
-  for (let f = 0; f < F; f++) {
-    const b = p.flowBytes[f]!;
-    bytesSent[p.flowSrc[f]!]! += b;
-    bytesReceived[p.flowDst[f]!]! += b;
-    const k = p.flowKind[f]!;
-    bytesByKind[k]! += b;
-    if (k === Kind.in) inEnd = Number.isNaN(inEnd) ? flowEnd[f]! : Math.max(inEnd, flowEnd[f]!);
-    if (k === Kind.out) {
-      outStart = Number.isNaN(outStart) ? flowReady[f]! : Math.min(outStart, flowReady[f]!);
-      outEnd = Number.isNaN(outEnd) ? flowEnd[f]! : Math.max(outEnd, flowEnd[f]!);
-    }
-  }
+  const flows = flowTotals(p, flowReady, flowEnd);
   return {
     makespanMs: makespan,
     computeMs,
     commMs,
     exposedMs,
     endMs,
-    bytesSent,
-    bytesReceived,
-    bytesByKind,
-    inEndMs: inEnd,
-    outStartMs: outStart,
-    outEndMs: outEnd,
+    ...flows,
     events: t.events,
     rateSolves: 0,
     opStart,
