@@ -5,7 +5,7 @@
  *
  *   npx tsx bench/cpu-runtime.ts [--strategy fcp] [--world 8] [--tokens-per-rank 1024] [--seconds 1]
  *
- * FLOPs follow DESIGN.md: forward 4·pairs·qHeads·headDim, backward 2.5x forward (pairs attended).
+ * FLOPs follow docs/plan-format.md: forward 4·pairs·qHeads·headDim, backward 2.5x forward (pairs attended).
  */
 import { parseArgs } from 'node:util';
 import { verifyPlan } from '../src/cli/verify.ts';

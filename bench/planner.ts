@@ -141,7 +141,7 @@ function quality(a: Args): void {
     };
     const def = run({});
     const fixed = run({ fixedBlocks: true });
-    // What DESIGN.md calls plain LPT: fixed 4K blocks, no affinity, no refinement.
+    // What docs/design.md calls plain LPT: fixed 4K blocks, no affinity, no refinement.
     const plainLpt = run({ fixedBlocks: true, noAffinity: true, refineSteps: 0 });
     const noLoc = run({ noLocality: true });
     const report = validatePlan(def.plan).report;

@@ -6,7 +6,7 @@ and the chunk `sendAfter` pairs) are expanded here, vectorised with numpy and fi
 that asks, so that a 256-rank ring plan never materialises its O(N^2 S) rows at once.
 
 Part i of P of a sequence of length L is tokens [i*c, min((i+1)*c, L)) with c = ceil(L/P); empty
-parts are skipped (DESIGN.md, "Compact chunk rows").
+parts are skipped (docs/plan-format.md, "Compact chunk rows").
 """
 from __future__ import annotations
 

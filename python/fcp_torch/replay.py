@@ -2,7 +2,7 @@
 
 Used by scripts/gpu/h200.py: pick the heaviest and a median rank by attended pairs, execute their
 forward and backward compute ops with every K/V range resident (no transfers), and report time and
-MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (DESIGN.md).
+MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (docs/design.md).
 """
 from __future__ import annotations
 

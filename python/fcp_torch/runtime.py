@@ -1,6 +1,6 @@
 """One rank's interpreter of a plan: buffers, groups of transfers, compute ops, forward and backward.
 
-Semantics follow DESIGN.md and the brief's "plan semantics": per rank, groups run in order; the
+Semantics follow docs/design.md and the brief's "plan semantics": per rank, groups run in order; the
 transfers of group g start after group g-1 completed and after their `sendAfter` ops; compute ops
 run in table order, each after group `after` completed on the rank.
 

@@ -47,7 +47,7 @@ import torch  # noqa: E402
 from fcp_torch.kernels import Kernels, Launch, rel_err  # noqa: E402
 from fcp_torch.plan import read_plan, rank_program  # noqa: E402
 
-PEAK = 989.0  # TFLOP/s, H100/H200 SXM dense bf16 (datasheet), the MFU denominator of DESIGN.md
+PEAK = 989.0  # TFLOP/s, H100/H200 SXM dense bf16 (datasheet), the MFU denominator of docs/design.md
 H, HK, D = 64, 8, 128
 
 ap = argparse.ArgumentParser()

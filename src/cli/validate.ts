@@ -1,5 +1,5 @@
 /**
- * `fcp validate PLAN`: checks a plan file against rules 1-5 of DESIGN.md and prints its rule-6
+ * `fcp validate PLAN`: checks a plan file against rules 1-5 of docs/plan-format.md and prints its rule-6
  * report. Exit 0: valid; 1: the plan breaks a rule (each issue printed as
  * `code at path[row]: message`); 2: the file is unreadable or malformed (FcpError from readPlan).
  */

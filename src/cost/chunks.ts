@@ -1,5 +1,5 @@
 /**
- * Costing compact chunk rows without expanding them (DESIGN.md, "Compact chunk rows").
+ * Costing compact chunk rows without expanding them (docs/plan-format.md, "Compact chunk rows").
  *
  * A chunk row stands for the same row for every sequence of its set; part i of P of a sequence of
  * (padded) length L is tokens [i*c, min((i+1)*c, L)) with c = ceil(L/P). Where the set records

@@ -1,6 +1,6 @@
 /**
  * Attention shapes and the arithmetic every component shares: bytes per token and FLOPs.
- * FLOPs follow DESIGN.md: forward 4 * pairs * qHeads * headDim, backward 2.5x forward.
+ * FLOPs follow docs/plan-format.md: forward 4 * pairs * qHeads * headDim, backward 2.5x forward.
  */
 import type { ModelShape } from './shape.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Expansion of compact chunk rows (DESIGN.md, "Compact chunk rows") into explicit rows.
+ * Expansion of compact chunk rows (docs/plan-format.md, "Compact chunk rows") into explicit rows.
  *
  * A chunk row stands for the same row for every sequence of its set; part i of P of a sequence of
  * length L is tokens [i*c, min((i+1)*c, L)), c = ceil(L/P), and empty parts are skipped. Executors

@@ -1,5 +1,5 @@
 /**
- * Part arithmetic of the compact chunk rows (DESIGN.md, "Compact chunk rows"): part i of P of a
+ * Part arithmetic of the compact chunk rows (docs/plan-format.md, "Compact chunk rows"): part i of P of a
  * sequence of length L is tokens [i*c, min((i+1)*c, L)) with c = ceil(L/P); empty parts are
  * skipped. The plan format defines it, so it lives in the plan layer: the validator, the report,
  * the expansion, the cost model and the planners all cut parts through this one module. Also

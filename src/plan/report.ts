@@ -1,5 +1,5 @@
 /**
- * Rule 6 of DESIGN.md: what a plan costs, reported but never rejected. Computed from the rows as
+ * Rule 6 of docs/plan-format.md: what a plan costs, reported but never rejected. Computed from the rows as
  * they are (chunk rows summed over their set in O(1) each with per-set part statistics), so it is
  * cheap even for plans whose expansion would be huge.
  *

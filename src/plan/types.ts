@@ -1,5 +1,5 @@
 /**
- * The plan file `fcp-plan/1` (see DESIGN.md, "The plan file"), in memory.
+ * The plan file `fcp-plan/1` (see docs/plan-format.md), in memory.
  *
  * Every table is columnar: an object of equal-length typed arrays. Integer columns are Int32Array
  * (token counts up to 2^31 - 1 cover 4096 ranks x 512K tokens); the transfer `kind` column is a

@@ -1,5 +1,5 @@
 /**
- * The plan validator: checks rules 1-5 of DESIGN.md ("The plan file") and computes the rule-6
+ * The plan validator: checks rules 1-5 of docs/plan-format.md and computes the rule-6
  * report. `issues` is empty exactly when the plan is valid.
  *
  * Codes: `plan.structure.<what>` for malformed tables (ids out of range, bad CSR offsets, ...;
@@ -22,7 +22,7 @@
  * - also `plan.format` and `plan.structure.*` (world, mask, seqLength, columns, rank, seq, range,
  *   set, part, round, selfTransfer, kind, after, offsets, taskId, transferId, computeId).
  *
- * Decisions beyond DESIGN.md (documented for every planner and executor):
+ * Decisions beyond docs/plan-format.md (documented for every planner and executor):
  * - Every task and every chunk task runs in exactly one compute op of the forward phase and in
  *   exactly one of the backward phase, an op of the task's own rank.
  * - A transfer may have several `sendAfter` ops (all on its sender); it waits for the latest.

@@ -123,7 +123,7 @@ test('placementOf expands homeChunks per sequence of the set', () => {
   assert.deepEqual([at(0, 2), at(1, 2), at(2, 2)], [1, 1, 0]);
 });
 
-test('partLength follows DESIGN.md: part i of P is [i*c, min((i+1)*c, L)), c = ceil(L/P)', () => {
+test('partLength follows docs/design.md: part i of P is [i*c, min((i+1)*c, L)), c = ceil(L/P)', () => {
   assert.deepEqual(
     [0, 1, 2, 3].map((i) => partLength(10, 4, i)),
     [3, 3, 3, 1],

@@ -1,5 +1,5 @@
 /**
- * One rank of the CPU runtime: interprets its part of a plan (DESIGN.md "The plan file" and the
+ * One rank of the CPU runtime: interprets its part of a plan (docs/plan-format.md and the
  * plan semantics of the brief) with real data and real messages.
  *
  * Per phase, groups run in order. For group g the rank first runs the compute ops that the

@@ -52,7 +52,7 @@ export interface PreparedPhase {
   readonly messages: number;
 }
 
-/** Bytes per token of a transfer kind (DESIGN.md: Q,O = qHeads*headDim*b; K+V = 2*kvHeads*headDim*b). */
+/** Bytes per token of a transfer kind (docs/plan-format.md: Q,O = qHeads*headDim*b; K+V = 2*kvHeads*headDim*b). */
 export function bytesPerToken(m: ModelShape, kind: number, forward: boolean): number {
   const q = qBytesPerToken(m);
   const kv = kvBytesPerToken(m);

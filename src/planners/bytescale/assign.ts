@@ -1,15 +1,15 @@
 /**
  * ByteScale's length-grouped placement (arXiv 2502.21231, "data-aware sharding" and its balance
- * scheduler; shared/research/peers.md sections 5, 8 and 9). Two rules, each with a memory-only and a
+ * scheduler; docs/baselines.md). Two rules, each with a memory-only and a
  * work-aware setting ({@link ByteScaleRules}):
  *
  * - Group sizing. A sequence longer than the per-rank token budget C runs a ring over a group of k
  *   ranks. `memory`: k = ceil(L / C), the fewest ranks that hold it (Megatron-LM dynamic CP,
- *   `gpus_needed = ceil(len / max_seqlen_per_dp_cp_rank)`, peers.md section 9; the default, as the
+ *   `gpus_needed = ceil(len / max_seqlen_per_dp_cp_rank)`, docs/baselines.md; the default, as the
  *   baselines ran before). `work`: k = max(ceil(L / C), round(N * pairs(L) / pairs(batch))), the
  *   group's share of the ranks equals the sequence's share of the attention work, so a ring member
  *   carries about the mean rank's work (ByteScale's balance scheduler assigns data by its compute
- *   cost, peers.md section 5; FlexSP sizes each sequence's SP group by a cost model quadratic in
+ *   cost, docs/baselines.md; FlexSP sizes each sequence's SP group by a cost model quadratic in
  *   length, section 8). `powerOfTwo` rounds k up to a power of two, as Megatron's dynamic CP does
  *   (its groups are pre-built in power-of-two sizes).
  * - Packing of the sequences that fit one rank, longest first. `tokens`: onto the rank holding the

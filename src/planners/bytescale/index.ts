@@ -1,5 +1,5 @@
 /**
- * `bytescale`: length-grouped context parallelism (ByteScale, arXiv 2502.21231; DESIGN.md,
+ * `bytescale`: length-grouped context parallelism (ByteScale, arXiv 2502.21231; docs/design.md,
  * "Baselines"). Sequences longer than the per-rank budget C run a TE DualChunkSwap ring inside a
  * group of ranks; shorter ones stay whole on one rank (no communication at all). Placement rules
  * and their knobs (group sizing by memory or work, packing by tokens or work, power-of-two groups):

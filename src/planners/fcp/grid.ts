@@ -1,6 +1,6 @@
 /**
  * Tile geometry: how the attention of a rank's query run is cut into tasks that run as dense
- * batched squares (DESIGN.md, component 3; the kernel model in src/cost runs an equal square that
+ * batched squares (docs/design.md, FCP's planner; the kernel model in src/cost runs an equal square that
  * is fully visible or on the causal diagonal at about twice the varlen efficiency).
  *
  * Blocks are aligned at position 0 of their sequence (blocks.ts), so every run boundary is a

@@ -1,5 +1,5 @@
 /**
- * The FCP planner (DESIGN.md, components 1-4) as a pipeline of named stages over one context
+ * The FCP planner (docs/design.md, FCP's planner) as a pipeline of named stages over one context
  * object (context.ts), listed in {@link planFcp}:
  *
  *   context     problem, options, kernel time model (kernel-time.ts), the cluster's links

@@ -1,5 +1,5 @@
 /**
- * Compute op order per rank (DESIGN.md, components 3-4): which work runs when, so that transfers
+ * Compute op order per rank (docs/design.md, FCP's planner): which work runs when, so that transfers
  * and compute overlap at both ends of a phase.
  *
  * A task either exports results (its output rows must move: forward O of queries whose user rank

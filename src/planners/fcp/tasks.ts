@@ -1,5 +1,5 @@
 /**
- * Owner-computes tasks (DESIGN.md, components 2-3): every query token is computed on its home
+ * Owner-computes tasks (docs/design.md, FCP's planner): every query token is computed on its home
  * rank, against every key it attends, split by when each key range becomes available there so that
  * compute can pipeline with the transfers.
  *

@@ -1,6 +1,6 @@
 /**
  * MagiAttention's default dispatch (SandAI-org/MagiAttention v1.1.x, `_make_dispatch_meta.py` and
- * `MinHeapDispatchAlg`; shared/research/peers.md section 1):
+ * `MinHeapDispatchAlg`; docs/baselines.md):
  * - the packed batch is cut along Q into equal chunks, by default ceil(total / (8N)) tokens
  *   (`MAGI_ATTENTION_MIN_CHUNKS_PER_RANK` = 8); the total is padded so that every rank gets the
  *   same number of chunks (Magi's `pad_size`);

@@ -1,6 +1,6 @@
 /**
  * `magi`: MagiAttention's default dispatch and static attention solver (SandAI-org/MagiAttention
- * v1.1.x; shared/research/peers.md section 1), as an `fcp-plan/1` plan.
+ * v1.1.x; docs/baselines.md), as an `fcp-plan/1` plan.
  *
  * - Placement: {@link magiDispatch} (equal chunks, largest mask area first, equal count per rank).
  *   A rank's chunks that touch each other in a sequence form one segment (a home range).

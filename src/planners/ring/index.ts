@@ -1,6 +1,6 @@
 /**
- * `ring`: TransformerEngine's p2p ring attention with DualChunkSwap over all N ranks (DESIGN.md,
- * "Baselines"; TE `context_parallel.py`, shared/research/peers.md section 3). Every sequence is
+ * `ring`: TransformerEngine's p2p ring attention with DualChunkSwap over all N ranks (docs/design.md,
+ * "Baselines"; TE `context_parallel.py`, docs/baselines.md). Every sequence is
  * padded to a multiple of 2N and cut into 2N parts, rank r holds parts r and 2N-1-r; N-1 ring steps
  * of one round each; backward passes dK/dV partials around the ring back to their owners.
  *
@@ -81,7 +81,7 @@ export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
 }
 
 /**
- * WLB-LLM's per-document CP (arXiv 2503.17924; peers.md section 6): every document cut into 2N
+ * WLB-LLM's per-document CP (arXiv 2503.17924; docs/baselines.md): every document cut into 2N
  * DualChunkSwap parts without padding, K/V all-gathered, dK/dV reduce-scattered. Used by `wlb`.
  */
 export function planPerDocumentAllGather(problem: Problem): Plan {

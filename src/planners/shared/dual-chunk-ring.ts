@@ -5,7 +5,7 @@
  *
  * Source: TransformerEngine `transformer_engine/pytorch/attention/dot_product_attention/
  * context_parallel.py` (`AttnFuncWithCPAndKVP2P`, `get_batch_on_this_cp_rank`), see
- * shared/research/peers.md section 3:
+ * docs/baselines.md:
  * - every sequence is padded to a multiple of 2k and cut into 2k parts; ring position p holds parts
  *   p and 2k-1-p (DualChunkSwap);
  * - k-1 ring steps: at step i position p computes with the K/V of origin o = (p - i) mod k, which it

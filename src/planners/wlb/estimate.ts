@@ -5,7 +5,7 @@
  * Per phase and rank: compute time = attention FLOPs / (peak * efficiency), communication time =
  * max(bytes sent, bytes received) / bandwidth; a rank's time is compute plus the communication its
  * compute cannot hide, i.e. max(compute, communication) (perfect overlap, no latency); the phase
- * takes the slowest rank; the plan takes forward plus backward. FLOPs follow DESIGN.md (forward
+ * takes the slowest rank; the plan takes forward plus backward. FLOPs follow docs/plan-format.md (forward
  * 4 * pairs * qHeads * headDim, backward 2.5x) and are charged on padded lengths where a sequence
  * set records `padTo` (TE computes on its padding). Chunk rows are summed per sequence set in O(1)
  * each ({@link partStats}), so a 256-rank ring plan costs milliseconds. What it ignores: kernel
@@ -29,7 +29,7 @@ export interface FlopByteOptions {
   peakFlops: number;
   /** Fraction of peak the attention kernels reach (default 0.5; calibration: 0.35-0.62). */
   efficiency: number;
-  /** Bytes per second per GPU each way (default 50e9, DESIGN.md's Hopper preset). */
+  /** Bytes per second per GPU each way (default 50e9, the hopper-ib preset). */
   bandwidth: number;
 }
 

@@ -2,7 +2,7 @@
  * `wlb`: WLB-LLM's CP-level selector as the FCP paper evaluated it: an oracle that, per batch,
  * runs whichever of per-document sharding (`ring`: every rank gets an equal share of every
  * sequence) and per-sequence sharding (`bytescale`: length-grouped) the cost model says is faster
- * (WLB-LLM, arXiv 2503.17924, OSDI'25; shared/research/peers.md section 6).
+ * (WLB-LLM, arXiv 2503.17924, OSDI'25; docs/baselines.md).
  *
  * The cost model is injected ({@link PlanEstimate}, `estimate(plan, problem) => ms`): this module
  * does not import an executor (planners sit below executors). The registry registers `wlb` with the

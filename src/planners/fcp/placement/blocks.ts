@@ -1,5 +1,5 @@
 /**
- * Block split and zig-zag pairing (DESIGN.md, component 1).
+ * Block split and zig-zag pairing (docs/design.md, FCP's planner).
  *
  * Every sequence is cut into blocks of its block size b aligned at position 0 (the last block
  * shorter), so that every block boundary of a sequence lies on one grid: the tiler (grid.ts) then
@@ -10,7 +10,7 @@
  * b divides L; the unit holding the short last block carries less); the middle block of an odd
  * count stands alone. Full mask: every block is its own unit (each carries b·L pairs).
  *
- * Granularity ("Granularity matters" in DESIGN.md): a unit of a length-L sequence carries about
+ * Granularity (docs/design.md, FCP's planner): a unit of a length-L sequence carries about
  * b·L pairs, so with b = 4K one unit of a 512K sequence can outweigh a whole rank's share. Unless
  * `fixedBlocks`, each sequence gets its own block size, the largest of blockSize, blockSize/2,
  * blockSize/4, ... (not below the minimum block size) that keeps its units under `maxUnitShare` of

@@ -1,5 +1,5 @@
 /**
- * Block distributor (DESIGN.md, component 1): multi-dimensional Longest-Processing-Time greedy
+ * Block distributor (docs/design.md, FCP's planner): multi-dimensional Longest-Processing-Time greedy
  * (Graham, 1969, for one dimension) over placement units, then refinement.
  *
  * Each unit has two loads, memory (tokens) and compute (its weight: modelled kernel time, or
@@ -28,7 +28,7 @@
  *      unit while that rank stays within the per-rank average compute (and, for memory-dominant
  *      units, 1.1x the first phase's mean memory). Plain LPT deals the equal units of a long
  *      sequence round-robin over every rank, so every rank would need that sequence's whole K/V.
- *    - Locality tie-break (DESIGN.md): among candidates whose score is within `tolerance` (a
+ *    - Locality tie-break (docs/design.md): among candidates whose score is within `tolerance` (a
  *      fraction of the per-rank average) of the best, the rank that holds most of the unit's tokens
  *      in the user layout; then, for a long sequence, a user rank of the unit's blocks that takes
  *      it under the average (half the unit stays, and its work can start at once).

@@ -1,5 +1,5 @@
 /**
- * The fetch graph (DESIGN.md, component 2): owner computes, so a rank needs K/V of every key its
+ * The fetch graph (docs/design.md, FCP's planner): owner computes, so a rank needs K/V of every key its
  * query runs attend and does not hold itself. Each remote key range is fetched once per rank.
  *
  * For rank h and sequence s (an RS), the attended key span is [0, end of h's last run of s)

@@ -1,5 +1,5 @@
 /**
- * Pipeline and coalescer (DESIGN.md, component 3).
+ * Pipeline and coalescer (docs/design.md, FCP's planner).
  *
  * Rounds are merged into groups of at most `coalesce` consecutive rounds, with one compute op per
  * rank per group for the work that group unlocks, so that the scheduling granularity (rounds of

@@ -1,5 +1,5 @@
 /**
- * Transparent reshuffler (DESIGN.md, component 4): the pieces where the user layout and the home
+ * Transparent reshuffler (docs/design.md, FCP's planner): the pieces where the user layout and the home
  * layout meet. A piece is a maximal token range of one sequence that has one user rank and one
  * home rank; a piece whose two ranks differ is one `in` transfer (Q,K,V forward, dO backward,
  * user -> home) and one `out` transfer (O forward, dQ,dK,dV backward, home -> user). Pieces whose

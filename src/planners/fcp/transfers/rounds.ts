@@ -1,5 +1,5 @@
 /**
- * Congestion-free rounds (DESIGN.md, component 2). The transfers of one kind form a bipartite
+ * Congestion-free rounds (docs/design.md, FCP's planner). The transfers of one kind form a bipartite
  * multigraph (senders left, receivers right); by König's edge-colouring theorem it splits into
  * exactly Δ matchings (Δ = the most transfers any rank sends or receives), each a round in which
  * every rank sends at most one message and receives at most one. The colouring itself is
