@@ -1,6 +1,7 @@
 /**
  * The law suite, run on every executor for every planner (registered ones and the fixtures):
- * `cpu` and `torch` (gloo, when a Python with torch exists; under CI=1 its absence fails) against
+ * `cpu` and `torch` (gloo, 2 and 4 processes, both piece layouts of the GPU path, timed iterations;
+ * when a Python with torch exists, and under CI=1 its absence fails) against
  * the float64 reference, `sim` against its own law. Case counts: test/helpers/runs.ts.
  */
 import assert from 'node:assert/strict';
@@ -100,10 +101,22 @@ describe('laws: torch executor (gloo) x every planner', { skip: torchSkip }, () 
       const mine = jobs.filter((j) => j.plan.world === w);
       const res = await runTorchMany(
         mine.map((j) => ({ plan: j.plan, inputs: j.inputs })),
-        // The two piece layouts of the GPU path: bottom-right causal pieces, and squares + rectangles.
-        { device: 'cpu', kernel: 'math', mode: w === 2 ? 'br' : 'square', timeoutMs: 240000 },
+        // The two piece layouts of the GPU path: bottom-right causal pieces, and squares + rectangles;
+        // the 4-rank launch also times two iterations after a warm-up.
+        {
+          device: 'cpu',
+          kernel: 'math',
+          mode: w === 2 ? 'br' : 'square',
+          iters: w === 4 ? 2 : 1,
+          warmup: w === 4 ? 1 : 0,
+          timeoutMs: 240000,
+        },
       );
       res.forEach((r, i) => {
+        assert.equal(r.perRank.forward.length, w, 'one timing per rank');
+        assert.ok(r.forwardMs > 0 && r.backwardMs > 0, 'both phases timed');
+        assert.equal(((r.details?.forwardIterationsMs ?? []) as number[]).length, w === 4 ? 2 : 1);
+        assert.equal(r.details?.mode, w === 2 ? 'br' : 'square');
         results.set(mine[i]!.name, r);
       });
     }
