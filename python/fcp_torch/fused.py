@@ -538,15 +538,7 @@ def backward_op(rt, launches) -> None:
         lse = b["LSE"][L.q_range[0] : L.q_range[1]] if L.q_range is not None else b["LSE"].index_select(0, L.qidx)
         dq, dk, dv = rt.kernels.backward(L, q, k, v, o, do, lse)
         if rt._sliced(L):
-            off = 0
-            for a, n in zip(L.qf.tolist(), L.lq.tolist()):
-                b["dQ"][a : a + n].add_(dq[off : off + n])
-                off += n
-            off = 0
-            for a, n in zip(L.kf.tolist(), L.lk.tolist()):
-                b["dK"][a : a + n].add_(dk[off : off + n])
-                b["dV"][a : a + n].add_(dv[off : off + n])
-                off += n
+            rt._add_sliced(L, dq, dk, dv)
         else:
             add_rows(b["dQ"], L.qidx, dq)
             add_rows(b["dK"], L.kidx, dk)

@@ -374,19 +374,25 @@ class RankRuntime:
             lse = self._rows(b["LSE"], L.q_range, L.qidx)
             dq, dk, dv = self.kernels.backward(L, q, k, v, o, do, lse)
             if self._sliced(L):
-                off = 0
-                for a, n in zip(L.qf.tolist(), L.lq.tolist()):
-                    b["dQ"][a : a + n].add_(dq[off : off + n])
-                    off += n
-                off = 0
-                for a, n in zip(L.kf.tolist(), L.lk.tolist()):
-                    b["dK"][a : a + n].add_(dk[off : off + n])
-                    b["dV"][a : a + n].add_(dv[off : off + n])
-                    off += n
+                self._add_sliced(L, dq, dk, dv)
             else:
                 b["dQ"].index_add_(0, L.qidx, dq.float())
                 b["dK"].index_add_(0, L.kidx, dk.float())
                 b["dV"].index_add_(0, L.kidx, dv.float())
+
+    def _add_sliced(self, L, dq, dk, dv) -> None:
+        """Adds a sliced launch's dQ, dK, dV back into the rank's buffers, run by run (the fused
+        backward in fused.py shares it)."""
+        b = self._bufs
+        off = 0
+        for a, n in zip(L.qf.tolist(), L.lq.tolist()):
+            b["dQ"][a : a + n].add_(dq[off : off + n])
+            off += n
+        off = 0
+        for a, n in zip(L.kf.tolist(), L.lk.tolist()):
+            b["dK"][a : a + n].add_(dk[off : off + n])
+            b["dV"][a : a + n].add_(dv[off : off + n])
+            off += n
 
     # --- groups --------------------------------------------------------------------------------
 
