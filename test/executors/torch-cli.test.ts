@@ -10,44 +10,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { main } from '../../src/cli/main.ts';
 import { handleServeLine, serve } from '../../src/cli/serve.ts';
 import { findTorchPython, pythonPackageRoot, torchSuiteSkip } from '../../src/executors/torch/python.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { cli } from '../helpers/cli.ts';
 
 // Under CI a missing torch fails the suite (torchSuiteSkip throws) instead of skipping it.
 const skip = torchSuiteSkip();
 const python = skip ? null : findTorchPython();
 const dir = mkdtempSync(join(tmpdir(), 'fcp-torch-cli-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Runs the CLI in-process, capturing stdout and stderr. */
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const ow = process.stdout.write.bind(process.stdout);
-  const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => {
-    out += s;
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => {
-    err += s;
-    return true;
-  }) as typeof process.stderr.write;
-  const before = process.exitCode;
-  try {
-    const code = await main(args);
-    return { code, out, err };
-  } finally {
-    process.stdout.write = ow;
-    process.stderr.write = ew;
-    process.exitCode = before;
-  }
-}
 
 function planFile(world: number, name: string): string {
   const p = getPlanner('fcp').plan(resolveProblem({ batch: [64, 30, 17], world, model: SMALL_MODEL }), {

@@ -10,39 +10,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { main } from '../../src/cli/main.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson, writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { cli } from '../helpers/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-run-refusals-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Runs the CLI in-process, capturing stdout and stderr. */
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const ow = process.stdout.write.bind(process.stdout);
-  const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => {
-    out += s;
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => {
-    err += s;
-    return true;
-  }) as typeof process.stderr.write;
-  const before = process.exitCode;
-  try {
-    const code = await main(args);
-    return { code, out, err };
-  } finally {
-    process.stdout.write = ow;
-    process.stderr.write = ew;
-    process.exitCode = before;
-  }
-}
 
 /** Expects exit 2 and exactly one line `fcp: error: CODE...` on stderr, nothing on stdout. */
 async function refused(args: string[], code: string): Promise<string> {
