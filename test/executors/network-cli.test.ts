@@ -8,14 +8,12 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Command } from 'commander';
-import { register as registerCompare } from '../../src/cli/compare.ts';
-import { register as registerSimulate } from '../../src/cli/simulate.ts';
-import { FcpError } from '../../src/core/issues.ts';
 import { findSimgridPython } from '../../src/executors/simgrid/index.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { codeOfAsync } from '../helpers/errors.ts';
+import { simCli as run } from '../helpers/sim-cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-net-'));
 const planFile = join(dir, 'plan.json');
@@ -28,37 +26,6 @@ const badParams = join(dir, 'bad.json');
 writeFileSync(badParams, JSON.stringify({ format: 'fcp-network/1', params: { loss: 1.5, msgUs: 1 } }));
 const goodParams = join(dir, 'good.json');
 writeFileSync(goodParams, JSON.stringify({ format: 'fcp-network/1', params: { loss: 0.5, msgUs: 20 } }));
-
-async function run(...args: string[]): Promise<string> {
-  const program = new Command('fcp').exitOverride();
-  registerSimulate(program);
-  registerCompare(program);
-  let out = '';
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
-  try {
-    await program.parseAsync(args, { from: 'user' });
-    return out;
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-  }
-}
-
-const codeOf = async (p: Promise<unknown>): Promise<string> => {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof FcpError) return e.code;
-    throw e;
-  }
-  return 'none';
-};
 
 test('simulate names its network model; contention and a params file change the result', async () => {
   const fluid = await run('simulate', planFile);
@@ -122,23 +89,23 @@ test('compare --engine simgrid replays every plan through SimGrid and says so', 
 });
 
 test('bad network options get stable codes', async () => {
-  assert.equal(await codeOf(run('simulate', planFile, '--network', 'bogus')), 'option.network');
-  assert.equal(await codeOf(run('simulate', planFile, '--network-params', badParams)), 'network.params');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--network', 'bogus')), 'option.network');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--network-params', badParams)), 'network.params');
   assert.equal(
-    await codeOf(run('simulate', planFile, '--network-params', join(dir, 'none.json'))),
+    await codeOfAsync(run('simulate', planFile, '--network-params', join(dir, 'none.json'))),
     'io.read',
   );
-  assert.equal(await codeOf(run('simulate', planFile, '--engine', 'ns3')), 'option.engine');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--engine', 'ns3')), 'option.engine');
   assert.equal(
-    await codeOf(run('simulate', planFile, '--engine', 'simgrid', '--simgrid-model', 'ns3')),
+    await codeOfAsync(run('simulate', planFile, '--engine', 'simgrid', '--simgrid-model', 'ns3')),
     'option.simgridModel',
   );
   assert.equal(
-    await codeOf(run('simulate', planFile, '--engine', 'simgrid', '--network', 'contention')),
+    await codeOfAsync(run('simulate', planFile, '--engine', 'simgrid', '--network', 'contention')),
     'option.network',
   );
   assert.equal(
-    await codeOf(run('compare', '--strategies', 'fcp', '--world', '8', '--network', 'nope')),
+    await codeOfAsync(run('compare', '--strategies', 'fcp', '--world', '8', '--network', 'nope')),
     'option.network',
   );
 });

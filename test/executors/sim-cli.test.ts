@@ -6,13 +6,11 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Command } from 'commander';
-import { register as registerCompare } from '../../src/cli/compare.ts';
-import { register as registerSimulate } from '../../src/cli/simulate.ts';
-import { FcpError } from '../../src/core/issues.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
+import { codeOfAsync } from '../helpers/errors.ts';
+import { simCli as run } from '../helpers/sim-cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-sim-'));
 const planFile = join(dir, 'plan.json');
@@ -20,38 +18,6 @@ writePlan(
   planFile,
   simplePlan(resolveProblem({ world: 4, batch: 'longtail', seed: 2, tokensPerRank: 8192 })),
 );
-
-/** Runs the program on `args`; returns stdout (stderr is swallowed). */
-async function run(...args: string[]): Promise<string> {
-  const program = new Command('fcp').exitOverride();
-  registerSimulate(program);
-  registerCompare(program);
-  let out = '';
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
-  try {
-    await program.parseAsync(args, { from: 'user' });
-    return out;
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-  }
-}
-
-const codeOf = async (p: Promise<unknown>): Promise<string> => {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof FcpError) return e.code;
-    throw e;
-  }
-  return 'none';
-};
 
 test('simulate prints a table, --json the full result, --trace a Chrome trace', async () => {
   const text = await run('simulate', planFile);
@@ -74,12 +40,12 @@ test('simulate prints a table, --json the full result, --trace a Chrome trace', 
 });
 
 test('simulate rejects bad options with stable codes', async () => {
-  assert.equal(await codeOf(run('simulate', planFile, '--cluster', 'nope')), 'cluster.unknown');
-  assert.equal(await codeOf(run('simulate', planFile, '--kernel', 'fast')), 'option.kernel');
-  assert.equal(await codeOf(run('simulate', planFile, '--nic-gbps', 'x')), 'option.nicGbps');
-  assert.equal(await codeOf(run('simulate', join(dir, 'missing.json'))), 'io.read');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--cluster', 'nope')), 'cluster.unknown');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--kernel', 'fast')), 'option.kernel');
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--nic-gbps', 'x')), 'option.nicGbps');
+  assert.equal(await codeOfAsync(run('simulate', join(dir, 'missing.json'))), 'io.read');
   assert.equal(
-    await codeOf(run('simulate', planFile, '--calibration', join(dir, 'missing.json'))),
+    await codeOfAsync(run('simulate', planFile, '--calibration', join(dir, 'missing.json'))),
     'io.read',
   );
 });
@@ -126,7 +92,7 @@ test('compare writes compare.json and plots, deterministically; a failure writes
   assert.ok(!existsSync(join(out, 'stale.txt')), 'the folder is replaced as a whole');
   const bad = join(dir, 'bad');
   assert.equal(
-    await codeOf(run('compare', '--strategies', 'ring,nope', '--world', '2', '--out', bad)),
+    await codeOfAsync(run('compare', '--strategies', 'ring,nope', '--world', '2', '--out', bad)),
     'strategy.unknown',
   );
   assert.ok(!existsSync(bad));

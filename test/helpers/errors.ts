@@ -11,3 +11,14 @@ export const codeOf = (f: () => unknown): string => {
   }
   assert.fail('expected an FcpError');
 };
+
+/** The code of the FcpError that `p` rejects with; `none` when it resolves; other errors rethrown. */
+export const codeOfAsync = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof FcpError) return e.code;
+    throw e;
+  }
+  return 'none';
+};
