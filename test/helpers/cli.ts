@@ -7,12 +7,16 @@ export async function cli(args: string[]): Promise<{ code: number; out: string; 
   let err = '';
   const ow = process.stdout.write.bind(process.stdout);
   const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => {
-    out += s;
+  // The CLI writes strings; the test runner reports through this process's stdout in binary
+  // chunks, which must pass (or the results of the tests that ran meanwhile are lost).
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+    if (typeof chunk !== 'string') return ow(chunk, ...rest);
+    out += chunk;
     return true;
   }) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => {
-    err += s;
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+    if (typeof chunk !== 'string') return ew(chunk, ...rest);
+    err += chunk;
     return true;
   }) as typeof process.stderr.write;
   const before = process.exitCode;

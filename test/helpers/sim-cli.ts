@@ -11,11 +11,15 @@ export async function simCli(...args: string[]): Promise<string> {
   let out = '';
   const write = process.stdout.write.bind(process.stdout);
   const writeErr = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
+  // The CLI writes strings; the test runner reports through this process's stdout in binary
+  // chunks, which must pass (or the results of the tests that ran meanwhile are lost).
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+    if (typeof chunk !== 'string') return write(chunk, ...rest);
+    out += chunk;
     return true;
   }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) =>
+    typeof chunk === 'string' ? true : writeErr(chunk, ...rest)) as typeof process.stderr.write;
   try {
     await program.parseAsync(args, { from: 'user' });
     return out;
