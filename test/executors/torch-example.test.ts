@@ -10,8 +10,8 @@
  *   issue 16's W = 4;
  * - 2 data-parallel replicas x 2-way CP in CP process groups (ranks inside the group, not global):
  *   issue 16's cp_group acceptance and its W = 2 (each replica is a 2-rank CP run of its own batch).
- * This replaces three launches here and test/executors/torch-train.test.ts (python/tests/dist_layers.py,
- * the same property on a hand-made model, is kept as a tool).
+ * This replaces three launches here and test/executors/torch-train.test.ts (whose harness,
+ * python/tests/dist_layers.py, copied this example's model and is gone with it).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
