@@ -1,44 +1,26 @@
 /**
  * `fcp validate`: exit status 0 for a valid plan, 1 for a plan that breaks a rule (issues printed
  * as `code at path[row]: message`), FcpError (the CLI's exit 2) for unreadable or malformed files.
- * Runs the command in-process on a program holding only this command.
+ * Runs the command in-process through the CLI's `main` (test/helpers/cli.ts).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Command } from 'commander';
-import { register } from '../../src/cli/validate.ts';
-import { FcpError } from '../../src/core/issues.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson, writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { simplePlan } from '../fixtures/simple-plan.ts';
+import { cli } from '../helpers/cli.ts';
 import { clonePlan } from './mutate.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-validate-'));
 const plan = simplePlan(resolveProblem({ batch: [40, 9, 70], world: 2, model: SMALL_MODEL }));
 
-/** Runs `validate ...args`; returns stdout and the exit code the command set. */
-async function run(...args: string[]): Promise<{ out: string; code: number }> {
-  const program = new Command('fcp').exitOverride();
-  register(program);
-  let out = '';
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  const saved = process.exitCode;
-  try {
-    await program.parseAsync(['validate', ...args], { from: 'user' });
-    return { out, code: Number(process.exitCode ?? 0) };
-  } finally {
-    process.stdout.write = write;
-    process.exitCode = saved;
-  }
-}
+/** Runs `fcp validate ...args` in-process (test/helpers/cli.ts); returns stdout, stderr and the exit code. */
+const run = async (...args: string[]): Promise<{ out: string; err: string; code: number }> =>
+  cli(['validate', ...args]);
 
 test('a valid plan (gzip too) prints the report and exits 0', async () => {
   const file = join(dir, 'ok.json.gz');
@@ -66,7 +48,10 @@ test('a plan that breaks a rule lists its issues and exits 1; --json prints the 
 
 test('unreadable, malformed and other-version files are user errors (exit 2 in main)', async () => {
   const expect = async (file: string, code: string): Promise<void> => {
-    await assert.rejects(run(file), (e: unknown) => e instanceof FcpError && e.code === code);
+    const r = await run(file);
+    assert.equal(r.code, 2);
+    assert.equal(r.err.match(/^fcp: error: ([\w.]+)[: ]/m)?.[1], code, r.err);
+    assert.equal(r.err.trim().split('\n').length, 1, r.err);
   };
   await expect(join(dir, 'missing.json'), 'io.read');
   const junk = join(dir, 'junk.json');

@@ -8,38 +8,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { main } from '../../src/cli/main.ts';
 import { readPlan } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { cli } from '../helpers/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-plan-cli-'));
 
-/** Runs `fcp ARGS...`; returns the exit code and what went to stdout and stderr. */
-async function fcp(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => {
-    err += String(chunk);
-    return true;
-  }) as typeof process.stderr.write;
-  // main() reports process.exitCode, which the test runner sets after a failing test: start clean.
-  const saved = process.exitCode;
-  process.exitCode = undefined;
-  try {
-    const code = await main(args);
-    return { code, out, err };
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-    process.exitCode = saved;
-  }
-}
+/** Runs `fcp ARGS...` in-process (test/helpers/cli.ts). */
+const fcp = (...args: string[]) => cli(args);
 
 const small = ['--world', '8', '--tokens-per-rank', '2048', '--block-size', '256'];
 
