@@ -2,6 +2,9 @@
 
     /usr/bin/python3 examples/train.py --world 4 --steps 5                    # 4 gloo processes, CPU
     /usr/bin/python3 examples/train.py --world 2 --dp 2 --steps 3 --check     # 2 replicas x 2-way CP
+    # a machine without Node (the GPU machine): plans written beforehand, here, then read from DIR
+    /usr/bin/python3 examples/train.py --world 2 --steps 3 --write-plans DIR  # needs the fcp CLI
+    python3 examples/train.py --world 2 --steps 3 --plans DIR --device cuda --dtype bfloat16 --check
 
 The model is plain PyTorch (embedding, RMSNorm, grouped-query attention with RoPE, SwiGLU MLP,
 LM head; no transformers needed). Each step trains on a packed long-tailed batch: `--batch` names
@@ -17,6 +20,14 @@ computes, in this one process with plain attention over every whole sequence, th
 parameter's gradient, and prints one JSON line with the largest relative errors (float32; the
 test test/executors/torch-example.test.ts requires <= 1e-5). Processes are started here (Debian's
 torchrun is broken); `fcp_torch` comes from an installed fcp-torch or from ../python.
+
+`--device cuda` puts every process on GPU `rank % device_count` (several ranks may share one GPU);
+the process group stays gloo, so the attention's messages go through host copies
+(comm.StagedComm) and gradients are summed in float32 on the host. With `--dtype bfloat16` the
+model runs in bf16 and `--check` compares with a float32 reference (plain attention, float32
+weights equal to the bf16 run's) both the FCP run and the same bf16 model with unsharded
+per-sequence SDPA: the JSON line gives each one's relative errors and their ratio (FCP's error
+over SDPA's; 1 = as accurate as unsharded bf16 attention).
 """
 from __future__ import annotations
 
@@ -54,13 +65,14 @@ class RMSNorm(torch.nn.Module):
 
 
 def rope(x: torch.Tensor, pos: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """Rotary embedding of x [n, heads, D] at positions pos [n] (rotate-half convention)."""
+    """Rotary embedding of x [n, heads, D] at positions pos [n] (rotate-half convention).
+    Angles in float32 on x's device; the result in x's dtype (bf16 stays bf16)."""
     D = x.shape[-1]
-    inv = theta ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)
-    ang = pos.float()[:, None] * inv[None, :]
+    inv = theta ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
+    ang = pos.to(x.device).float()[:, None] * inv[None, :]
     cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
     a, b = x[..., : D // 2], x[..., D // 2 :]
-    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1).to(x.dtype)
 
 
 class Block(torch.nn.Module):
@@ -115,8 +127,28 @@ def plain_attention(lengths: List[int]):
             g = qs.shape[1] // ks.shape[1]
             ks, vs = ks.repeat_interleave(g, 1), vs.repeat_interleave(g, 1)
             s = torch.einsum("ihd,jhd->hij", qs, ks) / math.sqrt(qs.shape[-1])
-            s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
+            s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool, device=s.device).tril(), float("-inf"))
             out.append(torch.einsum("hij,jhd->ihd", s.softmax(-1), vs))
+            at += L
+        return torch.cat(out)
+
+    return attn
+
+
+def sdpa_attention(lengths: List[int]):
+    """Unsharded causal attention of each whole sequence through torch's scaled_dot_product_attention
+    in the inputs' dtype (what a bf16 model without CP runs; torch >= 2.0; older torch, as Debian's
+    1.13 on CPU: plain attention in the inputs' dtype)."""
+    if not hasattr(F, "scaled_dot_product_attention"):
+        return plain_attention(lengths)
+
+    def attn(q, k, v):
+        out, at = [], 0
+        for L in lengths:
+            qs, ks, vs = (t[at : at + L].transpose(0, 1)[None] for t in (q, k, v))
+            g = qs.shape[1] // ks.shape[1]
+            ks, vs = ks.repeat_interleave(g, 1), vs.repeat_interleave(g, 1)
+            out.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)[0].transpose(0, 1))
             at += L
         return torch.cat(out)
 
@@ -175,15 +207,16 @@ def worker(a) -> None:
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
+    dev, dt = device_of(a, rank), DTYPES[a.dtype]
     dist.init_process_group("gloo", rank=rank, world_size=size)
     W, DP = a.world, a.dp
     replica = rank // W
     # CP groups: ranks [d*W, (d+1)*W); every process creates every group, in the same order.
     groups = [dist.new_group(list(range(d * W, (d + 1) * W))) for d in range(DP)]
     cp = groups[replica]
-    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed)
+    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed).to(dev, dt)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
-    client = PlannerClient() if rank == 0 else None
+    client = PlannerClient() if rank == 0 and not a.plans else None
     ahead = None
     if client is not None:  # plans of step 0, then always one step ahead
         ahead = [client.submit(**plan_request(a, 0, d, a.out)) for d in range(DP)]
@@ -197,32 +230,41 @@ def worker(a) -> None:
                 if step + 1 < a.steps:  # planning of step k+1 overlaps training of step k
                     ahead = [client.submit(**plan_request(a, step + 1, d, a.out)) for d in range(DP)]
                 del plans
-            box = [paths if client is not None else None]
-            dist.broadcast_object_list(box, src=0)
-            plan = fcp_torch.read_plan(box[0][replica])
+            if a.plans:  # pre-made plan files (--write-plans): every rank reads its own
+                paths = [plan_path(a.plans, step, d) for d in range(DP)]
+            else:
+                box = [paths if client is not None else None]
+                dist.broadcast_object_list(box, src=0)
+                paths = box[0]
+            plan = fcp_torch.read_plan(paths[replica])
             lengths = plan.sequences.tolist()
             ids, labels, pos = tokens(lengths, a.vocab, a.seed, step, replica)
             sh = shard(lengths, plan, cp_group=cp)
-            attn = sh.attention()
+            attn = sh.attention(device=str(dev), dtype=dt, kernel=a.kernel)
             n_labels = int((labels != -100).sum())
             opt.zero_grad()
-            logits = model(sh.take(ids), sh.position_ids, attn)
-            loss = F.cross_entropy(logits, sh.take(labels), ignore_index=-100, reduction="sum") / n_labels / DP
+            logits = model(sh.take(ids).to(dev), sh.position_ids.to(dev), attn)
+            loss = F.cross_entropy(logits.float(), sh.take(labels).to(dev), ignore_index=-100, reduction="sum") / n_labels / DP
             loss.backward()
             if a.check and step == 0:  # the replica's packed logits, back from every CP rank
-                full = gather(logits.detach(), sh)
+                full = gather(logits.detach().float().cpu(), sh)  # gloo gathers host tensors only
                 if rank == 0:
                     record["logits0"] = full
-            lv = loss.detach().clone()
+            lv = loss.detach().float().cpu()
             dist.all_reduce(lv)  # sum over the CP ranks and replicas: the mean replica loss
             for p in model.parameters():
-                dist.all_reduce(p.grad)
+                if dev.type == "cpu" and dt == torch.float32:
+                    dist.all_reduce(p.grad)
+                else:  # gloo sums host tensors; float32 so the sum over ranks adds no bf16 rounding
+                    g = p.grad.float().cpu()
+                    dist.all_reduce(g)
+                    p.grad.copy_(g)
             if rank == 0:
                 print(f"step {step} loss {float(lv):.6f} ({len(lengths)} sequences, {sum(lengths)} tokens per replica)", flush=True)
                 if a.check:
                     record["losses"].append(float(lv))
-                    record["grads"].append([p.grad.detach().clone() for p in model.parameters()])
-                    record["params"].append([p.detach().clone() for p in model.parameters()])
+                    record["grads"].append([p.grad.detach().float().cpu().clone() for p in model.parameters()])
+                    record["params"].append([p.detach().cpu().clone() for p in model.parameters()])
             opt.step()
     finally:
         if client is not None:
@@ -234,31 +276,102 @@ def worker(a) -> None:
 
 
 def reference(a) -> dict:
-    """Loss and gradients of each step at the CP run's parameters, one process, plain attention."""
+    """Loss and gradients of each step at the CP run's parameters, one process, plain attention.
+
+    float32 runs: the reference is the same model in float32 with plain attention. Other dtypes: the
+    reference is float32 (the run's parameters upcast, exactly representable), and the same model in
+    the run's dtype with unsharded SDPA is measured against it too; `ratio` = FCP's error over SDPA's."""
     from fcp_torch import read_plan
 
     rec = torch.load(os.path.join(a.out, "record.pt"))
-    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed)
-    grad_err = loss_err = logit_err = 0.0
+    dev, dt = device_of(a, 0), DTYPES[a.dtype]
+    low = dt != torch.float32
+    model = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed).to(dev)
+    lowm = LlamaLike(a.vocab, a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn, a.seed).to(dev, dt) if low else None
+    err = {"fcp": {"grad": 0.0, "loss": 0.0, "logits": 0.0, "perParamRatio": 0.0}, "sdpa": {"grad": 0.0, "loss": 0.0, "logits": 0.0}}
+    rel = lambda x, y: float((x.float() - y.float()).norm() / y.float().norm().clamp_min(1e-30))  # noqa: E731
     for step in range(a.steps):
         with torch.no_grad():
-            for p, v in zip(model.parameters(), rec["params"][step]):
-                p.copy_(v)
-        model.zero_grad()
-        total = 0.0
+            for m in (model, lowm) if low else (model,):
+                for p, v in zip(m.parameters(), rec["params"][step]):
+                    p.copy_(v.to(dev))
+        total, total_low = 0.0, 0.0
+        for m in (model, lowm) if low else (model,):
+            m.zero_grad()
         for d in range(a.dp):
-            lengths = read_plan(os.path.join(a.out, f"plan-{step}-{d}.json")).sequences.tolist()
+            lengths = read_plan(plan_path(a.plans or a.out, step, d)).sequences.tolist()
             ids, labels, pos = tokens(lengths, a.vocab, a.seed, step, d)
+            ids, labels, pos = ids.to(dev), labels.to(dev), pos.to(dev)
+            n = int((labels != -100).sum())
             logits = model(ids, pos, plain_attention(lengths))
-            if step == 0 and d == 0:
-                logit_err = float((rec["logits0"] - logits.detach()).norm() / logits.detach().norm())
-            loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / int((labels != -100).sum()) / a.dp
+            loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / n / a.dp
             loss.backward()
             total += float(loss)
-        loss_err = max(loss_err, abs(rec["losses"][step] - total) / abs(total))
-        for (name, p), g in zip(model.named_parameters(), rec["grads"][step]):
-            grad_err = max(grad_err, float((g - p.grad).norm() / p.grad.norm()))
-    return {"maxGradRelErr": grad_err, "maxLossRelErr": loss_err, "logitRelErr": logit_err, "params": len(rec["grads"][0])}
+            if low:
+                ll = lowm(ids, pos, sdpa_attention(lengths))
+                lo = F.cross_entropy(ll.float(), labels, ignore_index=-100, reduction="sum") / n / a.dp
+                lo.backward()
+                total_low += float(lo)
+            if step == 0 and d == 0:
+                err["fcp"]["logits"] = rel(rec["logits0"].to(dev), logits.detach())
+                if low:
+                    err["sdpa"]["logits"] = rel(ll.detach(), logits.detach())
+        err["fcp"]["loss"] = max(err["fcp"]["loss"], abs(rec["losses"][step] - total) / abs(total))
+        if low:
+            err["sdpa"]["loss"] = max(err["sdpa"]["loss"], abs(total_low - total) / abs(total))
+        for i, (p, g) in enumerate(zip(model.parameters(), rec["grads"][step])):
+            e = rel(g.to(dev), p.grad)
+            err["fcp"]["grad"] = max(err["fcp"]["grad"], e)
+            if low:
+                es = rel(list(lowm.parameters())[i].grad, p.grad)
+                err["sdpa"]["grad"] = max(err["sdpa"]["grad"], es)
+                err["fcp"]["perParamRatio"] = max(err["fcp"]["perParamRatio"], e / max(es, 1e-30))
+    out = {"maxGradRelErr": err["fcp"]["grad"], "maxLossRelErr": err["fcp"]["loss"], "logitRelErr": err["fcp"]["logits"], "params": len(rec["grads"][0])}
+    if low:
+        out.update(
+            dtype=a.dtype,
+            device=str(dev),
+            sdpa={"maxGradRelErr": err["sdpa"]["grad"], "maxLossRelErr": err["sdpa"]["loss"], "logitRelErr": err["sdpa"]["logits"]},
+            ratio={
+                "maxGradRelErr": err["fcp"]["grad"] / max(err["sdpa"]["grad"], 1e-30),
+                "logitRelErr": err["fcp"]["logits"] / max(err["sdpa"]["logits"], 1e-30),
+                "maxLossRelErr": err["fcp"]["loss"] / max(err["sdpa"]["loss"], 1e-30),
+                "worstParam": err["fcp"]["perParamRatio"],
+            },
+        )
+    return out
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def device_of(a, rank: int) -> torch.device:
+    """This process's device: the CPU, or GPU rank % device_count (ranks may share a GPU)."""
+    if a.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("train.py: --device cuda but torch sees no GPU")
+    d = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(d)
+    return d
+
+
+def plan_path(d: str, step: int, replica: int) -> str:
+    return os.path.join(d, f"plan-{step}-{replica}.json")
+
+
+def write_plans(a) -> int:
+    """Plans of every step and replica into a.write_plans (the files `--plans` reads), through fcp serve."""
+    from fcp_torch import PlannerClient
+
+    os.makedirs(a.write_plans, exist_ok=True)
+    out = os.path.abspath(a.write_plans)
+    with PlannerClient() as client:
+        futs = [client.submit(**plan_request(a, step, d, out)) for step in range(a.steps) for d in range(a.dp)]
+        for f in futs:
+            f.result()
+    print(f"wrote {len(futs)} plans to {out}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -279,6 +392,11 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--check", action="store_true", help="compare every step with one process and plain attention")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: GPU rank %% device_count; the group stays gloo")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="model and attention dtype")
+    ap.add_argument("--kernel", default="auto", help="attention kernel policy (fcp_torch.kernels: math, flash, cudnn, auto)")
+    ap.add_argument("--plans", help="read plan-STEP-REPLICA.json from this folder instead of asking fcp serve")
+    ap.add_argument("--write-plans", metavar="DIR", help="only write the plans of every step into DIR (needs the fcp CLI) and exit")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -286,6 +404,8 @@ def main(argv=None) -> int:
     if a.worker:
         worker(a)
         return 0
+    if a.write_plans:
+        return write_plans(a)
     from fcp_torch.launch import free_port
 
     a.out = tempfile.mkdtemp(prefix="fcp-train-")

@@ -79,7 +79,7 @@ class FcpAttention:
         if comm is None and (p.world > 1 or cp_group is not None):
             import torch.distributed as dist
 
-            from .comm import DistComm
+            from .comm import DistComm, StagedComm
 
             if dist.is_available() and dist.is_initialized():
                 size = dist.get_world_size(cp_group)
@@ -88,7 +88,10 @@ class FcpAttention:
                 if rank is not None and rank != me:
                     raise PlanError("run.rank", f"rank {rank} was given but this process is rank {me} of its CP group")
                 rank = me
-                comm = DistComm(rank, p.world, torch.device(device), cp_group)
+                # gloo moves host tensors only: CUDA tensors of a gloo group (several ranks on one
+                # GPU, where NCCL refuses) travel through host copies.
+                staged = torch.device(device).type == "cuda" and dist.get_backend(cp_group) == "gloo"
+                comm = (StagedComm if staged else DistComm)(rank, p.world, torch.device(device), cp_group)
             elif cp_group is not None:
                 raise PlanError("run.noGroup", "a cp_group was given but torch.distributed is not initialised")
         rank = 0 if rank is None else rank
