@@ -55,7 +55,9 @@ ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "tm
 ap.add_argument("--budget", type=float, default=540.0, help="seconds; sections stop starting work past it")
 ap.add_argument("--smoke", action="store_true", help="CPU, tiny sizes: check the script itself")
 ap.add_argument("--manifest", action="store_true", help="pick replay ranks (CPU) into plans/manifest.json and exit")
-ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,calibrate,replay,multigpu")
+ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,hftest,train,memory,calibrate,replay,multigpu")
+ap.add_argument("--train-worlds", default="1,2,4", help="train: CP world sizes of examples/train.py (plans from scripts/gpu/train-plans.sh)")
+ap.add_argument("--memory-plans", default="num-fcp-1,w1-fcp-longtail-64k,num-fcp-4", help="memory: plans whose ranks are measured against fcp_torch.memory")
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
 ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
@@ -703,6 +705,77 @@ def hf_section() -> None:
     log("hf", json.dumps(res))
 
 
+def _subprocess(cmd, cwd, timeout):
+    """Runs a helper process; (exit code, stdout, stderr tail); a timeout is exit code 124."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        return p.returncode, p.stdout, p.stderr[-3000:]
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+
+
+@section("hftest")
+def hftest() -> None:
+    """python/tests/gpu_test_hf.py (attn_implementation="fcp" on a random Llama against sdpa, bf16)."""
+    code, out, err = _subprocess([sys.executable, "-m", "unittest", "tests.gpu_test_hf", "-v"], os.path.join(ROOT, "python"), 300)
+    R["hftest"] = {"exit": code, "stdout": out[-2000:], "stderr": err}
+    log("hftest exit", code, out[-600:], err[-1200:])
+
+
+@section("train")
+def train() -> None:
+    """examples/train.py on the GPU in bf16 with pre-made plans (scripts/gpu/train-plans.sh): W processes
+    on the one GPU (gloo, attention messages through host copies), 3 layers, 3 steps, checked against
+    float32 with unsharded bf16 SDPA beside."""
+    targs = open(os.path.join(PLANS, "train-args.txt")).read().split()
+    if SMOKE:  # one step of a narrow model on the same plans
+        targs += ["--steps", "1", "--dim", "32", "--ffn", "64", "--vocab", "64", "--layers", "2"]
+    res = {"args": " ".join(targs), "runs": {}}
+    for W in [int(x) for x in args.train_worlds.split(",") if x]:
+        if left() < 60:
+            res["runs"][str(W)] = {"skipped": "time budget"}
+            continue
+        cmd = [sys.executable, os.path.join(ROOT, "examples", "train.py"), *targs, "--world", str(W),
+               "--plans", os.path.join(PLANS, f"train-w{W}"), "--device", DEV.type, "--dtype", "bfloat16" if not SMOKE else "float32",
+               "--check", "--timeout", "240"]
+        t = time.time()
+        code, out, err = _subprocess(cmd, ROOT, 280)
+        r = {"exit": code, "s": time.time() - t, "losses": [ln for ln in out.splitlines() if ln.startswith("step ")], "stderr": err[-1500:] if code else ""}
+        js = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if js:
+            r["check"] = json.loads(js[-1])
+        res["runs"][str(W)] = r
+        log("train W", W, json.dumps(r)[:1500])
+        save()
+    R["train"] = res
+
+
+@section("memory")
+def memory_section() -> None:
+    """fcp_torch.memory's estimate against torch.cuda.max_memory_allocated: python/tests/measure_memory.py
+    --device cuda (one process per plan rank on the one GPU, 3 layers sharing one FcpAttention, bf16)."""
+    res = {}
+    for name in [n for n in args.memory_plans.split(",") if n]:
+        if left() < 60:
+            res[name] = {"skipped": "time budget"}
+            continue
+        path = os.path.join(PLANS, f"{name}.json.gz") if not SMOKE else os.path.join(PLANS, "train-w2", "plan-0-0.json")
+        cmd = [sys.executable, "-m", "tests.measure_memory", "--plan", path, "--layers", "3", "--dtype", "bfloat16" if not SMOKE else "float32",
+               "--device", DEV.type, "--kernel", "auto", "--timeout", "200"]
+        t = time.time()
+        code, out, err = _subprocess(cmd, os.path.join(ROOT, "python"), 240)
+        r = {"exit": code, "s": time.time() - t, "stderr": err[-1500:] if code else ""}
+        js = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if js:
+            m = json.loads(js[-1])
+            r["ranks"] = [{k: x[k] for k in ("rank", "measured", "estimated", "relErr")} | {"detail": x["detail"]} for x in m["ranks"]]
+            r["max_abs_rel_err"] = max(abs(x["relErr"]) for x in m["ranks"])
+        res[name] = r
+        log("memory", name, json.dumps({k: v for k, v in r.items() if k != "ranks"}), [(x["measured"], x["estimated"], round(x["relErr"], 3)) for x in r.get("ranks", [])])
+        save()
+    R["memory"] = res
+
+
 @section("replay")
 def replay() -> None:
     from fcp_torch.replay import replay_rank
@@ -873,6 +946,20 @@ def summary() -> str:
         for r in res.get("runs", []) if isinstance(res, dict) else []:
             if "forward_ms" in r:
                 lines.append(f"  {name:18s} {r['which']:8s} r{r['rank']:<4} {r['kernel']:5s} {r['forward_ms']:8.1f} {r['forward_mfu']:.3f} {r['backward_ms']:8.1f} {r['backward_mfu']:.3f}")
+    for W, r in R.get("train", {}).get("runs", {}).items():
+        c = r.get("check")
+        if c and "ratio" in c:
+            lines.append(f"train.py W={W} bf16: grad err {c['maxGradRelErr']:.2e} (sdpa {c['sdpa']['maxGradRelErr']:.2e}, ratio {c['ratio']['maxGradRelErr']:.3f}), "
+                         f"logits {c['logitRelErr']:.2e} (sdpa {c['sdpa']['logitRelErr']:.2e}, ratio {c['ratio']['logitRelErr']:.3f}), worst param ratio {c['ratio']['worstParam']:.3f}")
+        else:
+            lines.append(f"train.py W={W}: exit {r.get('exit')} {c or r.get('skipped') or r.get('stderr', '')[-300:]}")
+    for name, r in R.get("memory", {}).items():
+        if "ranks" in r:
+            lines.append(f"memory {name}: measured/estimated MB " + ", ".join(f"r{x['rank']} {x['measured'] / 1e6:.1f}/{x['estimated'] / 1e6:.1f} ({x['relErr']:+.3f})" for x in r["ranks"]))
+        else:
+            lines.append(f"memory {name}: {r}")
+    if "hftest" in R:
+        lines.append(f"hf test (python/tests/gpu_test_hf.py): exit {R['hftest']['exit']}; {R['hftest']['stdout'][-300:].strip()} {R['hftest']['stderr'][-300:].strip()}")
     mg = R.get("multigpu", {})
     if "runs" in mg:
         lines.append(f"multi-GPU ({mg['world']} GPUs, NCCL), p2p copy GB/s {mg['bandwidth']}: plan, fwd ms, fwd MFU, bwd ms, bwd MFU, max rel err vs SDPA")
@@ -898,6 +985,9 @@ if __name__ == "__main__":
     multirank()
     world1()
     hf_section()
+    hftest()
+    train()
+    memory_section()
     calibrate()
     replay()
     multigpu()
