@@ -202,36 +202,67 @@ def _index(first: np.ndarray, length: np.ndarray) -> np.ndarray:
     return ranges_index(first, length)
 
 
+def split_rows(lq: np.ndarray, lk: np.ndarray, max_rows: Optional[int]) -> List[np.ndarray]:
+    """Consecutive groups of pieces (indices into lq/lk) whose gathered rows, sum(lq + lk), stay within
+    `max_rows` (a piece larger than that is a group alone); one group of all when `max_rows` is None.
+
+    A launch gathers its pieces' Q and K/V rows and returns their outputs (and, backward, dQ/dK/dV)
+    as dense temporaries: a ring rank's op reads its query chunk against many K/V chunks, so one
+    launch of all of them holds several times the rank's live set. Capping the rows bounds them."""
+    n = len(lq)
+    if max_rows is None or n == 0:
+        return [np.arange(n)]
+    rows = (lq + lk).astype(np.int64)
+    out, start, acc = [], 0, 0
+    for i in range(n):
+        if i > start and acc + int(rows[i]) > max_rows:
+            out.append(np.arange(start, i))
+            start, acc = i, 0
+        acc += int(rows[i])
+    out.append(np.arange(start, n))
+    return out
+
+
 def plan_launches(
-    pieces: Pieces, qfirst: np.ndarray, kfirst: np.ndarray, kernel: str, device, available: Dict[str, bool]
+    pieces: Pieces,
+    qfirst: np.ndarray,
+    kfirst: np.ndarray,
+    kernel: str,
+    device,
+    available: Dict[str, bool],
+    max_rows: Optional[int] = None,
 ) -> List[Launch]:
-    """Groups an op's pieces into launches for `kernel` (math, flash, cudnn, auto)."""
+    """Groups an op's pieces into launches for `kernel` (math, flash, cudnn, auto); `max_rows`
+    bounds each launch's gathered rows (split_rows; None: one launch per kind and shape class)."""
     out: List[Launch] = []
     pairs = piece_pairs(pieces)
 
     def varlen(m: np.ndarray, name: str) -> None:
         for c in (False, True):
-            mm = m & (pieces.causal == c)
-            if not mm.any():
-                continue
-            lq, lk = pieces.lq[mm], pieces.lk[mm]
-            cu_q = np.concatenate(([0], np.cumsum(lq))).astype(np.int32)
-            cu_k = np.concatenate(([0], np.cumsum(lk))).astype(np.int32)
-            out.append(
-                Launch(
-                    name,
-                    c,
-                    _t(_index(qfirst[mm], lq), device),
-                    _t(_index(kfirst[mm], lk), device),
-                    lq,
-                    lk,
-                    torch.from_numpy(cu_q).to(device) if name == "flash" else None,
-                    torch.from_numpy(cu_k).to(device) if name == "flash" else None,
-                    pairs=int(pairs[mm].sum()),
-                    qf=qfirst[mm],
-                    kf=kfirst[mm],
-                ).finish()
-            )
+            sel = np.nonzero(m & (pieces.causal == c))[0]
+            for part in split_rows(pieces.lq[sel], pieces.lk[sel], max_rows):
+                if len(part):
+                    one(sel[part], c, name)
+
+    def one(mm: np.ndarray, c: bool, name: str) -> None:
+        lq, lk = pieces.lq[mm], pieces.lk[mm]
+        cu_q = np.concatenate(([0], np.cumsum(lq))).astype(np.int32)
+        cu_k = np.concatenate(([0], np.cumsum(lk))).astype(np.int32)
+        out.append(
+            Launch(
+                name,
+                c,
+                _t(_index(qfirst[mm], lq), device),
+                _t(_index(kfirst[mm], lk), device),
+                lq,
+                lk,
+                torch.from_numpy(cu_q).to(device) if name == "flash" else None,
+                torch.from_numpy(cu_k).to(device) if name == "flash" else None,
+                pairs=int(pairs[mm].sum()),
+                qf=qfirst[mm],
+                kf=kfirst[mm],
+            ).finish()
+        )
 
     if kernel == "math":
         # One launch per piece keeps the math kernel's memory at one piece's scores.
@@ -271,11 +302,12 @@ def plan_launches(
         for u in range(len(uniq)):
             members = idx[inv == u]
             lq_, lk_, c_ = (int(x) for x in uniq[u])
-            # powers of two, largest first, to bound distinct cuDNN graphs
+            # powers of two, largest first, to bound distinct cuDNN graphs (and at most max_rows rows)
+            cap = len(members) if max_rows is None else max(1, max_rows // (lq_ + lk_))
             pos = 0
             n = len(members)
             while pos < n:
-                b = 1 << int(math.floor(math.log2(n - pos)))
+                b = 1 << int(math.floor(math.log2(min(n - pos, cap))))
                 mem = members[pos : pos + b]
                 pos += b
                 out.append(

@@ -77,6 +77,7 @@ def replay_rank(
     merge: str = "fused",
     pool: bool = False,
     pool_max_space: int = 1 << 22,
+    launch_rows: "int | str | None" = None,
 ) -> dict:
     """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
 
@@ -90,10 +91,17 @@ def replay_rank(
     `pool_max_space` tokens are folded instead (the host-side allocation of a 256-rank ring rank takes
     a minute). Peak memory is `torch.cuda.max_memory_allocated` over the timed iterations, beside the
     computed live set (`liveness.live_set_bytes`).
+
+    `launch_rows`: the most gathered rows of one launch (RankRuntime.launch_rows); "q" = half the
+    rank's query space (at least 4096), which bounds a launch's temporaries to a fraction of the
+    live set.
     """
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
     rt = RankRuntime(prog, None, device, dtype, kernel, local=True)
+    if launch_rows == "q":
+        launch_rows = max(rt.qspace.size // 2, 4096)
+    rt.launch_rows = launch_rows
     if merge == "legacy":
         rt.fused = None
     prep_s = rt.prepare()
@@ -186,6 +194,7 @@ def replay_rank(
         "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
         "fused_backend": rt.fused.backend if rt.fused is not None else None,
         "pool_rows": pool_rows,
+        "launch_rows": launch_rows,
         # fused path: query rows with a float32 accumulator (partials meet) / rows written directly
         "fwd_acc_rows": int(rt._fwd_layout.acc_slots.numel()) if getattr(rt, "_fwd_layout", None) is not None else None,
         "fwd_direct_rows": rt._fwd_layout.direct_rows if getattr(rt, "_fwd_layout", None) is not None else None,

@@ -87,8 +87,12 @@ class RankRuntime:
         local: bool = False,
         time_ops: bool = True,
         softmax_scale: Optional[float] = None,
+        launch_rows: Optional[int] = None,
     ):
         self.prog = prog
+        # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
+        # Set before prepare(): launches are built once.
+        self.launch_rows = launch_rows
         self.comm = comm if comm is not None else LocalComm()
         self.device = torch.device(device)
         self.dtype = dtype
@@ -162,7 +166,9 @@ class RankRuntime:
             pieces = decompose(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length, self.prog.causal, self.mode)
             qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
             kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
-            self._launch_cache[key] = plan_launches(pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available)
+            self._launch_cache[key] = plan_launches(
+                pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available, self.launch_rows
+            )
         return self._launch_cache[key]
 
     def prepare(self) -> float:
