@@ -78,6 +78,7 @@ def replay_rank(
     pool: bool = False,
     pool_max_space: int = 1 << 22,
     launch_rows: "int | str | None" = None,
+    graph: bool = False,
 ) -> dict:
     """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
 
@@ -95,6 +96,9 @@ def replay_rank(
     `launch_rows`: the most gathered rows of one launch (RankRuntime.launch_rows); "q" = half the
     rank's query space (at least 4096), which bounds a launch's temporaries to a fraction of the
     live set.
+
+    `graph`: also capture the forward phase as one CUDA graph and time its replays against eager
+    calls on the same buffers (`graph_forward`; issue 17's optional capture when shapes repeat).
     """
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
@@ -167,6 +171,7 @@ def replay_rank(
     kernel_ms = None
     if profile and rt.cuda:
         kernel_ms = _profile_kernels(rt, base, nq, nk, dtype)
+    graph_res = graph_forward(rt, base, nq) if graph and rt.cuda else None
     pairs_f = prog.attended_pairs("forward")
     pairs_b = prog.attended_pairs("backward")
     flops_f = 4.0 * pairs_f * prog.q_heads * prog.head_dim
@@ -195,6 +200,7 @@ def replay_rank(
         "fused_backend": rt.fused.backend if rt.fused is not None else None,
         "pool_rows": pool_rows,
         "launch_rows": launch_rows,
+        "graph": graph_res,
         # fused path: query rows with a float32 accumulator (partials meet) / rows written directly
         "fwd_acc_rows": int(rt._fwd_layout.acc_slots.numel()) if getattr(rt, "_fwd_layout", None) is not None else None,
         "fwd_direct_rows": rt._fwd_layout.direct_rows if getattr(rt, "_fwd_layout", None) is not None else None,
@@ -281,3 +287,52 @@ def _profile_kernels(rt: RankRuntime, base, nq: int, nk: int, dtype) -> dict:
     finally:
         rt.kernels.forward, rt.kernels.backward = kf, kb
     return {k: sum(a.elapsed_time(b) for a, b in v) for k, v in acc.items()}
+
+
+def graph_forward(rt: RankRuntime, base, nq: int, reps: int = 5) -> dict:
+    """The forward phase captured once as a CUDA graph and replayed, against eager runs of the same
+    phase on the same buffers (median ms of `reps`, CUDA events). With the same plan every step the
+    shapes repeat, so one capture per plan could replace the Python-side launches; the values of
+    repeated replays are not checked here (the merges accumulate into the same buffers), only time.
+    Returns the two times, or the error when the phase cannot be captured."""
+    dev = rt.device
+    bf = _forward_bufs(rt, base, nq)
+
+    def timed(fn) -> float:
+        ts = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+        return float(np.median(ts))
+
+    time_ops = rt.time_ops
+    rt.time_ops = False  # timing events per op are not capturable, and eager runs match the graph
+    real_sync = torch.cuda.synchronize
+    try:
+        rt._run_phase("forward", bf)
+        real_sync(dev)
+        eager = timed(lambda: rt._run_phase("forward", bf))
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream(dev)
+        s.wait_stream(torch.cuda.current_stream(dev))
+        torch.cuda.synchronize = lambda *a, **k: None  # the phase's host-clock syncs cannot be captured
+        try:
+            with torch.cuda.graph(g, stream=s):
+                rt._run_phase("forward", bf)
+        finally:
+            torch.cuda.synchronize = real_sync
+        real_sync(dev)
+        g.replay()
+        real_sync(dev)
+        replay = timed(g.replay)
+        del g
+        return {"eager_forward_ms": eager, "graph_forward_ms": replay, "speedup": eager / replay}
+    except Exception as e:  # noqa: BLE001 - a phase that cannot be captured is a result too
+        torch.cuda.synchronize = real_sync
+        return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+    finally:
+        rt.time_ops = time_ops

@@ -63,6 +63,7 @@ ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="proces
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
 ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness; cap = pool + launches of at most half the query space's rows (replay.launch_rows='q')")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
+ap.add_argument("--graph", action="store_true", help="replay: also capture the forward phase as a CUDA graph (mode fused, fcp and magi plans)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 T0 = time.time()
@@ -820,7 +821,8 @@ def replay() -> None:
                     big = entry["world"] >= 256 and entry["strategy"] == "ring"
                     r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=1 if big else 2, warmup=1, profile=args.profile,
                                     merge="legacy" if mode == "legacy" else "fused", pool=mode in ("pool", "cap"),
-                                    launch_rows="q" if mode == "cap" else None)
+                                    launch_rows="q" if mode == "cap" else None,
+                                    graph=args.graph and mode == "fused" and entry["strategy"] != "ring")
                     last_s = time.time() - t_run
                     r["run_s"] = last_s
                     r["which"] = which
@@ -832,6 +834,8 @@ def replay() -> None:
                     live = max(r["live_set_bytes"].values())
                     r["peak_over_live"] = r["peak_bytes"] / live if r.get("peak_bytes") else None
                     res["runs"].append(r)
+                    if r.get("graph"):
+                        log(name, "cuda graph forward", json.dumps(r["graph"]))
                     log(name, which, kernel, mode, f"share {r['kernel_share']} peak/live {r['peak_over_live']} pool {r['pool_rows']} kv {r['kv_tokens']}", f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
                         f"(first iter {r['first_iteration']}, launches {r['launches']['forward']}, kernel-only {r.get('kernel_only_ms')})")
                     torch.cuda.empty_cache()
