@@ -3,6 +3,7 @@
  * phase's compute ops, the pipeline ablations, and which op last touches each reshuffle piece (the
  * op its `out` push must wait for).
  */
+import { gatherFloat64Via, gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
@@ -81,11 +82,12 @@ export function placeKv(
   const group = new Int32Array(n);
   const round = new Int32Array(n);
   const place = (ids: number[], given: Colouring | null, readyOf: (e: number) => number): Colouring => {
-    const src = Int32Array.from(ids, (e) => edges.src[e]!);
-    const dst = Int32Array.from(ids, (e) => edges.dst[e]!);
+    const src = gatherInt32(edges.src, ids);
+    const dst = gatherInt32(edges.dst, ids);
     const c = given ?? colourEdges(src, dst, ctx.world, ctx.o.rounds);
-    const weight = Float64Array.from(ids, (e) => weightOfRank[edges.dst[e]!]!);
-    const rdy = Int32Array.from(ids, readyOf);
+    const weight = gatherFloat64Via(weightOfRank, edges.dst, ids);
+    const rdy = new Int32Array(ids.length);
+    for (let k = 0; k < ids.length; k++) rdy[k] = readyOf(ids[k]!);
     const { order, readyOf: roundReady } = orderRounds(c, rdy, weight);
     const slot = placeColouring(placer, c, order, roundReady, src, dst);
     for (let k = 0; k < ids.length; k++) {
@@ -143,8 +145,8 @@ export function placeKv(
 export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContext, c: Colouring): Int32Array {
   const { pieces } = ctx;
   const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
-  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
-  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  const src = gatherInt32(pieces.user, pieces.moving);
+  const dst = gatherInt32(pieces.home, pieces.moving);
   const slot = placeColouring(placer, c, order, readyOf, src, dst);
   const group = new Int32Array(pieces.seq.length).fill(-1);
   for (let i = 0; i < pieces.moving.length; i++) {
@@ -166,8 +168,8 @@ export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContex
 /** Colouring of the `in` edges (shared by both phases: the same pieces move). */
 export function colourIn(ctx: PhaseContext): Colouring {
   const { pieces } = ctx;
-  const src = Int32Array.from(pieces.moving, (p) => pieces.user[p]!);
-  const dst = Int32Array.from(pieces.moving, (p) => pieces.home[p]!);
+  const src = gatherInt32(pieces.user, pieces.moving);
+  const dst = gatherInt32(pieces.home, pieces.moving);
   return colourEdges(src, dst, ctx.world, ctx.o.rounds);
 }
 
