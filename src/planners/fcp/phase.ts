@@ -76,12 +76,18 @@ export function placeKv(
   colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
   const n = edges.src.length;
-  const hop2: number[] = [];
-  const hop1: number[] = [];
-  for (let e = 0; e < n; e++) (edges.relay[e]! >= 0 ? hop2 : hop1).push(e);
+  // Direct edges (hop1) and relays (hop2), each in edge order; counted first (dense ids, no pushes).
+  let relays = 0;
+  for (let e = 0; e < n; e++) if (edges.relay[e]! >= 0) relays++;
+  const hop2 = new Int32Array(relays);
+  const hop1 = new Int32Array(n - relays);
+  for (let e = 0, i1 = 0, i2 = 0; e < n; e++) {
+    if (edges.relay[e]! >= 0) hop2[i2++] = e;
+    else hop1[i1++] = e;
+  }
   const group = new Int32Array(n);
   const round = new Int32Array(n);
-  const place = (ids: number[], given: Colouring | null, readyOf: (e: number) => number): Colouring => {
+  const place = (ids: Int32Array, given: Colouring | null, readyOf: (e: number) => number): Colouring => {
     const src = gatherInt32(edges.src, ids);
     const dst = gatherInt32(edges.dst, ids);
     const c = given ?? colourEdges(src, dst, ctx.world, ctx.o.rounds);
@@ -107,21 +113,21 @@ export function placeKv(
     return c;
   };
   /** The part of `colouring` over `ids`, its rounds renumbered from `offset`. */
-  const part = (ids: number[], offset: number, rounds: number): Colouring | null => {
+  const part = (ids: Int32Array, offset: number, rounds: number): Colouring | null => {
     if (!colouring) return null;
     // Only the rounds matter to the placement (delta is a statistic of the whole colouring).
-    return {
-      round: Int32Array.from(ids, (e) => colouring.round[e]! - offset),
-      rounds,
-      delta: colouring.delta,
-    };
+    const r = gatherInt32(colouring.round, ids);
+    for (let k = 0; k < r.length; k++) r[k]! -= offset;
+    return { round: r, rounds, delta: colouring.delta };
   };
   const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
   const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
   if (hop2.length === 0) return { group, colouring: colouring ?? { ...c1, round } };
   // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
   // group: each joins the first round after its feed's group where both ends are free.
-  const rdy = Int32Array.from(hop2, (e) => Math.max(ready[e]!, group[edges.relay[e]!]! + 1));
+  const rdy = new Int32Array(hop2.length);
+  for (let k = 0; k < hop2.length; k++)
+    rdy[k] = Math.max(ready[hop2[k]!]!, group[edges.relay[hop2[k]!]!]! + 1);
   const order = Int32Array.from(hop2.keys()).sort((a, b) => rdy[a]! - rdy[b]! || a - b);
   const slots = new Set<number>();
   for (const k of order) {
