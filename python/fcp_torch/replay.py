@@ -94,8 +94,8 @@ def replay_rank(
     computed live set (`liveness.live_set_bytes`).
 
     `launch_rows`: the most gathered rows of one launch (RankRuntime.launch_rows); "q" = half the
-    rank's query space (at least 4096), which bounds a launch's temporaries to a fraction of the
-    live set.
+    rank's query space (at least 4096), "q/N" its N-th part, which bounds a launch's temporaries to
+    a fraction of the live set.
 
     `graph`: also capture the forward phase as one CUDA graph and time its replays against eager
     calls on the same buffers (`graph_forward`; issue 17's optional capture when shapes repeat).
@@ -103,8 +103,9 @@ def replay_rank(
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
     rt = RankRuntime(prog, None, device, dtype, kernel, local=True)
-    if launch_rows == "q":
-        launch_rows = max(rt.qspace.size // 2, 4096)
+    if isinstance(launch_rows, str):  # "q" = "q/2"; "q/N": the query space over N (at least 4096 rows)
+        div = int(launch_rows.split("/")[1]) if "/" in launch_rows else 2
+        launch_rows = max(rt.qspace.size // div, 4096)
     rt.launch_rows = launch_rows
     if merge == "legacy":
         rt.fused = None

@@ -61,7 +61,7 @@ ap.add_argument("--memory-plans", default="num-fcp-1,w1-fcp-longtail-64k,num-fcp
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
 ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
-ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness; cap = pool + launches of at most half the query space's rows (replay.launch_rows='q')")
+ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness; cap = pool + launches of at most half the query space's rows (replay.launch_rows='q'); capN: at most 1/N of them")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
 ap.add_argument("--graph", action="store_true", help="replay: also capture the forward phase as a CUDA graph (mode fused, fcp and magi plans)")
 args = ap.parse_args()
@@ -812,7 +812,7 @@ def replay() -> None:
             for which in args.replay_which.split(","):
                 modes = args.replay_modes.split(",")
                 if entry["world"] >= 256 and entry["strategy"] == "ring":
-                    modes = [m for m in modes if m in ("fused", "cap")][-1:]  # 1 min per mode; the pool is not built for 8M-slot spaces
+                    modes = [m for m in modes if m == "fused" or m.startswith("cap")][-1:]  # 1 min per mode; the pool is not built for 8M-slot spaces
                 for kernel, mode in ((k, m) for k in kernels for m in modes):
                     if left() < max(25.0, 1.1 * last_s):
                         res["runs"].append({"which": which, "kernel": kernel, "mode": mode, "skipped": "time budget"})
@@ -820,8 +820,8 @@ def replay() -> None:
                     t_run = time.time()
                     big = entry["world"] >= 256 and entry["strategy"] == "ring"
                     r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=1 if big else 2, warmup=1, profile=args.profile,
-                                    merge="legacy" if mode == "legacy" else "fused", pool=mode in ("pool", "cap"),
-                                    launch_rows="q" if mode == "cap" else None,
+                                    merge="legacy" if mode == "legacy" else "fused", pool=mode == "pool" or mode.startswith("cap"),
+                                    launch_rows=("q" if mode == "cap" else f"q/{mode[3:]}") if mode.startswith("cap") else None,
                                     graph=args.graph and mode == "fused" and entry["strategy"] != "ring")
                     last_s = time.time() - t_run
                     r["run_s"] = last_s
