@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { orderOps } from '../../src/planners/fcp/order.ts';
+import { reserveOf } from '../../src/planners/fcp/phase.ts';
 import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
 
 const taskArb = fc.record({
@@ -15,7 +16,7 @@ const taskArb = fc.record({
   key: fc.integer({ min: 0, max: 1000 }),
 });
 
-test('ops hold every task once, never before its data, local work only at the ends', () => {
+test('ops hold every task once, never before its data; local ops wait for nothing', () => {
   fc.assert(
     fc.property(
       fc.array(taskArb, { maxLength: 80 }),
@@ -118,4 +119,69 @@ test('a rank that exports nothing keeps no local work for the end: it fills the 
   // Rank 1 keeps its local work (3 ms < the 10 ms reserve) to cover its push at the end.
   assert.equal(compute.after[first(1)], 0);
   assert.equal(compute.after[compute.rank.lastIndexOf(1)], -1);
+});
+
+test('local work beyond the reserve fills the wait between two groups, the reserve stays at the end', () => {
+  // One exporting rank: 4 local tasks of 1 ms, exports ready at group 0 (ends at 1 ms, 1 ms of
+  // work) and group 1 (ends at 6 ms). Reserve 1 ms: 3 ms of local work fill the 1..6 ms wait.
+  const input = {
+    rank: new Int32Array(6),
+    ready: Int32Array.from([-1, -1, -1, -1, 0, 1]),
+    exported: Uint8Array.from([0, 0, 0, 0, 1, 1]),
+    ms: Float64Array.from([1, 1, 1, 1, 1, 1]),
+    key: Float64Array.from([0, 1, 2, 3, 4, 5]),
+  };
+  const { compute } = orderOps(input, Float64Array.from([1, 6]), 2, 1, 10, 1);
+  assert.deepEqual(
+    [...compute.taskIds],
+    [0, 4, 1, 2, 5, 3],
+    'head, group 0, the gap filled, group 1, reserve',
+  );
+  // Without the gap fill the rank would idle from 2 to 6 ms; with a reserve of all local work
+  // nothing fills it.
+  const held = orderOps(input, Float64Array.from([1, 6]), 2, 1, 10, 4).compute;
+  assert.deepEqual([...held.taskIds], [4, 5, 0, 1, 2, 3]);
+  // Per-rank reserves: rank 0 keeps everything, so the same tasks as above.
+  const perRank = orderOps(input, Float64Array.from([1, 6]), 2, 1, 10, Float64Array.from([4])).compute;
+  assert.deepEqual([...perRank.taskIds], [...held.taskIds]);
+});
+
+test('a rank that exports nothing runs all its local work first, even past the first arrival', () => {
+  const input = {
+    rank: new Int32Array(4),
+    ready: Int32Array.from([-1, -1, -1, 0]),
+    exported: new Uint8Array(4),
+    ms: Float64Array.from([1, 1, 1, 1]),
+    key: Float64Array.from([0, 1, 2, 3]),
+  };
+  const { compute } = orderOps(input, Float64Array.from([0.5]), 1, 1, 10, 10);
+  assert.deepEqual([...compute.taskIds], [0, 1, 2, 3]);
+  assert.deepEqual([...compute.after], [-1, 0]);
+});
+
+test('the reserve per rank is what its largest push takes, capped, and 0 for a rank that exports nothing', () => {
+  const links = {
+    nodeSize: 8,
+    intraBytesPerMs: 4e8,
+    interBytesPerMs: 5e7,
+    groupLatencyMs: 0.01,
+    computeSlowdown: 1,
+    contentionLoss: 0,
+    contentionMsgMs: 0,
+  };
+  const model = { qHeads: 64, kvHeads: 8, headDim: 128, bytesPerElement: 2 } as never;
+  const tctx = { world: 3, links, model, causal: true, dir: 'forward', tm: null as never } as const;
+  const tasks = {
+    rank: Int32Array.from([0, 0, 1, 2]),
+    qLength: Int32Array.from([1024, 4096, 4096, 1 << 20]),
+    kvLength: Int32Array.from([4096, 4096, 4096, 4096]),
+  } as never;
+  const exported = Uint8Array.from([1, 1, 0, 1]);
+  const fwd = reserveOf(tasks, exported, 10, false, tctx);
+  const push = (4096 * 64 * 128 * 2) / 5e7 + 0.01;
+  assert.ok(Math.abs(fwd[0]! - 2 * push) < 1e-9, 'twice the largest push');
+  assert.equal(fwd[1], 0, 'exports nothing');
+  assert.equal(fwd[2], 10, 'capped');
+  const bwd = reserveOf(tasks, exported, 10, true, tctx);
+  assert.ok(bwd[0]! > fwd[0]!, 'the backward also pushes dK,dV partials');
 });

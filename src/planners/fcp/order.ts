@@ -8,10 +8,12 @@
  * so their pushes overlap the remaining compute; local work is what fills the gaps:
  *
  * 1. local work present from the start runs first, for about as long as the rank waits for its
- *    first exported work's data (the estimated end of that work's group);
+ *    first exported work's data (the estimated end of that work's group); all of it on a rank
+ *    that exports nothing (nothing at its end needs covering);
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
  *    so that partials and rows complete progressively, cut into ops of at most `maxOpMs` so that
- *    each push can leave after a short op rather than a long one;
+ *    each push can leave after a short op rather than a long one; where the estimate sees the
+ *    rank wait for the next group, local work beyond the reserve fills the wait;
  * 3. local work last (at least `reserve` ms of it when there is that much, none on a rank that
  *    exports nothing): it covers the last pushes and the `out` reshuffle instead of leaving them
  *    exposed.
@@ -32,14 +34,17 @@ export interface OrderInput {
   readonly key: Float64Array;
 }
 
-/** Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r, ms. */
+/**
+ * Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r,
+ * ms; `reserveMs`: the local work kept for the end, one value or one per rank.
+ */
 export function orderOps(
   t: OrderInput,
   groupEnd: Float64Array,
   groups: number,
   world: number,
   maxOpMs: number,
-  reserveMs: number,
+  reserveMs: number | Float64Array,
 ): { compute: ComputeTable; opOfTask: Int32Array } {
   const n = t.rank.length;
   // Tasks by rank (counting sort, ids ascending).
@@ -135,14 +140,20 @@ export function orderOps(
     //    rank that exports nothing has no pushes to cover at the end (the forward of a loader
     //    layout): it keeps no reserve, else it would idle at the start waiting for K/V with its
     //    local work held back for a tail that needs none.
+    //    It runs all of its local work first: its transfers never wait for its compute, so
+    //    earliest-release-first (local work, then by arrival) minimises its end.
     const wait = ne > 0 ? readyAt(t.ready[exp[0]!]!, r) : 0;
-    const reserve = exports ? reserveMs : 0;
-    const head = Math.min(wait, Math.max(0, localMs - reserve));
+    const reserve = !exports ? 0 : typeof reserveMs === 'number' ? reserveMs : reserveMs[r]!;
+    const head = exports ? Math.min(wait, Math.max(0, localMs - reserve)) : localMs;
     let li = 0;
     let now = 0;
+    let localLeft = localMs;
     if (head > 0 && nl > 0) {
       open(r, -1);
-      while (li < nl && opMs < head) add(local[li++]!);
+      while (li < nl && opMs < head) {
+        localLeft -= t.ms[local[li]!]!;
+        add(local[li++]!);
+      }
       now = opMs;
     }
     // 2. Exporting (and late-ready) work as a list schedule over the estimated timeline: of the
@@ -152,7 +163,19 @@ export function orderOps(
     let next = 0;
     opAfter = -2;
     while (next < ne || hn > 0) {
-      if (hn === 0) now = Math.max(now, readyAt(t.ready[exp[next]!]!, r));
+      if (hn === 0) {
+        // Nothing has arrived (by the estimate): fill the wait with local work beyond the
+        // reserve rather than idle (a gap between two groups' arrivals, not only the first).
+        const arrival = readyAt(t.ready[exp[next]!]!, r);
+        if (now < arrival && li < nl && localLeft - t.ms[local[li]!]! >= reserve - 1e-9) {
+          if (opAfter === -2 || opMs >= maxOpMs) open(r, -1);
+          localLeft -= t.ms[local[li]!]!;
+          now += t.ms[local[li]!]!;
+          add(local[li++]!);
+          continue;
+        }
+        now = Math.max(now, arrival);
+      }
       while (next < ne && readyAt(t.ready[exp[next]!]!, r) <= now) push(exp[next++]!);
       const i = pop();
       const a = t.ready[i]!;

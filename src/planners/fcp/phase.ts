@@ -5,6 +5,7 @@
  */
 import { gatherFloat64Via, gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
@@ -181,8 +182,40 @@ export function colourIn(ctx: PhaseContext): Colouring {
 
 /** Longest compute op of the exporting work, ms (order.ts): pushes leave after at most this much compute. */
 const MAX_OP_MS = 2;
-/** Local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
+/** Most local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
 const RESERVE_MS = 10;
+/**
+ * Local work kept per rank for the end (ms, at most RESERVE_MS): what its largest push takes across
+ * nodes (`tailFactor` times, latency included). A fixed 10 ms held all local work of a rank with
+ * less than that back to cover a 1-2 ms tail while the rank idled through the whole first `in`
+ * group (9 ms at 16 ranks, mode (a)); the exposed time is the same for any split between the
+ * start and the end as long as each end is covered, so the end gets only what it needs.
+ */
+export function reserveOf(
+  tasks: Tasks['table'],
+  exported: Uint8Array,
+  ms: number,
+  backward: boolean,
+  tctx: TimelineContext,
+  tailFactor = 2,
+): Float64Array {
+  const { model, links, world } = tctx;
+  const q = qBytesPerToken(model);
+  const kv = kvBytesPerToken(model);
+  const push = new Float64Array(world);
+  for (let i = 0; i < tasks.rank.length; i++) {
+    if (exported[i] === 0) continue;
+    // Forward: O rows; backward: dQ rows and the dK,dV partial (an upper bound of what it exports).
+    const bytes = tasks.qLength[i]! * q + (backward ? tasks.kvLength[i]! * kv : 0);
+    const r = tasks.rank[i]!;
+    if (bytes > push[r]!) push[r] = bytes;
+  }
+  const out = new Float64Array(world);
+  for (let r = 0; r < world; r++)
+    out[r] =
+      push[r]! > 0 ? Math.min(ms, tailFactor * (push[r]! / links.interBytesPerMs + links.groupLatencyMs)) : 0;
+  return out;
+}
 
 /**
  * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
@@ -205,8 +238,10 @@ export function buildPhaseOps(
   for (let i = 0; i < key.length; i++)
     key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
-  const input = { rank: t.rank, ready: after, exported: exportFlags(ctx, tasks, backward), ms, key };
-  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, RESERVE_MS);
+  const exported = exportFlags(ctx, tasks, backward);
+  const input = { rank: t.rank, ready: after, exported, ms, key };
+  const reserve = reserveOf(t, exported, RESERVE_MS, backward, tctx);
+  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, reserve);
 }
 
 /** Applies the pipeline ablations to tasks' ready groups. */
