@@ -17,6 +17,9 @@ import { type Direction, KernelModel } from '../../cost/kernel.ts';
 import { decompose } from '../../cost/pieces.ts';
 import type { ModelShape } from '../../plan/types.ts';
 
+const PIECE_CACHE_BITS = 14;
+const PIECE_CACHE = 1 << PIECE_CACHE_BITS;
+
 /** Kernel time of task shapes, in ms; memoised. */
 export class KernelTime {
   private readonly kernel: KernelModel;
@@ -34,9 +37,31 @@ export class KernelTime {
     this.launchMs = this.kernel.launchMs('forward') + this.kernel.launchMs('backward');
   }
 
+  /**
+   * Direct-mapped cache in front of {@link pieces}: the Map's keys exceed 2^31 (heap numbers, slow
+   * to hash) and pieceMs runs once per task piece (over a million at 4096 ranks). Entries hold
+   * lq, lk and the flags (bit 0 causal, bit 1 backward; -1 empty).
+   */
+  private readonly hitLq = new Int32Array(PIECE_CACHE);
+  private readonly hitLk = new Int32Array(PIECE_CACHE);
+  private readonly hitFlags = new Int8Array(PIECE_CACHE).fill(-1);
+  private readonly hitMs = new Float64Array(PIECE_CACHE);
+
   /** One piece (lq queries, lk keys, causal bottom-right or full) in one direction, no launch. */
   pieceMs(dir: Direction, lq: number, lk: number, causal: boolean): number {
     if (lq <= 0 || lk <= 0) return 0;
+    const flags = (causal ? 1 : 0) | (dir === 'forward' ? 0 : 2);
+    const h = (Math.imul(lq, 0x9e3779b1) ^ Math.imul(lk, 0x85ebca77) ^ flags) >>> (32 - PIECE_CACHE_BITS);
+    if (this.hitFlags[h] === flags && this.hitLq[h] === lq && this.hitLk[h] === lk) return this.hitMs[h]!;
+    const v = this.pieceMsSlow(dir, lq, lk, causal);
+    this.hitLq[h] = lq;
+    this.hitLk[h] = lk;
+    this.hitFlags[h] = flags;
+    this.hitMs[h] = v;
+    return v;
+  }
+
+  private pieceMsSlow(dir: Direction, lq: number, lk: number, causal: boolean): number {
     const key = ((lq * 4194304 + lk) * 2 + (causal ? 1 : 0)) * 2 + (dir === 'forward' ? 0 : 1);
     let v = this.pieces.get(key);
     if (v === undefined) {
