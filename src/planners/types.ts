@@ -64,7 +64,8 @@ export interface PlannerOptions {
   a2aDegree?: number;
   /**
    * ring `a2a+p2p`: sequences whose 2N-way parts hold at least this many tokens are split among the
-   * ranks of an a2a group; shorter ones go whole to one of them (default 1024; see variants.ts).
+   * ranks of an a2a group; shorter ones go whole to one of them (default 1: every sequence is
+   * split, as TransformerEngine does; larger values are a non-TE ablation, see variants.ts).
    */
   a2aSplitTokens?: number;
   /** bytescale: group size of a long sequence by `memory` (ceil(L/C), default) or by its `work` share. */

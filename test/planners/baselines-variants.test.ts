@@ -12,6 +12,7 @@ import { CpuWorkerPool } from '../../src/executors/cpu/pool.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { compareOutputs, referenceAttention } from '../../src/executors/reference.ts';
 import { getExecutor } from '../../src/executors/registry.ts';
+import { userTokenImbalance } from '../../src/plan/layout.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
@@ -25,11 +26,15 @@ type PlanFn = (p: Problem, o: PlannerOptions) => Plan;
 
 /** Every variant, with the world sizes it accepts (a2a degree must divide the world). */
 const VARIANTS: { name: string; plan: PlanFn; options: (world: number) => PlannerOptions | undefined }[] = [
-  { name: 'ring a2a+p2p (node)', plan: planRing, options: () => ({ ringVariant: 'a2a+p2p' }) },
   {
     name: 'ring a2a+p2p (node, every sequence split)',
     plan: planRing,
-    options: () => ({ ringVariant: 'a2a+p2p', a2aSplitTokens: 1 }),
+    options: () => ({ ringVariant: 'a2a+p2p' }),
+  },
+  {
+    name: 'ring a2a+p2p (node, short sequences whole: non-TE ablation)',
+    plan: planRing,
+    options: () => ({ ringVariant: 'a2a+p2p', a2aSplitTokens: 1024 }),
   },
   {
     name: 'ring a2a+p2p (degree 2, split above 8 tokens)',
@@ -162,4 +167,23 @@ test('variants are numerically right on the CPU runtime (1e-5), causal and full'
       }
     }
   assert.ok(runs >= 6 * VARIANTS.length);
+});
+
+// TE's loader cuts every sequence into 2N slices (get_batch_on_this_cp_rank), so a2a+p2p's layout
+// holds 1/N of every padded sequence per rank: token imbalance within the padding. The old rule
+// (short sequences whole on one group rank) is kept only as an ablation, and must be worse.
+test('ring a2a+p2p: every sequence split over all ranks (TE layout), token imbalance within padding', () => {
+  for (const world of [16, 64]) {
+    const p = resolveProblem({ world, batch: 'longtail', tokensPerRank: 32768, seed: 3 });
+    const te = planRing(p, { ringVariant: 'a2a+p2p', a2aDegree: 8 });
+    assert.equal(te.meta?.a2aSplitTokens, 1);
+    let total = 0;
+    for (const l of p.sequences) total += l;
+    // Padding each sequence to 2N adds at most 2N-1 tokens per sequence, at most 2 per rank each.
+    const bound = (2 * p.sequences.length) / (total / world);
+    const imb = userTokenImbalance(te);
+    assert.ok(imb <= bound + 1e-12, `world ${world}: ${imb} > ${bound}`);
+    const old = planRing(p, { ringVariant: 'a2a+p2p', a2aDegree: 8, a2aSplitTokens: 1024 });
+    assert.ok(userTokenImbalance(old) > 0.05, `world ${world}: ablation ${userTokenImbalance(old)}`);
+  }
 });

@@ -132,12 +132,15 @@ export interface VariantInfo {
 /**
  * Sequences whose 2N-way parts are at least this many tokens are split among the ranks of an a2a
  * group part by part; shorter ones go whole (their group chunk pair) to one rank of the group.
- * Why: Ulysses computes a group's chunk pair of every sequence with H/a heads, as pieces of a*c
- * tokens. Splitting tokens instead of heads would cut short sequences into pieces a times smaller
- * than TE's (kernels of a few tokens, far less efficient); giving the whole pair to one rank of
- * the group keeps TE's piece sizes and FLOPs. Long sequences carry the work and must be shared.
+ * Default 1: every sequence is split, as TransformerEngine does. Its loader
+ * (`get_batch_on_this_cp_rank`, TE context_parallel.py:5257-5340 @d0067d0) cuts EVERY sequence of a THD
+ * batch into 2 x cp_size slices and gives each CP rank two of them, and the a2a before attention
+ * (context_parallel.py:1486-1500, `flash_attn_a2a_communicate` 387-470) applies to the whole batch:
+ * no sequence stays whole on one rank, so every rank holds 1/N of every (padded) sequence. A larger
+ * value (`a2aSplitTokens`) is an ablation that is not TE's behaviour: it puts short sequences whole
+ * on one group rank, which gave this layout 14-87% token imbalance on longtail.
  */
-export const A2A_SPLIT_TOKENS = 1024;
+export const A2A_SPLIT_TOKENS = 1;
 
 /**
  * TE `a2a+p2p` over all ranks with a2a groups of `a` consecutive ranks (see the module comment).
