@@ -133,6 +133,11 @@ export class GroupPlacer {
     return slot;
   }
 
+  /** Number of slots (rounds) placed so far. */
+  get slots(): number {
+    return this.slotGroup.length;
+  }
+
   /** Group of a placed slot. */
   groupOf(slot: number): number {
     return this.slotGroup[slot]!;

@@ -136,11 +136,19 @@ export function placePushes(
   for (let g = 0; g <= maxReady; g++) first[g + 1]! += first[g]!;
   const order = new Int32Array(n);
   for (let e = 0; e < n; e++) order[first[ready[e]!]!++] = e;
-  const seen = new Set<number>();
+  const naive = mode === 'naive';
   for (let k = 0; k < n; k++) {
     const e = order[k]!;
-    slot[e] = placer.fill(src[e]!, dst[e]!, ready[e]!, mode === 'naive');
-    seen.add(slot[e]!);
+    slot[e] = placer.fill(src[e]!, dst[e]!, ready[e]!, naive);
   }
-  return { slot, rounds: seen.size, delta: degreeOf(src, dst, world) };
+  // Distinct slots the pushes use (a mark per slot rather than a Set: over a million pushes at 4096 ranks).
+  const used = new Uint8Array(placer.slots);
+  let rounds = 0;
+  for (let e = 0; e < n; e++) {
+    if (used[slot[e]!] === 0) {
+      used[slot[e]!] = 1;
+      rounds++;
+    }
+  }
+  return { slot, rounds, delta: degreeOf(src, dst, world) };
 }
