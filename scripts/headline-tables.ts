@@ -2,7 +2,8 @@
  * Prints the headline tables of docs/results.md and the README from the folders that
  * docs/results/run-headline.sh writes: FCP in mode (a) (transparent reshuffle from the even user
  * layout) and mode (b) (loader layout, equal tokens per rank) against every baseline at its best
- * (`--baselines best`), per batch, cluster and network model. All numbers are simulated.
+ * (`--baselines best`), per batch, cluster and network model, and the acceptance grid of issue 15 (16-4096 ranks). All numbers
+ * are simulated.
  * Usage: npx tsx scripts/headline-tables.ts [docs/results]
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -56,7 +57,7 @@ function layerTable(batch: string, setting: string): string | null {
   const a = read(`fcp-${batch}-${setting}-a`);
   const b = read(`fcp-${batch}-${setting}-b`);
   if (!best || !a || !b) return null;
-  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  const worlds = worldsOf(a, b);
   const lines = [
     `| GPUs | fcp (a) | fcp (b) | ${BASELINES.join(' | ')} | fastest baseline / fcp (a) | fastest baseline / fcp (b) |`,
     `|---:|---|---|${BASELINES.map(() => '---').join('|')}|---|---|`,
@@ -75,10 +76,24 @@ function layerTable(batch: string, setting: string): string | null {
 }
 
 const dir = process.argv[2] ?? 'docs/results';
-const read = (name: string): Compare | null => {
+/** One folder's compare.json, or null. */
+const readOne = (name: string): Compare | null => {
   const p = join(dir, name, 'compare.json');
   return existsSync(p) ? (JSON.parse(readFileSync(p, 'utf8')) as Compare) : null;
 };
+/**
+ * A comparison at every scale: `name` (16-256 ranks, run-headline.sh) merged with `large-<name>`
+ * (1024 and 4096 ranks, run-headline-large.sh), whichever exist.
+ */
+const read = (name: string): Compare | null => {
+  const small = readOne(name);
+  const large = readOne(`large-${name}`);
+  if (!small || !large) return small ?? large;
+  return { ...small, summary: [...small.summary, ...large.summary], rows: [...small.rows, ...large.rows] };
+};
+/** World sizes any of the comparisons holds, ascending. */
+const worldsOf = (...cs: (Compare | null)[]): number[] =>
+  [...new Set(cs.flatMap((c) => c?.summary.map((s) => s.world) ?? []))].sort((x, y) => x - y);
 const f = (x: number) => x.toFixed(3);
 const BASELINES = ['ring', 'bytescale', 'wlb', 'magi'];
 
@@ -87,8 +102,8 @@ function table(batch: string, setting: string): string | null {
   const best = read(`best-${batch}-${setting}`);
   const a = read(`fcp-${batch}-${setting}-a`);
   const b = read(`fcp-${batch}-${setting}-b`);
-  if (!best || !a) return null;
-  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  if (!best) return null;
+  const worlds = worldsOf(best, a, b);
   const get = (c: Compare | null, s: string, w: number) => c?.summary.find((x) => x.strategy === s && x.world === w);
   const lines = [
     `| GPUs | fcp (a) | fcp (b) | ${BASELINES.join(' | ')} | best baseline | fcp (a) / best | fcp (b) / best |`,
@@ -124,8 +139,8 @@ function tokenTable(batch: string, setting: string): string | null {
   const best = read(`best-${batch}-${setting}`);
   const a = read(`fcp-${batch}-${setting}-a`);
   const b = read(`fcp-${batch}-${setting}-b`);
-  if (!best || !a) return null;
-  const worlds = [...new Set(a.summary.map((s) => s.world))].sort((x, y) => x - y);
+  if (!best) return null;
+  const worlds = worldsOf(best, a, b);
   const cell = (c: Compare | null, s: string, w: number) => {
     const x = c?.summary.find((r) => r.strategy === s && r.world === w);
     return x?.tokenImbalance === undefined ? '-' : `${(100 * x.tokenImbalance).toFixed(1)}%`;
@@ -157,8 +172,64 @@ function configs(batch: string, setting: string): string | null {
   return ['| baseline | GPUs | configuration |', '|---|---:|---|', ...[...seen].map(([k, v]) => `| ${k.replace(' ', ' | ')} | ${v} |`)].join('\n');
 }
 
+/** Issue 15's target for FCP over the strongest tuned baseline: 1.0x at 16-32 ranks, 1.13x above. */
+const targetOf = (world: number): number => (world <= 32 ? 1.0 : 1.13);
+
+const SETTINGS = ['fluid', 'contention', 'ratio5920', 'ratio5920-contention'];
+const SETTING_NAME: Record<string, string> = {
+  fluid: 'hopper-ib fluid',
+  contention: 'hopper-ib contention',
+  ratio5920: 'ratio-5920 fluid',
+  'ratio5920-contention': 'ratio-5920 contention',
+};
+
+/**
+ * The acceptance grid of issue 15: per batch x cluster x network x world, FCP mode (a) and (b)
+ * over the strongest tuned baseline, forward and backward separately (the strongest baseline is
+ * taken per direction), each ratio marked against its target. Missing runs print '-'.
+ */
+function acceptanceGrid(): string {
+  const lines = [
+    '| batch | cluster, network | GPUs | strongest fwd | strongest bwd | (a) fwd | (a) bwd | (b) fwd | (b) bwd | target |',
+    '|---|---|---:|---|---|---|---|---|---|---:|',
+  ];
+  let met = 0;
+  let total = 0;
+  for (const batch of ['longtail', 'magi', 'bimodal'])
+    for (const setting of SETTINGS) {
+      const best = read(`best-${batch}-${setting}`);
+      const a = read(`fcp-${batch}-${setting}-a`);
+      const b = read(`fcp-${batch}-${setting}-b`);
+      for (const w of worldsOf(best, a, b)) {
+        const get = (c: Compare | null, s: string) => c?.summary.find((x) => x.strategy === s && x.world === w);
+        let bf: [number, string] = [0, '-'];
+        let bb: [number, string] = [0, '-'];
+        for (const s of BASELINES) {
+          const x = get(best, s);
+          if (x && x.mfuForward.mean > bf[0]) bf = [x.mfuForward.mean, s];
+          if (x && x.mfuBackward.mean > bb[0]) bb = [x.mfuBackward.mean, s];
+        }
+        const t = targetOf(w);
+        const ratio = (x: number | undefined, ref: number) => {
+          if (x === undefined || ref <= 0) return '-';
+          total++;
+          const r = x / ref;
+          if (r >= t) met++;
+          return `${r.toFixed(2)}x${r >= t ? '' : ' (miss)'}`;
+        };
+        const fa = get(a, 'fcp');
+        const fb = get(b, 'fcp');
+        lines.push(
+          `| ${batch} | ${SETTING_NAME[setting]} | ${w} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0])} | ${ratio(fa?.mfuBackward.mean, bb[0])} | ${ratio(fb?.mfuForward.mean, bf[0])} | ${ratio(fb?.mfuBackward.mean, bb[0])} | ${t.toFixed(2)}x |`,
+        );
+      }
+    }
+  lines.push('', `Targets met: ${met} of ${total} ratios present (the grid has 3 batches x 4 settings x 7 worlds x 4 = 336).`);
+  return lines.join('\n');
+}
+
 for (const batch of ['longtail', 'magi', 'bimodal'])
-  for (const setting of ['fluid', 'contention', 'ratio5920']) {
+  for (const setting of SETTINGS) {
     const t = table(batch, setting);
     if (!t) continue;
     console.log(`### ${batch}, ${setting} (simulated; MFU forward / backward; mean of 3 batches)\n\n${t}\n`);
@@ -172,3 +243,5 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     const c = configs(batch, setting);
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
   }
+
+console.log(`### Acceptance grid (issue 15; simulated; FCP MFU over the strongest tuned baseline's, per direction)\n\n${acceptanceGrid()}\n`);

@@ -2,23 +2,37 @@
 # The headline comparison (docs/results.md "Headline", README "Key results"), all simulated:
 # every baseline at its best (`--baselines best`: each baseline's own documented sweep) and FCP in
 # mode (a) (reshuffle from the even user layout) and mode (b) (loader layout, equal tokens per
-# rank), on longtail / magi / bimodal batches, hopper-ib under the fluid and the contention
-# network model, and longtail on ratio-5920. Tables: npx tsx scripts/headline-tables.ts
-# Usage: bash docs/results/run-headline.sh   (about 15 min on an idle 2-core machine)
+# rank), on longtail / magi / bimodal batches, under the fluid and the contention network model,
+# on hopper-ib and on ratio-5920: the acceptance grid of issue 15 at 16-256 ranks (1024 and 4096:
+# docs/results/run-headline-large.sh). Tables: npx tsx scripts/headline-tables.ts
+# Usage: PART=baselines|fcp|all bash docs/results/run-headline.sh   (default all)
+#   The baseline part does not depend on the FCP planner: rerun only PART=fcp after planner changes.
+#   ONLY="longtail-fluid ..." restricts it to those batch-setting pairs (setting: fluid, contention,
+#   ratio5920 = ratio-5920 fluid, ratio5920-contention).
+# Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b.
 set -u
 cd "$(dirname "$0")/../.."
 R=docs/results
+PART=${PART:-all}
 run() { local name=$1; shift; echo "=== $name: fcp compare $*"; /usr/bin/time -f "$name wall %e s" npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}; }
 B=ring,bytescale,wlb,magi
-W=16,64,256
+W=${W:-16,32,64,128,256}
 for batch in longtail magi bimodal; do
-  for net in fluid contention; do
-    run best-$batch-$net --strategies $B --baselines best --network $net --world $W --batch $batch --batches 3
-    run fcp-$batch-$net-a --strategies fcp --network $net --world $W --batch $batch --batches 3
-    run fcp-$batch-$net-b --strategies fcp --loader-layout --network $net --world $W --batch $batch --batches 3
+  for setting in fluid contention ratio5920 ratio5920-contention; do
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $batch-$setting "* ]]; then continue; fi
+    case $setting in
+      fluid) opts=(--network fluid) ;;
+      contention) opts=(--network contention) ;;
+      ratio5920) opts=(--cluster ratio-5920 --network fluid) ;;
+      ratio5920-contention) opts=(--cluster ratio-5920 --network contention) ;;
+    esac
+    if [ "$PART" != fcp ]; then
+      run best-$batch-$setting --strategies $B --baselines best "${opts[@]}" --world $W --batch $batch --batches 3
+    fi
+    if [ "$PART" != baselines ]; then
+      run fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
+      run fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
+    fi
   done
 done
-run best-longtail-ratio5920 --strategies $B --baselines best --cluster ratio-5920 --world $W --batch longtail --batches 3
-run fcp-longtail-ratio5920-a --strategies fcp --cluster ratio-5920 --world $W --batch longtail --batches 3
-run fcp-longtail-ratio5920-b --strategies fcp --loader-layout --cluster ratio-5920 --world $W --batch longtail --batches 3
 echo ALL DONE
