@@ -126,3 +126,25 @@ test('compare: an unknown --baselines or an a2a degree that does not divide the 
     assert.equal(existsSync(out), false);
   }
 });
+
+// Screening simulates without the validator (half a trial's time at 1024 ranks), so the winner's
+// runs must be validated: a planner whose every plan is invalid is refused with the validator's
+// code, never reported.
+test('tune: the winning configuration is validated (screening alone never reports a plan)', () => {
+  const ring = getPlanner('ring');
+  const broken = {
+    ...ring,
+    name: 'ring',
+    plan: (p: Parameters<typeof ring.plan>[0], o?: Parameters<typeof ring.plan>[1]) =>
+      ({ ...ring.plan(p, o), format: 'not-a-plan-format' }) as unknown as ReturnType<typeof ring.plan>,
+  };
+  const problems = [1, 2].map((seed) =>
+    resolveProblem({ batch: 'longtail', world: 8, tokensPerRank: 2048, seed, gpusPerNode: 4 }),
+  );
+  assert.equal(
+    codeOf(() => tuneStrategy(broken, problems, {}, {})),
+    'plan.format',
+  );
+  // The same planner unbroken tunes fine: the throw above is the validator's, not the sweep's.
+  assert.ok(tuneStrategy(ring, problems, {}, {}).totalMs > 0);
+});
