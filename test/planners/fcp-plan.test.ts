@@ -77,6 +77,7 @@ test('ablation variants stay valid', () => {
       rounds: fc.constantFrom('matching' as const, 'naive' as const),
       noLocality: fc.boolean(),
       noAffinity: fc.boolean(),
+      nodePacking: fc.boolean(),
       fixedBlocks: fc.boolean(),
       tolerance: fc.constantFrom(0, 0.01, 0.5),
       tile: fc.constantFrom(0, 128, 512, 4096),
