@@ -36,7 +36,8 @@ export interface OrderInput {
 
 /**
  * Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r,
- * ms; `reserveMs`: the local work kept for the end, one value or one per rank.
+ * ms; `reserveMs`: the local work kept for the end, one value or one per rank; `fillGaps`: local
+ * work beyond the reserve fills estimated waits between groups (step 2).
  */
 export function orderOps(
   t: OrderInput,
@@ -45,6 +46,7 @@ export function orderOps(
   world: number,
   maxOpMs: number,
   reserveMs: number | Float64Array,
+  fillGaps = true,
 ): { compute: ComputeTable; opOfTask: Int32Array } {
   const n = t.rank.length;
   // Tasks by rank (counting sort, ids ascending).
@@ -167,7 +169,7 @@ export function orderOps(
         // Nothing has arrived (by the estimate): fill the wait with local work beyond the
         // reserve rather than idle (a gap between two groups' arrivals, not only the first).
         const arrival = readyAt(t.ready[exp[next]!]!, r);
-        if (now < arrival && li < nl && localLeft - t.ms[local[li]!]! >= reserve - 1e-9) {
+        if (fillGaps && now < arrival && li < nl && localLeft - t.ms[local[li]!]! >= reserve - 1e-9) {
           if (opAfter === -2 || opMs >= maxOpMs) open(r, -1);
           localLeft -= t.ms[local[li]!]!;
           now += t.ms[local[li]!]!;
