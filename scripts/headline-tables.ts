@@ -215,7 +215,7 @@ function acceptanceGrid(): string {
           total++;
           const r = x / ref;
           if (r >= t) met++;
-          return `${r.toFixed(2)}x${r >= t ? '' : ' (miss)'}`;
+          return `${r.toFixed(3)}x${r >= t ? '' : ' (miss)'}`;
         };
         const fa = get(a, 'fcp');
         const fb = get(b, 'fcp');
