@@ -32,6 +32,9 @@ from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, Plan, PlanError, rank_pr
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 F32 = 4
+# fused.ADD_CHUNK_ELEMS (kept here so the estimate needs no torch import path beyond plan.py)
+ADD_CHUNK_ELEMS = 1 << 24
+MESSAGES = ("device", "host")
 
 
 def _union_size(seq, start, length) -> int:
@@ -98,7 +101,13 @@ def _workspace(prog, phase: str, kernel: str, e: int) -> List[int]:
             best = int(ws.max())
         else:  # gpu kernels: the op's launch outputs
             nq, nk = int(lq.sum()), int(lk.sum())
-            best = nq * (QH * e + H * F32) if phase == "forward" else nq * QH * (e + F32) + 2 * nk * KH * e
+            if phase == "forward":
+                best = nq * (QH * e + H * F32)
+            else:
+                # dq/dk/dv in the compute dtype; fused.add_rows converts them to float32 in chunks
+                # of at most ADD_CHUNK_ELEMS elements (none when the compute dtype is float32)
+                chunk = 0 if e == F32 else max(min(nq, max(1, ADD_CHUNK_ELEMS // QH)) * QH, min(nk, max(1, ADD_CHUNK_ELEMS // KH)) * KH) * F32
+                best = nq * QH * e + 2 * nk * KH * e + chunk
         out.append(best)
     return out
 
@@ -130,7 +139,7 @@ def _messages(prog, phase: str, e: int) -> List[int]:
     return out
 
 
-def _live_peak(prog, phase: str, msgs: List[int], ws: List[int]) -> int:
+def _live_peak(prog, phase: str, msgs: List[int], ws: List[int], host: bool = False) -> int:
     """Largest (kept messages + kernel workspace) over the phase, following runtime._run_phase: the
     ops a group's sends wait for run before it is posted, then the ops waiting for it; the messages
     of every posted group are kept until the phase ends."""
@@ -144,14 +153,57 @@ def _live_peak(prog, phase: str, msgs: List[int], ws: List[int]) -> int:
         while ptr < len(ops) and ptr <= send_after:
             best = max(best, kept + ws[ptr])
             ptr += 1
-        kept += msgs[g]
-        best = max(best, kept)
+        # host messages (StagedComm): a group's buffers are on the device only while it is packed
+        # and unpacked; device messages stay until the phase ends
+        best = max(best, kept + msgs[g])
+        if not host:
+            kept += msgs[g]
         while ptr < len(ops) and ops[ptr].after < g:
             best = max(best, kept + ws[ptr])
             ptr += 1
     for i in range(ptr, len(ops)):
         best = max(best, kept + ws[i])
     return best
+
+
+def _acc_rows(prog, causal: bool) -> int:
+    """Float32 accumulator rows of the fused forward (fused.prepare_merges): query slots that get two
+    or more partial rows over the phase (tasks whose kernel pieces cover them), or whose O travels as
+    an `out` partial (sent or received). Every other slot is written once, in the compute dtype."""
+    me = prog.rank
+    seqs, a_s, b_s, w_s = [], [], [], []
+    for op in prog.forward.ops:
+        qs, ql, ks, kl = (np.asarray(x, np.int64) for x in (op.q_start, op.q_length, op.kv_start, op.kv_length))
+        qe = qs + ql
+        if causal:
+            q0 = np.maximum(qs, ks)
+            live = (np.minimum(ks + kl, qe) > ks) & (q0 < qe) & (ql > 0) & (kl > 0)
+        else:
+            q0 = qs
+            live = (ql > 0) & (kl > 0)
+        seqs.append(np.asarray(op.seq, np.int64)[live]); a_s.append(q0[live]); b_s.append(qe[live])
+        w_s.append(np.ones(int(live.sum()), np.int64))
+    for g in prog.forward.groups:
+        m = (g.kind == KIND_OUT) & ((g.src == me) | (g.dst == me))
+        seqs.append(np.asarray(g.seq, np.int64)[m]); a_s.append(np.asarray(g.start, np.int64)[m])
+        b_s.append((np.asarray(g.start, np.int64) + g.length)[m]); w_s.append(np.full(int(m.sum()), 2, np.int64))
+    seq, a, b, w = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (seqs, a_s, b_s, w_s))
+    if not len(seq):
+        return 0
+    # sweep per sequence: +w at a, -w at b; rows where the running count is >= 2
+    es = np.concatenate([seq, seq])
+    ep = np.concatenate([a, b])
+    ew = np.concatenate([w, -w])
+    o = np.lexsort((ew, ep, es))  # at one position the ends (negative) come first
+    total, cnt, last_s, last_p = 0, 0, None, 0
+    for s_, p_, w_ in zip(es[o].tolist(), ep[o].tolist(), ew[o].tolist()):
+        if s_ != last_s:
+            cnt, last_s = 0, s_
+        elif cnt >= 2:
+            total += p_ - last_p
+        cnt += w_
+        last_p = p_
+    return total
 
 
 def _kv_size(prog, phase: str, base) -> int:
@@ -170,8 +222,12 @@ def _receives(prog, phase: str, kinds) -> bool:
     return any(bool(np.any((g.dst == prog.rank) & np.isin(g.kind, kinds))) for g in getattr(prog, phase).groups)
 
 
-def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "math", layers: int = 1) -> Dict[str, int]:
-    """The estimate of one rank (bytes; keys as in src/plan/memory.ts's RankMemory)."""
+def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "math", layers: int = 1, messages: str = "device") -> Dict[str, int]:
+    """The estimate of one rank (bytes; keys as in src/plan/memory.ts's RankMemory). `messages`:
+    where message buffers live, `device` (LocalComm, NCCL, gloo on CPU tensors) or `host`
+    (comm.StagedComm: CUDA tensors over gloo through host copies)."""
+    if messages not in MESSAGES:
+        raise PlanError("run.messages", f"messages must be device or host (got {messages})")
     if dtype not in DTYPE_BYTES:
         raise PlanError("run.dtype", f"dtype must be one of {', '.join(DTYPE_BYTES)} (got {dtype})")
     if kernel not in ("math", "gpu"):
@@ -195,14 +251,19 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     dq_in = _receives(prog, "backward", (KIND_OUT,))
     dkv_in = _receives(prog, "backward", (KIND_OUT, KIND_DKV))
     half = e != F32
-    # forward
-    acc_f = nq * QH * F32 + nq * H * F32 + (nq * QH * F32 if o_in else 0)
+    # forward (fused.forward_with_state): Q, K, V, Obf [nq] in the compute dtype, LSE [nq] float32,
+    # float32 accumulator O/LSEc only for the M slots where partials meet (and O_in when outputs arrive)
+    M = _acc_rows(prog, prog.causal)
+    acc_f = nq * H * F32 + M * (QH + H) * F32 + (M * QH * F32 if o_in else 0)
     kv_f = 2 * nkf * KH * e
-    buf_f = nq * QH * e + kv_f + acc_f
+    buf_f = 2 * nq * QH * e + kv_f + acc_f
     msgs_f, wss_f = _messages(prog, "forward", e), _workspace(prog, "forward", kernel, e)
     msg_f, ws_f = sum(msgs_f), max(wss_f, default=0)
-    finish_f = (nq * QH * F32 if o_in else 0) + U * QH * e + max(U * QH * F32 if half else 0, (nq * QH * e if half else 0) + 2 * nq * KH * e)
-    fwd = buf_f + max(_live_peak(prog, "forward", msgs_f, wss_f), finish_f)
+    # finish_forward: accumulator rows cast into Obf; then (accumulators freed) the user output, the
+    # received `out` partials added in float32, and the state's own K/V
+    ua = min(U, M) if o_in else 0
+    finish_f = max(M * QH * e, U * QH * e + ua * QH * (3 * F32 + e) + 2 * nq * KH * e - M * (QH + H) * F32)
+    fwd = buf_f + max(_live_peak(prog, "forward", msgs_f, wss_f, messages == "host"), finish_f)
     # backward
     acc_b = nq * QH * F32 + 2 * nkb * KH * F32 + (nq * QH * F32 if dq_in else 0) + (2 * nkb * KH * F32 if dkv_in else 0)
     kv_b = 2 * nkb * KH * e
@@ -211,7 +272,7 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     msg_b, ws_b = sum(msgs_b), max(wss_b, default=0)
     tmp = max(nq * QH * F32 if dq_in else 0, nkb * KH * F32 if dkv_in else 0)
     finish_b = U * (QH + 2 * KH) * e + tmp + (U * QH * F32 if half else 0)
-    bwd = buf_b + max(_live_peak(prog, "backward", msgs_b, wss_b), finish_b)
+    bwd = buf_b + max(_live_peak(prog, "backward", msgs_b, wss_b, messages == "host"), finish_b)
     peak = (layers - 1) * kept + max(fwd, kept + bwd)
     return {
         "rank": rank,
@@ -221,6 +282,7 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
         "keptPerLayer": kept,
         "kvResident": max(kv_f, kv_b),
         "accumulators": max(acc_f, acc_b),
+        "accumulatorRowsForward": M,
         "messagesForward": msg_f,
         "messagesBackward": msg_b,
         "workspaceForward": ws_f,
@@ -231,9 +293,9 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     }
 
 
-def estimate_memory(plan: Plan, dtype: str = "float32", kernel: str = "math", layers: int = 1, ranks: Optional[List[int]] = None) -> List[Dict[str, int]]:
+def estimate_memory(plan: Plan, dtype: str = "float32", kernel: str = "math", layers: int = 1, ranks: Optional[List[int]] = None, messages: str = "device") -> List[Dict[str, int]]:
     """Per-rank estimates (every rank, or `ranks`)."""
-    return [rank_memory(plan, r, dtype, kernel, layers) for r in (range(plan.world) if ranks is None else ranks)]
+    return [rank_memory(plan, r, dtype, kernel, layers, messages) for r in (range(plan.world) if ranks is None else ranks)]
 
 
 def check_memory(plan: Plan, budget_bytes: float, rank: Optional[int] = None, dtype: str = "float32", kernel: str = "math", layers: int = 1) -> Dict[str, int]:
@@ -266,13 +328,14 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=tuple(DTYPE_BYTES))
     ap.add_argument("--kernel", default="gpu", choices=("math", "gpu"))
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--messages", default="device", choices=MESSAGES)
     a = ap.parse_args(argv)
     try:
         out = []
         for path in a.plan:
             plan = read_plan(path)
             check_plan(plan)
-            out.append(estimate_memory(plan, a.dtype, a.kernel, a.layers))
+            out.append(estimate_memory(plan, a.dtype, a.kernel, a.layers, messages=a.messages))
     except PlanError as e:
         sys.stderr.write(f"fcp_torch.memory: error: {e.code}: {e.message}\n")
         return 2

@@ -85,7 +85,9 @@ def worker(a) -> None:
         before = _status("VmRSS")
         step()
         peak = _status("VmHWM") - before
-    est = rank_memory(plan, rank, a.dtype, "gpu" if cuda and a.kernel != "math" else "math", a.layers)
+    # CUDA tensors in a gloo group travel through host copies (comm.StagedComm): messages on the host
+    messages = "host" if cuda and world > 1 else "device"
+    est = rank_memory(plan, rank, a.dtype, "gpu" if cuda and a.kernel != "math" else "math", a.layers, messages)
     res = [None] * world
     dist.all_gather_object(res, {"rank": rank, "measured": peak, "estimated": est["peak"], "detail": est})
     if rank == 0:

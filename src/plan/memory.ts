@@ -36,7 +36,16 @@ export interface MemoryOptions {
   kernel: MemoryKernel;
   /** Attention layers sharing one FcpAttention per step (each keeps its forward state). */
   layers: number;
+  /**
+   * Where message buffers live: `device` (default; LocalComm, NCCL, gloo on CPU tensors) or `host`
+   * (comm.StagedComm: CUDA tensors over gloo through host copies, so a group's buffers are on the
+   * device only while it is packed and unpacked).
+   */
+  messages?: MemoryMessages;
 }
+
+/** Where the runtime's message buffers live (see MemoryOptions.messages). */
+export type MemoryMessages = 'device' | 'host';
 
 /** One rank's estimate; every field but the token counts is in bytes. */
 export interface RankMemory {
@@ -50,6 +59,8 @@ export interface RankMemory {
   kvResident: number;
   /** Largest float32 accumulators (O/LSE or dQ/dK/dV with their incoming buffers). */
   accumulators: number;
+  /** Query slots with a float32 forward accumulator row (fused.prepare_merges); tokens. */
+  accumulatorRowsForward: number;
   messagesForward: number;
   messagesBackward: number;
   workspaceForward: number;
@@ -63,6 +74,8 @@ export interface RankMemory {
 }
 
 const F32 = 4;
+/** fused.ADD_CHUNK_ELEMS: float32 conversions of a launch's gradients go in chunks of this size. */
+const ADD_CHUNK_ELEMS = 1 << 24;
 
 /** Sizes of the unions of token ranges per rank (ranges merged when they overlap or touch). */
 function unionSizes(world: number, rank: number[], seq: number[], start: number[], end: number[]): number[] {
@@ -132,6 +145,61 @@ interface PhaseSizes {
   live: number[];
   /** Ranks receiving any transfer of each kind. */
   receives: Set<number>[];
+  /** Forward only: float32 accumulator rows per rank (see accRows). */
+  accRows: number[];
+}
+
+/**
+ * Float32 accumulator rows of the fused forward per rank (fused.prepare_merges): query slots that
+ * get two or more partial rows (tasks whose kernel pieces cover them) or whose O travels as an `out`
+ * partial (sent or received); every other slot is written once, in the compute dtype.
+ */
+function accRows(plan: Plan, ph: Phase): number[] {
+  const W = plan.world;
+  const causal = plan.mask === 'causal';
+  const t = plan.tasks;
+  const c = ph.compute;
+  // events per rank: [seq, pos, weight]
+  const ev: [number, number, number][][] = Array.from({ length: W }, () => []);
+  for (let op = 0; op < c.rank.length; op++) {
+    const r = c.rank[op]!;
+    for (let j = c.taskOffsets[op]!; j < c.taskOffsets[op + 1]!; j++) {
+      const id = c.taskIds[j]!;
+      const qs = t.qStart[id]!;
+      const ql = t.qLength[id]!;
+      const ks = t.kvStart[id]!;
+      const kl = t.kvLength[id]!;
+      const qe = qs + ql;
+      const q0 = causal ? Math.max(qs, ks) : qs;
+      const live = causal ? Math.min(ks + kl, qe) > ks && q0 < qe && ql > 0 && kl > 0 : ql > 0 && kl > 0;
+      if (!live) continue;
+      ev[r]!.push([t.seq[id]!, q0, 1], [t.seq[id]!, qe, -1]);
+    }
+  }
+  const tr = ph.transfers;
+  for (let i = 0; i < tr.round.length; i++) {
+    if (tr.kind[i] !== Kind.out) continue;
+    const a = tr.start[i]!;
+    const b = a + tr.length[i]!;
+    const ranks = tr.src[i] === tr.dst[i] ? [tr.src[i]!] : [tr.src[i]!, tr.dst[i]!];
+    for (const r of ranks) ev[r]!.push([tr.seq[i]!, a, 2], [tr.seq[i]!, b, -2]);
+  }
+  return ev.map((e) => {
+    e.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2]);
+    let total = 0;
+    let cnt = 0;
+    let lastS = -1;
+    let lastP = 0;
+    for (const [s, p, w] of e) {
+      if (s !== lastS) {
+        cnt = 0;
+        lastS = s;
+      } else if (cnt >= 2) total += p - lastP;
+      cnt += w;
+      lastP = p;
+    }
+    return total;
+  });
 }
 
 function phaseSizes(
@@ -224,8 +292,18 @@ function phaseSizes(
         if (ws > opWs[op]!) opWs[op] = ws;
       }
     }
-    if (o.kernel === 'gpu' && nq > 0)
-      opWs[op] = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * (e + F32) + 2 * nk * KH * e;
+    if (o.kernel === 'gpu' && nq > 0) {
+      // Backward: dq/dk/dv in the compute dtype; fused.add_rows converts them to float32 in chunks of
+      // at most ADD_CHUNK_ELEMS elements (none when the compute dtype is float32).
+      const chunk =
+        e === F32
+          ? 0
+          : Math.max(
+              Math.min(nq, Math.max(1, Math.floor(ADD_CHUNK_ELEMS / QH))) * QH,
+              Math.min(nk, Math.max(1, Math.floor(ADD_CHUNK_ELEMS / KH))) * KH,
+            ) * F32;
+      opWs[op] = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * e + 2 * nk * KH * e + chunk;
+    }
     if (opWs[op]! > workspace[r]!) workspace[r] = opWs[op]!;
   }
   // The runtime's order (runtime._run_phase): per group, the ops its sends wait for, the post (its
@@ -241,14 +319,22 @@ function phaseSizes(
     for (let g = 0; g < G; g++) {
       while (ptr < ops.length && ops[ptr]! <= sendAfter[r * G + g]!)
         best = Math.max(best, kept + opWs[ops[ptr++]!]!);
-      kept += groupMsg[r * G + g]!;
-      best = Math.max(best, kept);
+      // Host messages (StagedComm) are on the device only around the post; device ones stay.
+      best = Math.max(best, kept + groupMsg[r * G + g]!);
+      if (o.messages !== 'host') kept += groupMsg[r * G + g]!;
       while (ptr < ops.length && c.after[ops[ptr]!]! < g) best = Math.max(best, kept + opWs[ops[ptr++]!]!);
     }
     for (; ptr < ops.length; ptr++) best = Math.max(best, kept + opWs[ops[ptr]!]!);
     live[r] = best;
   }
-  return { kvTokens: unionSizes(W, rank, seq, start, end), messages, workspace, live, receives };
+  return {
+    kvTokens: unionSizes(W, rank, seq, start, end),
+    messages,
+    workspace,
+    live,
+    receives,
+    accRows: name === 'forward' ? accRows(plan, ph) : [],
+  };
 }
 
 /**
@@ -289,13 +375,19 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
     const oIn = fw.receives[Kind.out]!.has(r);
     const dqIn = bw.receives[Kind.out]!.has(r);
     const dkvIn = dqIn || bw.receives[Kind.dkv]!.has(r);
-    const accF = nq * QH * F32 + nq * H * F32 + (oIn ? nq * QH * F32 : 0);
+    // Forward (fused.forward_with_state): Q, K, V, Obf [nq] in the compute dtype, LSE [nq] float32,
+    // float32 O/LSEc only for the M slots where partials meet (O_in too when outputs arrive).
+    const M = fw.accRows[r]!;
+    const accF = nq * H * F32 + M * (QH + H) * F32 + (oIn ? M * QH * F32 : 0);
     const kvF = 2 * nkf * KH * e;
-    const finishF =
-      (oIn ? nq * QH * F32 : 0) +
-      U * QH * e +
-      Math.max(half ? U * QH * F32 : 0, (half ? nq * QH * e : 0) + 2 * nq * KH * e);
-    const forward = nq * QH * e + kvF + accF + Math.max(fw.live[r]!, finishF);
+    // finish_forward: accumulator rows cast into Obf; then (accumulators freed) the user output, the
+    // received `out` partials added in float32, the state's own K/V.
+    const ua = oIn ? Math.min(U, M) : 0;
+    const finishF = Math.max(
+      M * QH * e,
+      U * QH * e + ua * QH * (3 * F32 + e) + 2 * nq * KH * e - M * (QH + H) * F32,
+    );
+    const forward = 2 * nq * QH * e + kvF + accF + Math.max(fw.live[r]!, finishF);
     const accB =
       nq * QH * F32 + 2 * nkb * KH * F32 + (dqIn ? nq * QH * F32 : 0) + (dkvIn ? 2 * nkb * KH * F32 : 0);
     const kvB = 2 * nkb * KH * e;
@@ -310,6 +402,7 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
       keptPerLayer: kept,
       kvResident: Math.max(kvF, kvB),
       accumulators: Math.max(accF, accB),
+      accumulatorRowsForward: M,
       messagesForward: fw.messages[r]!,
       messagesBackward: bw.messages[r]!,
       workspaceForward: fw.workspace[r]!,

@@ -59,6 +59,7 @@ describe('memory estimate: TypeScript and Python twins agree', { skip }, () => {
     { dtype: 'float32', kernel: 'math', layers: 3 },
     { dtype: 'bfloat16', kernel: 'gpu', layers: 1 },
     { dtype: 'float16', kernel: 'math', layers: 2 },
+    { dtype: 'bfloat16', kernel: 'gpu', layers: 2, messages: 'host' },
   ];
   for (const o of cases)
     it(`${o.dtype}, ${o.kernel} kernels, ${o.layers} layers: every field of every rank equal`, () => {
@@ -70,6 +71,8 @@ describe('memory estimate: TypeScript and Python twins agree', { skip }, () => {
         o.kernel,
         '--layers',
         String(o.layers),
+        '--messages',
+        o.messages ?? 'device',
       ]);
       plans.forEach(([name, plan], i) => {
         const ts = estimateMemory(plan, o);
@@ -94,6 +97,25 @@ describe('memory estimate: follows the buffers', () => {
     // The backward holds 5 float32 score matrices [H, lq, lk] of its largest piece (a 32 x 32 block
     // at least): 5 * 4 heads * 32 * 32 * 4 bytes.
     assert.ok(worstRank(math).workspaceBackward >= 5 * 4 * 32 * 32 * 4);
+  });
+  it('host messages (StagedComm) never cost more device memory; float32 forward rows only where partials meet', () => {
+    const dev = estimateMemory(plan, { dtype: 'bfloat16', kernel: 'gpu', layers: 1 });
+    const host = estimateMemory(plan, { dtype: 'bfloat16', kernel: 'gpu', layers: 1, messages: 'host' });
+    assert.ok(
+      dev.some((r, i) => r.peak > host[i]!.peak),
+      'some rank keeps messages on the device',
+    );
+    dev.forEach((r, i) => {
+      assert.ok(host[i]!.peak <= r.peak);
+      assert.ok(r.accumulatorRowsForward <= r.qTokens);
+    });
+    // One rank, one task per sequence: every query slot gets exactly one partial row.
+    const [w1] = estimateMemory(planOf('fcp', 1, { blockSize: 1024 }), {
+      dtype: 'bfloat16',
+      kernel: 'gpu',
+      layers: 1,
+    });
+    assert.equal(w1!.accumulatorRowsForward, 0);
   });
   it('one rank holding everything: kept state = Q, O (bf16), LSE (f32), own K/V (bf16) of every token', () => {
     const p = planOf('fcp', 1, { blockSize: 64 });
