@@ -8,7 +8,8 @@ compares them on shared plans). The model follows what runtime.py allocates, per
   spaces.TokenSpace does;
 - kept for backward, per layer (`kept`): Q and the final O in the compute dtype, LSE in float32, the
   rank's own K/V (the autograd context of each call);
-- forward: Q, K, V (compute dtype), O and LSE accumulators (float32, plus O_in when outputs arrive),
+- forward (fused.py): Q, K, V and O (compute dtype), LSE (float32), float32 O/LSE accumulator rows
+  only where partials meet (plus O_in when outputs arrive),
   the messages of the groups posted so far (send, float32 staging of accumulated fields, receive
   buffers: the runtime keeps them until the phase ends) with each op's kernel workspace, in the
   runtime's order of posts and ops, then the outputs;
@@ -17,7 +18,9 @@ compares them on shared plans). The model follows what runtime.py allocates, per
 - workspace, `math` kernel (CPU): one launch per piece; the forward holds ~3 float32 score matrices
   [H, lq, lk] at once (scores, exp argument, probabilities), the backward ~5 (scores, probabilities,
   dP, dS and a temporary), plus masks; `gpu` kernels (flash, cuDNN): no score matrix, the outputs
-  of the op's pieces only (not checked on a GPU yet).
+  of the op's pieces and a float32 gradient copy bounded by fused.ADD_CHUNK_ELEMS;
+- messages on the device, or (`messages="host"`, comm.StagedComm) only around each group's post.
+  Checked on an H200 in run 7 (docs/gpu.md, "Memory estimate"): still 23-65 % high there.
 
 Peak of L layers sharing one FcpAttention: (L-1) * kept + max(forward, kept + backward).
 `check_memory(plan, budget_bytes, ...)` raises PlanError `run.memory` when a rank's peak exceeds it.

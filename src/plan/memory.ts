@@ -7,8 +7,9 @@
  * plans by test/executors/torch-memory.test.ts). The model follows what runtime.py allocates:
  * - `kept` per layer (the autograd context of each call): Q and the final O in the compute dtype,
  *   LSE in float32, the rank's own K/V;
- * - forward: Q, K, V (its K/V space: own and received tokens, merged into disjoint intervals like
- *   spaces.TokenSpace), float32 O and LSE (and O_in when outputs arrive), the messages of the groups
+ * - forward (fused.py): Q, K, V (its K/V space: own and received tokens, merged into disjoint
+ *   intervals like spaces.TokenSpace), O in the compute dtype, float32 LSE, float32 O/LSE rows only
+ *   where partials meet (and O_in when outputs arrive), the messages of the groups
  *   posted so far (sends, float32 staging of accumulated fields, receive buffers: the runtime keeps
  *   them until the phase ends) with each op's kernel workspace, in the runtime's order of posts and
  *   ops, then the outputs;
@@ -16,7 +17,9 @@
  *   messages, workspace, outputs;
  * - workspace of the `math` kernel (CPU, one launch per piece): 3 float32 score matrices
  *   [H, lq, lk] at once in the forward, 5 in the backward, plus masks; `gpu` kernels (flash, cuDNN)
- *   keep no score matrix, only the outputs of an op's pieces (not yet checked on a GPU).
+ *   keep no score matrix, only the outputs of an op's pieces and a bounded float32 gradient copy;
+ * - messages on the device, or (`messages: 'host'`, StagedComm) only around each group's post.
+ * Checked on an H200 in run 7 (docs/gpu.md, "Memory estimate"): still 23-65 % high there.
  * Peak of L layers: (L-1) kept + max(forward, kept + backward). Measured against the CPU runtime's
  * resident set by python/tests/measure_memory.py (numbers in examples/README.md).
  */
