@@ -12,28 +12,5 @@
 # The sweep itself screens on the first batch and reruns only the winner and the default on all
 # batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations.
 set -u
-cd "$(dirname "$0")/../.."
-R=docs/results
-PART=${PART:-all}
-W=${W:-1024}
-run() { local name=$1; shift; echo "=== $name: fcp compare $*"; /usr/bin/time -f "$name wall %e s" npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}; }
-B=ring,bytescale,wlb,magi
-for batch in longtail magi bimodal; do
-  for setting in fluid contention ratio5920 ratio5920-contention; do
-    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $batch-$setting "* ]]; then continue; fi
-    case $setting in
-      fluid) opts=(--network fluid) ;;
-      contention) opts=(--network contention) ;;
-      ratio5920) opts=(--cluster ratio-5920 --network fluid) ;;
-      ratio5920-contention) opts=(--cluster ratio-5920 --network contention) ;;
-    esac
-    if [ "$PART" != fcp ]; then
-      run large-best-$batch-$setting --strategies $B --baselines best "${opts[@]}" --world $W --batch $batch --batches 3
-    fi
-    if [ "$PART" != baselines ]; then
-      run large-fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
-      run large-fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
-    fi
-  done
-done
-echo ALL DONE
+# The same grid as run-headline.sh (one loop), at other worlds and into large-* folders.
+PREFIX=large- W=${W:-1024} exec bash "$(dirname "$0")/run-headline.sh"

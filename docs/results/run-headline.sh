@@ -9,11 +9,13 @@
 #   The baseline part does not depend on the FCP planner: rerun only PART=fcp after planner changes.
 #   ONLY="longtail-fluid ..." restricts it to those batch-setting pairs (setting: fluid, contention,
 #   ratio5920 = ratio-5920 fluid, ratio5920-contention).
-# Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b.
+# Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b, each name
+#   prefixed by PREFIX (docs/results/run-headline-large.sh: PREFIX=large- W=1024).
 set -u
 cd "$(dirname "$0")/../.."
 R=docs/results
 PART=${PART:-all}
+P=${PREFIX:-}
 run() { local name=$1; shift; echo "=== $name: fcp compare $*"; /usr/bin/time -f "$name wall %e s" npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}; }
 B=ring,bytescale,wlb,magi
 W=${W:-16,32,64,128,256}
@@ -27,11 +29,11 @@ for batch in longtail magi bimodal; do
       ratio5920-contention) opts=(--cluster ratio-5920 --network contention) ;;
     esac
     if [ "$PART" != fcp ]; then
-      run best-$batch-$setting --strategies $B --baselines best "${opts[@]}" --world $W --batch $batch --batches 3
+      run ${P}best-$batch-$setting --strategies $B --baselines best "${opts[@]}" --world $W --batch $batch --batches 3
     fi
     if [ "$PART" != baselines ]; then
-      run fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
-      run fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
+      run ${P}fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
+      run ${P}fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
     fi
   done
 done
