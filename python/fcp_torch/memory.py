@@ -20,7 +20,9 @@ compares them on shared plans). The model follows what runtime.py allocates, per
   dP, dS and a temporary), plus masks; `gpu` kernels (flash, cuDNN): no score matrix, the outputs
   of the op's pieces and a float32 gradient copy bounded by fused.ADD_CHUNK_ELEMS;
 - messages on the device, or (`messages="host"`, comm.StagedComm) only around each group's post.
-  Checked on an H200 in run 7 (docs/gpu.md, "Memory estimate"): still 23-65 % high there.
+  Checked on an H200 in run 8 (docs/gpu.md, "Memory estimate"): +0.6 to +1.7 % over
+  torch.cuda.max_memory_allocated on three plans, once the runtime let go of its last phase's
+  buffers and the measurement stopped holding every layer's input gradients (run 7: 23-65 %).
 
 Peak of L layers sharing one FcpAttention: (L-1) * kept + max(forward, kept + backward).
 `check_memory(plan, budget_bytes, ...)` raises PlanError `run.memory` when a rank's peak exceeds it.

@@ -11,7 +11,9 @@ large tensor is its own mapping, returned on free, and the rise follows live mem
 `--device cuda` (the GPU machine; scripts/gpu/h200.py section `memory`): every process on GPU
 rank % device_count, the group gloo (messages through host copies), GPU kernels (`--kernel`), and
 the measurement is `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats` minus
-`memory_allocated` before, against the estimate's `gpu` kernel model.
+`memory_allocated` before (what the runtime kept from the warm-up let go first), against the
+estimate's `gpu` kernel model; the inputs are leaves whose gradients are dropped on arrival, and
+`phases` gives the peak of each layer's forward and backward (docs/gpu.md, "Memory estimate").
 """
 from __future__ import annotations
 
@@ -29,6 +31,45 @@ def _status(key: str) -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no {key} in /proc/self/status")
+
+
+def _release(torch, dev, att) -> int:
+    """Drops what the runtime keeps between calls (the last phase's buffers); returns the bytes."""
+    import gc
+
+    torch.cuda.synchronize(dev)
+    a = torch.cuda.memory_allocated(dev)
+    rt = att.runtime
+    rt._bufs, rt._keep, rt._pending = None, [], None
+    gc.collect()
+    torch.cuda.synchronize(dev)
+    return a - torch.cuda.memory_allocated(dev)
+
+
+def _phases(torch, dev, att, ins, x, dt) -> dict:
+    """The same step again in phases (CUDA): all layers' forwards, then each layer's backward on its
+    own, last layer first (as autograd runs them), with reset_peak_memory_stats before each phase.
+    Bytes relative to memory_allocated before the forwards: `peak` the phase's max_memory_allocated,
+    `live` memory_allocated after it."""
+    def mark(name: str, out: dict) -> None:
+        torch.cuda.synchronize(dev)
+        out[name] = {"peak": torch.cuda.max_memory_allocated(dev) - base, "live": torch.cuda.memory_allocated(dev) - base}
+        torch.cuda.reset_peak_memory_stats(dev)
+
+    res: dict = {}
+    torch.cuda.synchronize(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    base = torch.cuda.memory_allocated(dev)
+    outs = []
+    for i, (q, k, v) in enumerate(ins):
+        outs.append(att(q, k, v).float().sum())
+        mark(f"forward{i}", res)
+    for i in reversed(range(len(outs))):
+        outs[i].backward(retain_graph=x.requires_grad and ins[0][0].grad_fn is not None)
+        mark(f"backward{i}", res)
+    x.grad = None
+    del outs
+    return res
 
 
 def worker(a) -> None:
@@ -59,25 +100,49 @@ def worker(a) -> None:
     # scalar leaf takes every gradient, so no per-layer .grad is left behind.
     x = torch.ones(1, requires_grad=True, device=dev)
     data = [tuple(torch.randn(U, h, D, generator=g).to(dev, dt) for h in (H, Hk, Hk)) for _ in range(a.layers)]
-    ins = [tuple(t * x.to(dt) for t in qkv) for qkv in data]
+    # CUDA (torch >= 2.1): every input a leaf whose gradient is dropped as soon as it arrives, as a
+    # model's projection backward consumes dq/dk/dv at once. Through `t * x` (the CPU path), autograd
+    # runs the inputs' mul nodes (the oldest) last, so every layer's dq/dk/dv waited in their input
+    # buffers until the last attention backward (433 MB of run 8's 3086 on num-fcp-1).
+    leaves = cuda and hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
+    if leaves:
+        ins = [tuple(t.requires_grad_() for t in qkv) for qkv in data]
+        for qkv in ins:
+            for t in qkv:
+                t.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
+    else:
+        ins = [tuple(t * x.to(dt) for t in qkv) for qkv in data]
 
     def step() -> None:
         total = None
         for q, k, v in ins:
             s = att(q, k, v).float().sum()
             total = s if total is None else total + s
-        total.backward(retain_graph=True)  # the inputs' graph is kept for the next step
+        total.backward(retain_graph=not leaves)  # the inputs' graph is kept for the next step
         x.grad = None
 
     step()
     dist.barrier()
     if cuda:
+        # run 7's protocol: `before` still holds what the runtime kept from the last step
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         before = torch.cuda.memory_allocated(dev)
         step()
         torch.cuda.synchronize(dev)
+        peak_warm = torch.cuda.max_memory_allocated(dev) - before
+        # the measurement: the runtime's buffers of the last phase (RankRuntime._bufs, which also
+        # holds that call's Q/Ofinal/LSE) are let go first, so `before` is the inputs alone and the
+        # peak counts every byte the attention has while it runs, as the estimate does
+        held = _release(torch, dev, att)
+        torch.cuda.reset_peak_memory_stats(dev)
+        before = torch.cuda.memory_allocated(dev)
+        step()
+        torch.cuda.synchronize(dev)
         peak = torch.cuda.max_memory_allocated(dev) - before
+        held_after = _release(torch, dev, att)
+        phases = _phases(torch, dev, att, ins, x, dt)
+        phases["warmProtocol"] = {"peak": peak_warm, "heldBefore": held, "heldAfter": held_after}
     else:
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages leave the resident set
         with open("/proc/self/clear_refs", "w") as f:
@@ -85,11 +150,12 @@ def worker(a) -> None:
         before = _status("VmRSS")
         step()
         peak = _status("VmHWM") - before
+        phases = None
     # CUDA tensors in a gloo group travel through host copies (comm.StagedComm): messages on the host
     messages = "host" if cuda and world > 1 else "device"
     est = rank_memory(plan, rank, a.dtype, "gpu" if cuda and a.kernel != "math" else "math", a.layers, messages)
     res = [None] * world
-    dist.all_gather_object(res, {"rank": rank, "measured": peak, "estimated": est["peak"], "detail": est})
+    dist.all_gather_object(res, {"rank": rank, "measured": peak, "estimated": est["peak"], "detail": est, "phases": phases})
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump(res, f)

@@ -769,7 +769,7 @@ def memory_section() -> None:
         js = [ln for ln in out.splitlines() if ln.startswith("{")]
         if js:
             m = json.loads(js[-1])
-            r["ranks"] = [{k: x[k] for k in ("rank", "measured", "estimated", "relErr")} | {"detail": x["detail"]} for x in m["ranks"]]
+            r["ranks"] = [{k: x[k] for k in ("rank", "measured", "estimated", "relErr")} | {"detail": x["detail"], "phases": x.get("phases")} for x in m["ranks"]]
             r["max_abs_rel_err"] = max(abs(x["relErr"]) for x in m["ranks"])
         res[name] = r
         log("memory", name, json.dumps({k: v for k, v in r.items() if k != "ranks"}), [(x["measured"], x["estimated"], round(x["relErr"], 3)) for x in r.get("ranks", [])])

@@ -19,7 +19,9 @@
  *   [H, lq, lk] at once in the forward, 5 in the backward, plus masks; `gpu` kernels (flash, cuDNN)
  *   keep no score matrix, only the outputs of an op's pieces and a bounded float32 gradient copy;
  * - messages on the device, or (`messages: 'host'`, StagedComm) only around each group's post.
- * Checked on an H200 in run 7 (docs/gpu.md, "Memory estimate"): still 23-65 % high there.
+ * Checked on an H200 in run 8 (docs/gpu.md, "Memory estimate"): +0.6 to +1.7 % over
+ * torch.cuda.max_memory_allocated on three plans, once the runtime let go of its last phase's
+ * buffers and the measurement stopped holding every layer's input gradients (run 7: 23-65 %).
  * Peak of L layers: (L-1) kept + max(forward, kept + backward). Measured against the CPU runtime's
  * resident set by python/tests/measure_memory.py (numbers in examples/README.md).
  */
