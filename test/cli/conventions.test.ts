@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { describe, it, test } from 'node:test';
 import { createProgram, main } from '../../src/cli/main.ts';
 import { createLiveProgress, formatDuration, stopAllProgress } from '../../src/cli/progress.ts';
+import { captureOutput } from '../helpers/cli.ts';
 
 interface Run {
   code: number;
@@ -20,33 +21,10 @@ interface Run {
   errAt: { t: number; s: string }[];
 }
 
-/** Runs `fcp ARGS...` in-process. */
+/** Runs `fcp ARGS...` in-process (test/helpers/cli.ts). */
 async function fcp(...args: string[]): Promise<Run> {
-  let out = '';
-  let err = '';
-  const errAt: { t: number; s: string }[] = [];
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  // The CLI writes strings; the test runner reports through this process's stdout in binary
-  // chunks, which must pass (or its results of earlier tests are lost).
-  process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
-    if (typeof chunk !== 'string') return write(chunk, ...rest);
-    out += chunk;
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
-    if (typeof chunk !== 'string') return writeErr(chunk, ...rest);
-    err += chunk;
-    errAt.push({ t: performance.now(), s: chunk });
-    return true;
-  }) as typeof process.stderr.write;
-  try {
-    const code = await main(args);
-    return { code, out, err, errAt };
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-  }
+  const { value: code, out, err, errAt } = await captureOutput(() => main(args));
+  return { code, out, err, errAt };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-conventions-'));
