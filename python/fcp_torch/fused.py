@@ -448,7 +448,7 @@ def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True):
 
 def forward_with_state(rt, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     """RankRuntime.forward_with_state on the fused path (same inputs, outputs and state)."""
-    nq, nk = rt.qspace.size, rt.kvspace["forward"].size
+    nq, nk = rt.qspace.size, rt.kv_rows["forward"]
     dev, dt = rt.device, rt.dtype
     b: Dict[str, torch.Tensor] = {
         "Q": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=dt),

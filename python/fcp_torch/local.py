@@ -25,11 +25,13 @@ def run_local(
     mode: Optional[str] = None,
     timeout: float = 60.0,
     streams: bool = False,
+    kv_pool: Optional[bool] = None,
 ) -> Dict[str, List[torch.Tensor]]:
     """Executes `plan` forward and backward with per-sequence inputs {q, k, v, dO}; returns {o, dq, dk, dv}.
 
     `streams=True` (CUDA): each rank posts its groups from its own communication stream, the code
     path of NCCL runs (stream-ordered completion, compute waiting on events) without NCCL.
+    `kv_pool`: RankRuntime's K/V pool (kvpool.py); None: FCP_KV_POOL.
     """
     check_plan(plan)  # before any rank starts: a broken plan must not hang or give wrong outputs
     box = Mailbox(plan.world, timeout)
@@ -44,7 +46,7 @@ def run_local(
                 dev = torch.device("cuda", torch.cuda.current_device())
             stream = torch.cuda.Stream(device=dev) if streams else None
             comm = LocalComm() if plan.world == 1 else ThreadComm(r, box, stream)
-            rt = RankRuntime(prog, comm, device, dtype, kernel, mode)
+            rt = RankRuntime(prog, comm, device, dtype, kernel, mode, kv_pool=kv_pool)
 
             def rows(field: str) -> torch.Tensor:
                 parts = [inputs[field][s][a : a + n] for s, a, n in zip(prog.user_seq, prog.user_start, prog.user_length)]

@@ -23,7 +23,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+import os
+
 from . import fused as _fused
+from . import kvpool as _kvpool
 from .comm import LocalComm
 from .kernels import Kernels, Pieces, decompose, merge_into, merge_slice, plan_launches
 from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
@@ -88,6 +91,7 @@ class RankRuntime:
         time_ops: bool = True,
         softmax_scale: Optional[float] = None,
         launch_rows: Optional[int] = None,
+        kv_pool: Optional[bool] = None,
     ):
         self.prog = prog
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
@@ -127,6 +131,19 @@ class RankRuntime:
         self.base_space = TokenSpace(*base)
         bsq, bst, ben = self.base_space.seq, self.base_space.start, self.base_space.end
         self.base_kv = {ph: self._t(self.kvspace[ph].index(bsq, bst, ben - bst)) for ph in self.kvspace}
+        # K/V pool (kvpool.py): slots mapped to rows of a pool sized by the phase's peak live set.
+        # None: FCP_KV_POOL (default off until measured on the GPU).
+        if kv_pool is None:
+            kv_pool = os.environ.get("FCP_KV_POOL", "0") == "1"
+        self.pool: Optional[Dict[str, _kvpool.PhasePool]] = None
+        if kv_pool:
+            self.pool = {ph: _kvpool.build(self, ph) for ph in self.kvspace}
+            for ph, pl in self.pool.items():
+                self.user_kv[ph] = self._t(pl.map(self.user_kv[ph].cpu().numpy()))
+                self.base_kv[ph] = self._t(pl.map(self.base_kv[ph].cpu().numpy()))
+        # rows of each phase's K/V buffers: the pool's, or one per slot
+        self.kv_rows = {ph: (self.pool[ph].rows if self.pool else self.kvspace[ph].size) for ph in self.kvspace}
+        self._zero: Dict = {}
         self._launch_cache: Dict[Tuple[str, int], list] = {}
         self._merge_cache: Dict[int, tuple] = {}
         self._group_cache: Dict[Tuple[str, int], GroupSpec] = {}
@@ -166,9 +183,13 @@ class RankRuntime:
             pieces = decompose(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length, self.prog.causal, self.mode)
             qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
             kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
-            self._launch_cache[key] = plan_launches(
+            launches = plan_launches(
                 pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available, self.launch_rows
             )
+            if self.pool is not None:
+                for L in launches:
+                    _kvpool.remap_launch(L, self.pool[phase], self.device)
+            self._launch_cache[key] = launches
         return self._launch_cache[key]
 
     def prepare(self) -> float:
@@ -212,6 +233,8 @@ class RankRuntime:
                     for f, sp in fields[kind]:
                         space = self.qspace if sp == "q" else self.kvspace[phase]
                         idx = space.index(grp.seq[mk], grp.start[mk], grp.length[mk])
+                        if sp == "kv" and self.pool is not None:
+                            idx = self.pool[phase].map(idx)
                         first = None
                         if kind == KIND_DKV and direction == "send":
                             _, pos = np.unique(idx, return_index=True)
@@ -244,6 +267,7 @@ class RankRuntime:
         self._done: Dict[int, object] = {}
         self._pending: Optional[Tuple[int, object, GroupSpec]] = None
         self._completed = -1
+        self._zero = self.pool[phase].zero_at if self.pool is not None else {}
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
@@ -307,6 +331,9 @@ class RankRuntime:
         self._wait_group(op.after)
         launches = self._launches(self._phase, i)
         st = self._st
+        z = self._zero.get(("op", i))
+        if z is not None:
+            _kvpool.zero_rows(self._bufs, z)
         if self.cuda and self.time_ops:
             e0 = torch.cuda.Event(enable_timing=True)
             e1 = torch.cuda.Event(enable_timing=True)
@@ -424,12 +451,17 @@ class RankRuntime:
         if self.stream_comm:
             ev = torch.cuda.Event()
             ev.record()
+        z = self._zero.get(("post", g))
         with ctx:
             if self.stream_comm:
                 self.comm.stream.wait_event(ev)
                 c0 = torch.cuda.Event(enable_timing=True) if self.time_ops else None
                 if c0 is not None:
                     c0.record()
+            if z is not None:
+                # pool rows passing to slots this group brings: after the compute stream's last use
+                # of their old slots (waited for above), before this group's receives land
+                _kvpool.zero_rows(b, z)
             msgs: Dict[int, torch.Tensor] = {}
             for p, parts in spec.sends.items():
                 chunks = []
@@ -519,7 +551,7 @@ class RankRuntime:
         if self.fused is not None:
             # fused.py: single-partial rows stay in the compute dtype, float32 only where partials meet
             return _fused.forward_with_state(self, q, k, v)
-        nq, nk = self.qspace.size, self.kvspace["forward"].size
+        nq, nk = self.qspace.size, self.kv_rows["forward"]
         dev, dt = self.device, self.dtype
         b: Dict[str, torch.Tensor] = {
             "Q": torch.zeros(nq, self.H, self.D, device=dev, dtype=dt),
@@ -550,7 +582,7 @@ class RankRuntime:
         if s is None:
             raise PlanError("run.order", "backward needs the forward state of the same plan")
         self._check_user(do, self.H)
-        nq, nk = self.qspace.size, self.kvspace["backward"].size
+        nq, nk = self.qspace.size, self.kv_rows["backward"]
         dev, dt = self.device, self.dtype
         b: Dict[str, torch.Tensor] = {
             "Q": s["Q"],
