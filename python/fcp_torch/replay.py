@@ -7,13 +7,14 @@ MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (docs/d
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Dict, List
 
 import numpy as np
 import torch
 
 from . import fused as _fused
-from .liveness import allocate, check_allocation, lifetimes, live_set_bytes
+from .liveness import live_set_bytes
 from .plan import Plan, attended_pairs, expand_chunks, rank_program
 from .runtime import RankRuntime
 
@@ -63,6 +64,183 @@ def _fill(rt: RankRuntime, seed: int, nk: int) -> Dict[str, torch.Tensor]:
     return b
 
 
+@dataclass
+class Setup:
+    """One replay mode of one rank, ready to run: the runtime, its resident buffers and what setting
+    it up measured (peak memory over one warm-up iteration, the first iteration's times)."""
+
+    rt: RankRuntime
+    prog: object
+    base: Dict[str, torch.Tensor]
+    nq: int
+    nk: int
+    dtype: torch.dtype
+    info: dict
+
+
+def setup(
+    plan: Plan,
+    rank: int,
+    kernel: str = "auto",
+    device="cuda",
+    dtype=torch.bfloat16,
+    seed: int = 0,
+    kv_cap: int = 1 << 21,
+    merge: str = "fused",
+    pool: bool = False,
+    pool_max_space: int = 1 << 22,
+    launch_rows: "int | str | None" = None,
+) -> Setup:
+    """Builds a rank's runtime for one mode and runs one warm-up iteration (see replay_rank)."""
+    t0 = time.perf_counter()
+    prog = rank_program(plan, rank)
+    rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=False)
+    if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
+        # the runtime's own K/V pool (kvpool.py): launches read pool rows, rows handed on are zeroed
+        rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=True)
+    pool_s = time.perf_counter() - t0
+    if isinstance(launch_rows, str):  # "q" = "q/2"; "q/N": the query space over N (at least 4096 rows)
+        div = int(launch_rows.split("/")[1]) if "/" in launch_rows else 2
+        launch_rows = max(rt.qspace.size // div, 4096)
+    rt.launch_rows = launch_rows
+    if merge == "legacy":
+        rt.fused = None
+    prep_s = rt.prepare()
+    nq = rt.qspace.size
+    nk = max(rt.kv_rows.values())
+    if rt.pool is None and nk > kv_cap:
+        for launches in rt._launch_cache.values():
+            for L in launches:
+                L.kidx = L.kidx % kv_cap
+                if L.k_range is not None and L.k_range[1] > kv_cap:
+                    L.k_range = None
+                if L.kf is not None and np.any(L.kf + L.lk > kv_cap):
+                    L.qf = L.kf = None  # slice-wise accumulation would cross the folded buffer's end
+        nk = kv_cap
+    mem0 = 0
+    if rt.cuda:
+        torch.cuda.synchronize(rt.device)
+        torch.cuda.empty_cache()
+        mem0 = torch.cuda.memory_allocated(rt.device)
+        torch.cuda.reset_peak_memory_stats(rt.device)
+    s = Setup(rt, prog, _fill(rt, seed, nk), nq, nk, dtype, {})
+    f, b, _, _ = iteration(s)
+    peak = None
+    if rt.cuda:
+        torch.cuda.synchronize(rt.device)
+        peak = torch.cuda.max_memory_allocated(rt.device) - mem0
+    s.info = {
+        "pool_rows": dict(rt.kv_rows) if rt.pool is not None else None,
+        "launch_rows": launch_rows,
+        "first_iteration": {"forward_ms": f, "backward_ms": b},
+        "peak_bytes": peak,
+        "live_set_bytes": live_set_bytes(prog, nq, {"forward": nk, "backward": nk}),
+        "setup_s": time.perf_counter() - t0,
+        "pool_s": pool_s,
+        "prepare_s": prep_s,
+        "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
+    }
+    return s
+
+
+def iteration(s: Setup):
+    """One forward and backward of the rank's compute ops: (forward wall ms, backward wall ms,
+    forward op ms, backward op ms), op times from CUDA events around each op."""
+    rt, base, nq, nk = s.rt, s.base, s.nq, s.nk
+    dev = rt.device
+    bf = _forward_bufs(rt, base, nq)
+    f = rt._run_phase("forward", bf)
+    ofinal, lse = _finish_forward(rt, bf, s.dtype)
+    del bf  # the float32 O is not needed by the backward
+    bb = {
+        "Q": base["Q"], "K": base["K"], "V": base["V"], "Ofinal": ofinal, "LSE": lse,
+        "dO": torch.randn_like(base["Q"]),
+        "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
+        "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
+        "dV": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
+    }
+    b = rt._run_phase("backward", bb)
+    return f.wall_ms, b.wall_ms, f.compute_ms, b.compute_ms
+
+
+def _spread(xs: List[float]) -> dict:
+    if not xs:
+        return {"median": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
+    return {"median": float(np.median(xs)), "min": float(min(xs)), "max": float(max(xs)), "n": len(xs)}
+
+
+def replay_modes(plan: Plan, rank: int, modes: Dict[str, dict], reps: int = 5, profile: bool = True, **common) -> Dict[str, dict]:
+    """Times several modes of one rank interleaved: every mode is set up (and warmed up) first, then
+    each of `reps` rounds runs every mode once (end to end, then kernel-only when `profile`), the
+    order rotated by one each round so that no mode is always first after another's iteration.
+    Per mode: median, min and max over the rounds of forward/backward end-to-end and kernel-only
+    time, and kernel share = median kernel-only / median end-to-end (runs 4-8 ran each mode once,
+    in a fixed order, and its first mode measured up to 20 % faster)."""
+    names = list(modes)
+    setups = {n: setup(plan, rank, **{**common, **modes[n]}) for n in names}
+    runs: Dict[str, dict] = {n: {"fw": [], "bw": [], "fo": [], "bo": [], "kf": [], "kb": []} for n in names}
+    for r in range(reps):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            s, acc = setups[n], runs[n]
+            f, b, fo, bo = iteration(s)
+            acc["fw"].append(f)
+            acc["bw"].append(b)
+            acc["fo"].append(fo)
+            acc["bo"].append(bo)
+            if profile and s.rt.cuda:
+                k = _profile_kernels(s.rt, s.base, s.nq, s.nk, s.dtype)
+                acc["kf"].append(sum(v for k_, v in k.items() if k_.startswith("forward")))
+                acc["kb"].append(sum(v for k_, v in k.items() if k_.startswith("backward")))
+    out: Dict[str, dict] = {}
+    for n in names:
+        out[n] = _result(setups[n], rank, runs[n])
+    return out
+
+
+def _result(s: Setup, rank: int, acc: dict) -> dict:
+    rt, prog = s.rt, s.prog
+    pairs_f = prog.attended_pairs("forward")
+    pairs_b = prog.attended_pairs("backward")
+    flops_f = 4.0 * pairs_f * prog.q_heads * prog.head_dim
+    flops_b = 2.5 * 4.0 * pairs_b * prog.q_heads * prog.head_dim
+    fw, bw = _spread(acc["fw"]), _spread(acc["bw"])
+    kf, kb = _spread(acc["kf"]), _spread(acc["kb"])
+    st = rt.stats
+    lay = getattr(rt, "_fwd_layout", None)
+    return {
+        "rank": rank,
+        "kernel": rt.kernel,
+        "mode": rt.mode,
+        "pairs": pairs_f,
+        "ops": {"forward": len(prog.forward.ops), "backward": len(prog.backward.ops)},
+        "launches": {"forward": st["forward"].launch_kinds, "backward": st["backward"].launch_kinds},
+        "query_tokens": s.nq,
+        "kv_tokens": rt.kvspace["forward"].size,
+        "kv_folded_to": s.nk,
+        "forward_ms": fw["median"],
+        "backward_ms": bw["median"],
+        "forward_spread": fw,
+        "backward_spread": bw,
+        "forward_op_ms": _spread(acc["fo"])["median"],
+        "backward_op_ms": _spread(acc["bo"])["median"],
+        "kernel_forward": kf,
+        "kernel_backward": kb,
+        "kernel_share": {
+            "forward": kf["median"] / fw["median"] if kf["n"] else None,
+            "backward": kb["median"] / bw["median"] if kb["n"] else None,
+            # per round (kernel-only run next to its end-to-end run), min and max
+            "forward_rounds": [a / b for a, b in zip(acc["kf"], acc["fw"])],
+            "backward_rounds": [a / b for a, b in zip(acc["kb"], acc["bw"])],
+        },
+        "forward_mfu": flops_f / (PEAK_TFLOPS * 1e12 * fw["median"] / 1e3),
+        "backward_mfu": flops_b / (PEAK_TFLOPS * 1e12 * bw["median"] / 1e3),
+        "fused_backend": rt.fused.backend if rt.fused is not None else None,
+        "fwd_acc_rows": int(lay.acc_slots.numel()) if lay is not None else None,
+        "fwd_direct_rows": lay.direct_rows if lay is not None else None,
+        **s.info,
+    }
+
+
 def replay_rank(
     plan: Plan,
     rank: int,
@@ -80,18 +258,19 @@ def replay_rank(
     launch_rows: "int | str | None" = None,
     graph: bool = False,
 ) -> dict:
-    """Times one rank's forward and backward compute ops (median over `iters` after `warmup`).
+    """Times one rank's forward and backward compute ops (median over `iters` after `warmup`; one
+    mode alone: `replay_modes` interleaves several).
 
     Every K/V token the rank's tasks read is resident. A ring rank reads the whole batch (8M tokens
     at 256 ranks: 34 GB of K/V plus 69 GB of float32 dK/dV), so K/V slots are folded modulo `kv_cap`
     tokens: the kernels and gathers do the same work on the same shapes; the values are random anyway.
 
     `merge`: "fused" (fused.py: Triton merges and gathers where the probe passes) or "legacy" (the
-    original torch merges). `pool`: K/V rows reused by liveness (liveness.py; lifetimes in the issue
-    order of a real run, transfers included), buffers sized by the computed peak; spaces larger than
-    `pool_max_space` tokens are folded instead (the host-side allocation of a 256-rank ring rank takes
-    a minute). Peak memory is `torch.cuda.max_memory_allocated` over the timed iterations, beside the
-    computed live set (`liveness.live_set_bytes`).
+    original torch merges). `pool`: the runtime's K/V pool (RankRuntime(kv_pool=True): rows reused
+    by liveness in the issue order of a real run, transfers included), buffers sized by the computed
+    peak; spaces larger than `pool_max_space` tokens are folded instead (the host-side allocation of
+    a 256-rank ring rank takes a minute). Peak memory is `torch.cuda.max_memory_allocated` over the
+    first (warm-up) iteration, beside the computed live set (`liveness.live_set_bytes`).
 
     `launch_rows`: the most gathered rows of one launch (RankRuntime.launch_rows); "q" = half the
     rank's query space (at least 4096), "q/N" its N-th part, which bounds a launch's temporaries to
@@ -100,117 +279,21 @@ def replay_rank(
     `graph`: also capture the forward phase as one CUDA graph and time its replays against eager
     calls on the same buffers (`graph_forward`; issue 17's optional capture when shapes repeat).
     """
-    t0 = time.perf_counter()
-    prog = rank_program(plan, rank)
-    rt = RankRuntime(prog, None, device, dtype, kernel, local=True)
-    if isinstance(launch_rows, str):  # "q" = "q/2"; "q/N": the query space over N (at least 4096 rows)
-        div = int(launch_rows.split("/")[1]) if "/" in launch_rows else 2
-        launch_rows = max(rt.qspace.size // div, 4096)
-    rt.launch_rows = launch_rows
-    if merge == "legacy":
-        rt.fused = None
-    prep_s = rt.prepare()
-    expand_s = time.perf_counter() - t0 - prep_s
-    nq, nk = rt.qspace.size, rt.kvspace["forward"].size
-    pool_rows = None
-    pool_s = 0.0
-    if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
-        tp = time.perf_counter()
-        pool_rows = {ph: apply_pool(rt, ph) for ph in ("forward", "backward")}
-        nk = max(pool_rows.values())
-        pool_s = time.perf_counter() - tp
-    elif nk > kv_cap:
-        for launches in rt._launch_cache.values():
-            for L in launches:
-                L.kidx = L.kidx % kv_cap
-                if L.k_range is not None and L.k_range[1] > kv_cap:
-                    L.k_range = None
-                if L.kf is not None and np.any(L.kf + L.lk > kv_cap):
-                    L.qf = L.kf = None  # slice-wise accumulation would cross the folded buffer's end
-        nk = kv_cap
-    if rt.cuda:
-        torch.cuda.synchronize(rt.device)
-        torch.cuda.empty_cache()
-        mem0 = torch.cuda.memory_allocated(rt.device)
-        torch.cuda.reset_peak_memory_stats(rt.device)
-    base = _fill(rt, seed, nk)
-    dev = rt.device
-    fw: List[float] = []
-    bw: List[float] = []
-    fk: List[float] = []
-    bk: List[float] = []
-    first = {}
-    for it in range(warmup + iters):
-        bf = _forward_bufs(rt, base, nq)
-        f = rt._run_phase("forward", bf)
-        ofinal, lse = _finish_forward(rt, bf, dtype)
-        del bf  # the float32 O is not needed by the backward
-        bb = {
-            "Q": base["Q"],
-            "K": base["K"],
-            "V": base["V"],
-            "Ofinal": ofinal,
-            "LSE": lse,
-            "dO": torch.randn_like(base["Q"]),
-            "dQ": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=torch.float32),
-            "dK": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
-            "dV": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=torch.float32),
-        }
-        b = rt._run_phase("backward", bb)
-        if it == 0:
-            first = {"forward_ms": f.wall_ms, "backward_ms": b.wall_ms}
-        if it >= warmup:
-            fw.append(f.wall_ms)
-            bw.append(b.wall_ms)
-            fk.append(f.compute_ms)
-            bk.append(b.compute_ms)
-        del bb, ofinal, lse
-    peak_bytes = None
-    if rt.cuda:
-        torch.cuda.synchronize(rt.device)
-        peak_bytes = torch.cuda.max_memory_allocated(rt.device) - mem0
-    kernel_ms = None
-    if profile and rt.cuda:
-        kernel_ms = _profile_kernels(rt, base, nq, nk, dtype)
-    graph_res = graph_forward(rt, base, nq) if graph and rt.cuda else None
-    pairs_f = prog.attended_pairs("forward")
-    pairs_b = prog.attended_pairs("backward")
-    flops_f = 4.0 * pairs_f * prog.q_heads * prog.head_dim
-    flops_b = 2.5 * 4.0 * pairs_b * prog.q_heads * prog.head_dim
-    med = lambda xs: float(np.median(xs)) if xs else float("nan")  # noqa: E731
-    st = rt.stats
-    return {
-        "rank": rank,
-        "kernel": kernel,
-        "mode": rt.mode,
-        "pairs": pairs_f,
-        "ops": {"forward": len(prog.forward.ops), "backward": len(prog.backward.ops)},
-        "launches": {"forward": st["forward"].launch_kinds, "backward": st["backward"].launch_kinds},
-        "query_tokens": nq,
-        "kv_tokens": rt.kvspace["forward"].size,
-        "kv_folded_to": nk,
-        "forward_ms": med(fw),
-        "backward_ms": med(bw),
-        "forward_op_ms": med(fk),
-        "backward_op_ms": med(bk),
-        "first_iteration": first,
-        "forward_mfu": flops_f / (PEAK_TFLOPS * 1e12 * med(fw) / 1e3),
-        "backward_mfu": flops_b / (PEAK_TFLOPS * 1e12 * med(bw) / 1e3),
-        "kernel_only_ms": kernel_ms,
-        "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
-        "fused_backend": rt.fused.backend if rt.fused is not None else None,
-        "pool_rows": pool_rows,
-        "launch_rows": launch_rows,
-        "graph": graph_res,
-        # fused path: query rows with a float32 accumulator (partials meet) / rows written directly
-        "fwd_acc_rows": int(rt._fwd_layout.acc_slots.numel()) if getattr(rt, "_fwd_layout", None) is not None else None,
-        "fwd_direct_rows": rt._fwd_layout.direct_rows if getattr(rt, "_fwd_layout", None) is not None else None,
-        "pool_s": pool_s,
-        "peak_bytes": peak_bytes,
-        "live_set_bytes": live_set_bytes(prog, nq, {"forward": nk, "backward": nk}),
-        "expand_s": expand_s,
-        "prepare_s": prep_s,
-    }
+    s = setup(plan, rank, kernel, device, dtype, seed, kv_cap, merge, pool, pool_max_space, launch_rows)
+    acc: Dict[str, list] = {"fw": [], "bw": [], "fo": [], "bo": [], "kf": [], "kb": []}
+    for it in range(max(warmup - 1, 0) + iters):  # setup() ran the first warm-up iteration
+        f, b, fo, bo = iteration(s)
+        if it >= warmup - 1:
+            for k_, v in zip(("fw", "bw", "fo", "bo"), (f, b, fo, bo)):
+                acc[k_].append(v)
+    kernel_ms = _profile_kernels(s.rt, s.base, s.nq, s.nk, dtype) if profile and s.rt.cuda else None
+    if kernel_ms:
+        acc["kf"].append(sum(v for k_, v in kernel_ms.items() if k_.startswith("forward")))
+        acc["kb"].append(sum(v for k_, v in kernel_ms.items() if k_.startswith("backward")))
+    res = _result(s, rank, acc)
+    res["kernel_only_ms"] = kernel_ms
+    res["graph"] = graph_forward(s.rt, s.base, s.nq) if graph and s.rt.cuda else None
+    return res
 
 
 def _forward_bufs(rt: RankRuntime, base, nq: int) -> Dict[str, torch.Tensor]:
@@ -230,29 +313,6 @@ def _finish_forward(rt: RankRuntime, b, dtype):
         ofinal, lse, _ = _fused.finish_forward(rt, b, user=False)
         return ofinal, lse
     return b["O"].to(dtype), b["LSE"]
-
-
-def apply_pool(rt: RankRuntime, phase: str) -> int:
-    """Remaps the K/V rows of a phase's cached launches to pool rows (liveness.allocate); returns the pool size."""
-    lt = lifetimes(rt.prog, phase, rt.kvspace[phase], rt.base_space)
-    pool_of, size = allocate(lt)
-    bad = check_allocation(lt, pool_of)
-    assert not bad, bad
-    for i in range(len(getattr(rt.prog, phase).ops)):
-        for L in rt._launches(phase, i):
-            k = pool_of[L.kidx.cpu().numpy()]
-            assert np.all(k >= 0), "a launch reads a K/V slot outside every lifetime"
-            L.kidx = torch.from_numpy(k).to(rt.device)
-            contig = len(k) > 0 and bool(np.all(np.diff(k) == 1))
-            L.k_range = (int(k[0]), int(k[-1]) + 1) if contig else None
-            if L.kf is not None:
-                starts = np.concatenate(([0], np.cumsum(L.lk)[:-1])).astype(np.int64)
-                seg_ok = all(np.all(np.diff(k[a : a + n]) == 1) for a, n in zip(starts.tolist(), L.lk.tolist()))
-                if seg_ok:
-                    L.kf = k[starts]
-                else:
-                    L.qf = L.kf = None  # slice-wise adds need contiguous rows per segment
-    return size
 
 
 def _profile_kernels(rt: RankRuntime, base, nq: int, nk: int, dtype) -> dict:

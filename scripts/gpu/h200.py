@@ -62,8 +62,12 @@ ap.add_argument("--replay-plans", default="", help="comma-separated replay plan 
 ap.add_argument("--multirank-backends", default="nccl,gloo-staged", help="process backends to try, in order ('' for none)")
 ap.add_argument("--profile", action="store_true", help="replay: also time each kernel call alone")
 ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness; cap = pool + launches of at most half the query space's rows (replay.launch_rows='q'); capN: at most 1/N of them")
+ap.add_argument("--replay-modes-by", default="", help="replay: per strategy modes, e.g. 'ring=fused,cap8;magi=fused,cap' (others: --replay-modes)")
+ap.add_argument("--replay-reps-by", default="", help="replay: per strategy rounds, e.g. 'ring=3' (others: --replay-reps)")
+ap.add_argument("--replay-reps", type=int, default=5, help="replay: rounds; each runs every mode once (end to end, then kernel-only with --profile), order rotated each round")
+ap.add_argument("--host-profile", default="", help="replay: plans whose heaviest rank gets a torch.profiler table (pool mode, one forward, one forward+backward)")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
-ap.add_argument("--graph", action="store_true", help="replay: also capture the forward phase as a CUDA graph (mode fused, fcp and magi plans)")
+ap.add_argument("--graph", action="store_true", help="(unused since run 9: replay_modes does not capture graphs; run 6 measured 0.97-1.02x)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 T0 = time.time()
@@ -597,10 +601,26 @@ def world1() -> None:
     res["sdpa_loop"] = {"forward_ms": bench(lambda: sdpa_fwd(q, k, v), warmup=2, reps=5), "fwd_bwd_ms": bench(sdpa_fb, warmup=2, reps=5)}
     pairs_all = float(sum(x_ * (x_ + 1) / 2 for x_ in lens)) if plan.causal else float(sum(x_ * x_ for x_ in lens))
     res["sdpa_loop"]["forward_mfu"] = 4 * pairs_all * plan.q_heads * plan.head_dim / (PEAK * 1e12 * res["sdpa_loop"]["forward_ms"] / 1e3)
-    for mode in ("legacy", "fused"):
-        rt = RankRuntime(prog, None, DEV, DT, kname("auto"))
-        if mode == "legacy":
-            rt.fused = None
+    # the SDPA loop with each backend forced (which one the default picks, and the best a loop gets)
+    if not SMOKE:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        for bname in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
+            try:
+                with sdpa_kernel([getattr(SDPBackend, bname)]):
+                    res["sdpa_loop"][f"forward_ms_{bname.lower()}"] = bench(lambda: sdpa_fwd(q, k, v), warmup=2, reps=5)
+            except Exception as e:  # noqa: BLE001 - a backend that does not run here is a result too
+                res["sdpa_loop"][f"forward_ms_{bname.lower()}"] = f"{type(e).__name__}: {str(e)[:200]}"
+    # FCP: the default kernel policy (cuDNN for pieces >= 512 tokens, one varlen flash launch for the
+    # rest), all pieces in one varlen flash launch, and dense cuDNN only; each with the K/V pool on
+    variants = [("fused", "auto", False), ("pool", "auto", True), ("fused", "flash", False), ("fused", "cudnn", False)]
+    for mode, kern, kvp in variants:
+        if SMOKE and kern != "auto":
+            continue
+        if kern != "auto" and not KERNELS.available.get(kern):
+            res["runs"][f"{mode}-{kern}"] = {"skipped": f"{kern} unavailable"}
+            continue
+        rt = RankRuntime(prog, None, DEV, DT, kname(kern), kv_pool=kvp)
         rt.prepare()
 
         def fcp_fb():
@@ -638,7 +658,9 @@ def world1() -> None:
         r["o_rel_err_vs_sdpa"] = rel_err(o_f, sdpa_fwd(q, k, v))
         r["speedup_forward"] = res["sdpa_loop"]["forward_ms"] / r["forward_ms"]
         r["speedup_fwd_bwd"] = res["sdpa_loop"]["fwd_bwd_ms"] / r["fwd_bwd_ms"]
-        res["runs"][mode] = r
+        res["runs"][f"{mode}-{kern}"] = r
+        log("world1", mode, kern, f"fwd {r['forward_ms']:.2f} ms (kernels {r.get('kernel_only_forward_ms')}) fwd+bwd {r['fwd_bwd_ms']:.2f} ms",
+            f"speedup fwd {r['speedup_forward']:.3f} fwd+bwd {r['speedup_fwd_bwd']:.3f} launches {r['launches']}")
         del rt
     R["world1"] = res
     log("world1", json.dumps(res))
@@ -779,14 +801,18 @@ def memory_section() -> None:
 
 @section("replay")
 def replay() -> None:
-    from fcp_torch.replay import replay_rank
+    from fcp_torch.replay import replay_modes, replay_rank
 
     if SMOKE:
         from fcp_torch.plan import plan_from_json
         from tests import synth
 
         plan = plan_from_json(synth.chunk_plan([70, 9, 33], 4))
-        R["replay"] = {"smoke": [replay_rank(plan, r, kernel="math", device="cpu", dtype=torch.float32, iters=1, warmup=1) for r in (0, 3)]}
+        R["replay"] = {"smoke": [replay_rank(plan, r, kernel="math", device="cpu", dtype=torch.float32, iters=1, warmup=1) for r in (0, 3)],
+                       "modes": replay_modes(plan, 3, {m: replay_mode_args(m) for m in args.replay_modes.split(",")}, reps=2,
+                                             kernel="math", device="cpu", dtype=torch.float32)}
+        if args.host_profile:
+            R["replay"]["host_profile"] = host_profile(plan, 3, "math")
         return
     man_path = os.path.join(PLANS, "manifest.json")
     man = json.load(open(man_path)) if os.path.exists(man_path) else {}
@@ -808,42 +834,86 @@ def replay() -> None:
                 kernels = ("cudnn",) if KERNELS.available.get("cudnn") and entry["strategy"] == "fcp" else ()
             elif not KERNELS.available.get("cudnn"):
                 kernels = ("flash",)
-            last_s = 0.0  # the previous run of this plan: a run that cannot finish inside the budget is not started
+            big = entry["world"] >= 256 and entry["strategy"] == "ring"
             for which in args.replay_which.split(","):
-                modes = args.replay_modes.split(",")
-                if entry["world"] >= 256 and entry["strategy"] == "ring":
+                by = dict(x.split("=", 1) for x in args.replay_modes_by.split(";") if x)
+                modes = by.get(entry["strategy"], args.replay_modes).split(",")
+                if big:
                     modes = [m for m in modes if m == "fused" or m.startswith("cap")][-1:]  # 1 min per mode; the pool is not built for 8M-slot spaces
-                for kernel, mode in ((k, m) for k in kernels for m in modes):
-                    if left() < max(25.0, 1.1 * last_s):
-                        res["runs"].append({"which": which, "kernel": kernel, "mode": mode, "skipped": "time budget"})
+                for kernel in kernels:
+                    if left() < 60:
+                        res["runs"].append({"which": which, "kernel": kernel, "skipped": "time budget"})
                         continue
                     t_run = time.time()
-                    big = entry["world"] >= 256 and entry["strategy"] == "ring"
-                    r = replay_rank(plan, entry["ranks"][which], kernel=kernel, iters=1 if big else 2, warmup=1, profile=args.profile,
-                                    merge="legacy" if mode == "legacy" else "fused", pool=mode == "pool" or mode.startswith("cap"),
-                                    launch_rows=("q" if mode == "cap" else f"q/{mode[3:]}") if mode.startswith("cap") else None,
-                                    graph=args.graph and mode == "fused" and entry["strategy"] != "ring")
-                    last_s = time.time() - t_run
-                    r["run_s"] = last_s
-                    r["which"] = which
-                    r["mode"] = mode
-                    ko = r.get("kernel_only_ms") or {}
-                    kf = sum(v for k_, v in ko.items() if k_.startswith("forward"))
-                    kb = sum(v for k_, v in ko.items() if k_.startswith("backward"))
-                    r["kernel_share"] = {"forward": kf / r["forward_ms"] if ko else None, "backward": kb / r["backward_ms"] if ko else None}
-                    live = max(r["live_set_bytes"].values())
-                    r["peak_over_live"] = r["peak_bytes"] / live if r.get("peak_bytes") else None
-                    res["runs"].append(r)
-                    if r.get("graph"):
-                        log(name, "cuda graph forward", json.dumps(r["graph"]))
-                    log(name, which, kernel, mode, f"share {r['kernel_share']} peak/live {r['peak_over_live']} pool {r['pool_rows']} kv {r['kv_tokens']}", f"fwd {r['forward_ms']:.1f} ms mfu {r['forward_mfu']:.3f} | bwd {r['backward_ms']:.1f} ms mfu {r['backward_mfu']:.3f}",
-                        f"(first iter {r['first_iteration']}, launches {r['launches']['forward']}, kernel-only {r.get('kernel_only_ms')})")
+                    reps_by = {k_: int(v) for k_, v in (x.split("=", 1) for x in args.replay_reps_by.split(";") if x)}
+                    reps = 1 if big else reps_by.get(entry["strategy"], args.replay_reps)
+                    rs = replay_modes(plan, entry["ranks"][which], {m: replay_mode_args(m) for m in modes}, reps=reps,
+                                      profile=args.profile and not big, kernel=kernel)
+                    run_s = time.time() - t_run
+                    for mode, r in rs.items():
+                        r["run_s"] = run_s
+                        r["which"] = which
+                        r["mode"] = mode
+                        r["reps"] = reps
+                        live = max(r["live_set_bytes"].values())
+                        r["peak_over_live"] = r["peak_bytes"] / live if r.get("peak_bytes") else None
+                        res["runs"].append(r)
+                        sh = r["kernel_share"]
+                        fmt = lambda x: f"{x:.3f}" if x is not None else "-"  # noqa: E731
+                        log(name, which, kernel, mode, f"share fwd {fmt(sh['forward'])} bwd {fmt(sh['backward'])} peak/live {fmt(r['peak_over_live'])} pool {r['pool_rows']}",
+                            f"fwd {r['forward_ms']:.1f} [{r['forward_spread']['min']:.1f}-{r['forward_spread']['max']:.1f}] ms mfu {r['forward_mfu']:.3f}",
+                            f"| bwd {r['backward_ms']:.1f} [{r['backward_spread']['min']:.1f}-{r['backward_spread']['max']:.1f}] ms mfu {r['backward_mfu']:.3f}",
+                            f"| kernel fwd {r['kernel_forward']} bwd {r['kernel_backward']} launches {r['launches']['forward']}")
+                    del rs
                     torch.cuda.empty_cache()
+                    if args.host_profile and name in args.host_profile.split(","):
+                        res["host_profile"] = host_profile(plan, entry["ranks"][which], kernel)
             out[name] = res
         except Exception as e:  # noqa: BLE001
             out[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
             log(name, "failed", e)
         save()
+
+
+def replay_mode_args(mode: str) -> dict:
+    """replay_modes arguments of a --replay-modes name."""
+    if mode == "legacy":
+        return {"merge": "legacy"}
+    if mode == "fused":
+        return {}
+    if mode == "pool":
+        return {"pool": True}
+    if mode.startswith("cap"):
+        return {"pool": True, "launch_rows": "q" if mode == "cap" else f"q/{mode[3:]}"}
+    raise SystemExit(f"unknown replay mode {mode}")
+
+
+def host_profile(plan, rank: int, kernel: str) -> dict:
+    """torch.profiler over one forward and one backward of the pool mode: the top host-side (CPU
+    total) and device-side operators, to see where the time between kernels goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from fcp_torch.replay import iteration, setup
+
+    dev = "cuda" if DEV.type == "cuda" else "cpu"
+    s = setup(plan, rank, kernel=kernel, device=dev, dtype=DT if dev == "cuda" else torch.float32, pool=True)
+    iteration(s)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    out = {}
+    for phase in ("forward", "backward"):
+        with profile(activities=acts) as prof:
+            if phase == "forward":
+                bf = __import__("fcp_torch.replay", fromlist=["_forward_bufs"])._forward_bufs(s.rt, s.base, s.nq)
+                s.rt._run_phase("forward", bf)
+            else:
+                iteration(s)
+            sync()
+        ka = prof.key_averages()
+        out[phase] = {
+            "cpu": ka.table(sort_by="cpu_time_total", row_limit=25, max_name_column_width=60),
+            "device": ka.table(sort_by="cuda_time_total" if dev == "cuda" else "cpu_time_total", row_limit=20, max_name_column_width=60),
+        }
+    return out
 
 
 @section("multigpu")
@@ -946,11 +1016,22 @@ def summary() -> str:
             lines.append(f"cudnn {'causal' if row['causal'] else 'full  '} {row['lq']:>6} x{row['pairs']:<4} fwd {row['fwd_ms']:8.3f} ms mfu {row['fwd_mfu']:.3f}  bwd {row['bwd_ms']:8.3f} ms mfu {row['bwd_mfu']:.3f}")
     for row in R.get("calibration_mixes", []):
         lines.append(f"varlen mix {row['mix']}: {row['segments']} seqs, fwd mfu {row['fwd_mfu']:.3f}, bwd mfu {row['bwd_mfu']:.3f}")
-    lines.append("replay: plan, rank, kernel, fwd ms, fwd MFU, bwd ms, bwd MFU")
+    w1 = R.get("world1", {})
+    if "sdpa_loop" in w1:
+        lines.append(f"world1: sdpa loop fwd {w1['sdpa_loop']['forward_ms']:.2f} ms fwd+bwd {w1['sdpa_loop']['fwd_bwd_ms']:.2f} ms; backends "
+                     + str({k_: v for k_, v in w1["sdpa_loop"].items() if k_.startswith("forward_ms_")}))
+        for k_, r in w1.get("runs", {}).items():
+            if "forward_ms" in r:
+                lines.append(f"  world1 {k_:14s} fwd {r['forward_ms']:.2f} ms (kernels {r.get('kernel_only_forward_ms') or 0:.2f}) fwd+bwd {r['fwd_bwd_ms']:.2f} ms speedup {r['speedup_forward']:.3f} / {r['speedup_fwd_bwd']:.3f}")
+    f3 = lambda x: f"{x:.3f}" if isinstance(x, float) else "-"  # noqa: E731
+    lines.append("replay: plan, rank, mode, fwd ms [min-max], fwd MFU, bwd ms [min-max], bwd MFU, kernel share fwd/bwd, peak/live")
     for name, res in R.get("replay", {}).items():
         for r in res.get("runs", []) if isinstance(res, dict) else []:
             if "forward_ms" in r:
-                lines.append(f"  {name:18s} {r['which']:8s} r{r['rank']:<4} {r['kernel']:5s} {r['forward_ms']:8.1f} {r['forward_mfu']:.3f} {r['backward_ms']:8.1f} {r['backward_mfu']:.3f}")
+                fs, bs, sh = r.get("forward_spread", {}), r.get("backward_spread", {}), r.get("kernel_share") or {}
+                lines.append(f"  {name:16s} r{r['rank']:<4} {r.get('mode', ''):6s} {r['forward_ms']:7.1f} [{fs.get('min', 0):.1f}-{fs.get('max', 0):.1f}] {r['forward_mfu']:.3f}"
+                             f" {r['backward_ms']:7.1f} [{bs.get('min', 0):.1f}-{bs.get('max', 0):.1f}] {r['backward_mfu']:.3f}"
+                             f" {f3(sh.get('forward'))}/{f3(sh.get('backward'))} {f3(r.get('peak_over_live'))}")
     for W, r in R.get("train", {}).get("runs", {}).items():
         c = r.get("check")
         if c and "ratio" in c:
