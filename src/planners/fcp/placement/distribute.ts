@@ -47,6 +47,7 @@
 import { FcpError, issue } from '../../../core/issues.ts';
 import type { FcpOptions } from '../options.ts';
 import type { Blocks } from './blocks.ts';
+import { packHeavy } from './heavy.ts';
 import { blockUserRanks, type SeqRows } from './layout.ts';
 import { RankHeap } from './rank-heap.ts';
 import { refine } from './refine.ts';
@@ -106,6 +107,7 @@ export function distributeUnits(
   memoryTokens: number,
   o: FcpOptions,
   gpusPerNode = world,
+  packHeavyFirst = false,
 ): Placement {
   const U = blocks.unitSeq.length;
   const { unitTokens, unitSeq } = blocks;
@@ -144,6 +146,28 @@ export function distributeUnits(
     const sb = unitSeq[b]!;
     return seqPairs[sb]! - seqPairs[sa]! || sa - sb || a - b;
   });
+  // Heavy packing (heavy.ts): the compute-dominant units, in the order above, dealt onto ranks in
+  // rank order before anything else; they then lead the order and keep their ranks.
+  const preset = packHeavyFirst
+    ? packHeavyUnits(
+        order,
+        computeDominant,
+        unitSeq,
+        unitTokens,
+        unitPairs,
+        totalPairs,
+        totalTokens,
+        world,
+        memoryTokens,
+      )
+    : null;
+  if (preset !== null) {
+    const first: number[] = [];
+    const rest: number[] = [];
+    for (let i = 0; i < U; i++) (preset[order[i]!]! >= 0 ? first : rest).push(order[i]!);
+    order.set(first, 0);
+    order.set(rest, first.length);
+  }
   // Smallest unit still to come, to retire ranks whose memory cannot take any of them.
   const minTokAfter = new Int32Array(U + 1).fill(0x7fffffff);
   for (let i = U - 1; i >= 0; i--) minTokAfter[i] = Math.min(minTokAfter[i + 1]!, unitTokens[order[i]!]!);
@@ -235,8 +259,8 @@ export function distributeUnits(
     pairs = unitPairs[u]!;
     mNorm = dense ? memoryTokens : mdMean;
     const s = unitSeq[u]!;
-    let pick = -1;
-    if (!o.noLocality) {
+    let pick = preset !== null ? preset[u]! : -1;
+    if (pick < 0 && !o.noLocality) {
       userRank.length = 0;
       userTok.length = 0;
       addOverlap(blocks.unitBlockA[u]!);
@@ -357,3 +381,38 @@ const NODE_SLACK = 0.05;
 
 /** Affinity keeps a memory-dominant sequence on one rank up to this multiple of the phase's mean memory. */
 const AFFINITY_MEMORY = 1.1;
+
+/** {@link packHeavy} over the distributor's order (its compute-dominant units come sequence by sequence). */
+function packHeavyUnits(
+  order: Int32Array,
+  computeDominant: Uint8Array,
+  unitSeq: Int32Array,
+  unitTokens: Int32Array,
+  unitPairs: Float64Array,
+  totalPairs: number,
+  totalTokens: number,
+  world: number,
+  memoryTokens: number,
+): Int32Array {
+  const heavyOrder: number[] = [];
+  let lightPairs = 0;
+  for (let i = 0; i < order.length; i++) {
+    const u = order[i]!;
+    if (computeDominant[u] === 1) heavyOrder.push(u);
+    else lightPairs += unitPairs[u]!;
+  }
+  return packHeavy(
+    {
+      unitSeq,
+      unitTokens,
+      unitPairs,
+      heavy: computeDominant,
+      order: Int32Array.from(heavyOrder),
+      totalPairs,
+      lightPairs,
+      totalTokens,
+    },
+    world,
+    memoryTokens,
+  );
+}
