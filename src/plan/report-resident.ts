@@ -95,109 +95,153 @@ export function residentKvPeak(plan: Plan, ph: Phase, chunkTokens: ChunkTokens):
       use(tr.src[i]!, tr.seq[i]!, tr.start[i]!, tr.start[i]! + tr.length[i]!, grp - 1, grp);
     }
 
-  // Chunk receptions, keyed by (rank, set, parts, part).
+  // Chunk receptions, keyed per receiving rank by (set, parts) combination and part. Bucketed by
+  // rank and sorted by key inside a bucket, in typed arrays: at 1024 ranks a ring plan has 2M chunk
+  // receptions, and a Map of per-key arrays spent 8-13 s building them (profiled).
   const ctr = ph.chunkTransfers;
-  const cRec = new Map<number, number[]>();
-  const cArr: number[] = [];
-  const cRel: number[] = [];
-  const cRank: number[] = [];
-  const cTok: number[] = [];
-  // Numeric keys: (set, parts) combination id, then rank, then part.
   const combos = new Map<number, number>();
   let maxParts = 1;
-  if (ctr) for (let j = 0; j < ctr.round.length; j++) maxParts = Math.max(maxParts, ctr.parts[j]!);
-  const key = (rank: number, set: number, parts: number, part: number): number => {
+  const cOff = new Int32Array(W + 1);
+  if (ctr)
+    for (let j = 0; j < ctr.round.length; j++) {
+      maxParts = Math.max(maxParts, ctr.parts[j]!);
+      if (ctr.kind[j] === Kind.kv) cOff[ctr.dst[j]! + 1]!++;
+    }
+  for (let r = 0; r < W; r++) cOff[r + 1]! += cOff[r]!;
+  const cn = cOff[W]!;
+  /** Key of (set, parts, part) inside one rank's bucket. */
+  const key = (set: number, parts: number, part: number): number => {
     const ck = set * (maxParts + 1) + parts;
     let id = combos.get(ck);
     if (id === undefined) {
       id = combos.size;
       combos.set(ck, id);
     }
-    return (id * W + rank) * (maxParts + 1) + part;
+    return id * (maxParts + 1) + part;
   };
-  if (ctr)
+  const cKey = new Float64Array(cn);
+  const cArr = new Int32Array(cn);
+  const cRel = new Int32Array(cn);
+  const cTok = new Float64Array(cn);
+  if (ctr) {
+    const at = cOff.slice(0, W);
+    const kArr = new Int32Array(cn);
+    const kTok = new Float64Array(cn);
     for (let j = 0; j < ctr.round.length; j++) {
       if (ctr.kind[j] !== Kind.kv) continue;
-      const k = key(ctr.dst[j]!, ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!);
-      let list = cRec.get(k);
-      if (!list) {
-        list = [];
-        cRec.set(k, list);
-      }
-      list.push(cArr.length);
-      cArr.push(g[ctr.round[j]!]!);
-      cRel.push(g[ctr.round[j]!]!);
-      cRank.push(ctr.dst[j]!);
-      cTok.push(chunkTokens(ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!));
+      const r = at[ctr.dst[j]!]!++;
+      cKey[r] = key(ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!);
+      kArr[r] = g[ctr.round[j]!]!;
+      kTok[r] = chunkTokens(ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!);
     }
-  const useChunk = (k: number, latest: number, time: number): void => {
-    for (const r of cRec.get(k) ?? []) if (cArr[r]! <= latest && cRel[r]! < time) cRel[r] = time;
+    // Sort each bucket by key (packed with the position in the low bits, a native numeric sort)
+    // and permute the arrival groups and tokens alike. Order among equal keys does not matter.
+    let widest = 1;
+    for (let r = 0; r < W; r++) widest = Math.max(widest, cOff[r + 1]! - cOff[r]!);
+    const S = 2 ** Math.ceil(Math.log2(widest + 1));
+    const maxKey = Math.max(1, combos.size) * (maxParts + 1);
+    for (let r = 0; r < W; r++) {
+      const a = cOff[r]!;
+      const b = cOff[r + 1]!;
+      if (b - a === 1) {
+        cArr[a] = kArr[a]!;
+        cTok[a] = kTok[a]!;
+      }
+      if (b - a < 2) continue;
+      const seg = cKey.subarray(a, b);
+      let order: ArrayLike<number>;
+      if (maxKey * S < 2 ** 53) {
+        const packed = Float64Array.from(seg, (k, i) => k * S + i).sort();
+        order = Int32Array.from(packed, (x) => x % S);
+      } else order = Array.from({ length: b - a }, (_, i) => i).sort((x, y) => seg[x]! - seg[y]!);
+      const keys = Float64Array.from(order, (i) => seg[i]!);
+      seg.set(keys);
+      for (let i = 0; i < b - a; i++) {
+        cArr[a + i] = kArr[a + order[i]!]!;
+        cTok[a + i] = kTok[a + order[i]!]!;
+      }
+    }
+    cRel.set(cArr);
+  }
+  /** Extends rank's receptions of key k that arrived by `latest` to `time` (a max: order-free). */
+  const useChunk = (rank: number, k: number, latest: number, time: number): void => {
+    let lo = cOff[rank]!;
+    let hi = cOff[rank + 1]!;
+    const end = hi;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (cKey[mid]! < k) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let r = lo; r < end && cKey[r] === k; r++) if (cArr[r]! <= latest && cRel[r]! < time) cRel[r] = time;
   };
   const ct = plan.chunkTasks;
   if (ct && c.chunkTaskOffsets && c.chunkTaskIds)
     for (let o = 0; o < c.rank.length; o++)
       for (let k = c.chunkTaskOffsets[o]!; k < c.chunkTaskOffsets[o + 1]!; k++) {
         const id = c.chunkTaskIds[k]!;
-        useChunk(key(c.rank[o]!, ct.set[id]!, ct.parts[id]!, ct.kvPart[id]!), c.after[o]!, c.after[o]!);
+        useChunk(c.rank[o]!, key(ct.set[id]!, ct.parts[id]!, ct.kvPart[id]!), c.after[o]!, c.after[o]!);
       }
   if (ctr)
     for (let j = 0; j < ctr.round.length; j++)
       if (ctr.kind[j] === Kind.kv) {
         const grp = g[ctr.round[j]!]!;
-        useChunk(key(ctr.src[j]!, ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!), grp - 1, grp);
+        useChunk(ctr.src[j]!, key(ctr.set[j]!, ctr.parts[j]!, ctr.part[j]!), grp - 1, grp);
       }
 
-  // Per rank, sweep +tokens at arrival and -tokens after release.
-  const m = n + cArr.length;
-  const evRank = new Int32Array(2 * m);
+  // Per rank, +tokens at arrival and -tokens after release. Within one group releases come before
+  // arrivals (a range freed after group g is not held in g+1), so the held total peaks at the end
+  // of some group: the peak is the largest prefix sum over groups, 0 if none is positive. Tokens are
+  // integers, so the sums are exact in any order. Events are bucketed by rank, then by group
+  // through one reused slot per group (no global sort: at 1024 ranks a sort of 4M events with a
+  // comparator was too slow).
+  const m = n + cn;
+  const rankOff = new Int32Array(W + 1);
+  for (let k = 0; k < n; k++) rankOff[rRank[k]! + 1]! += 2;
+  for (let r = 0; r < W; r++) rankOff[r + 1]! += 2 * (cOff[r + 1]! - cOff[r]!);
+  for (let r = 0; r < W; r++) rankOff[r + 1]! += rankOff[r]!;
+  const fill = rankOff.slice(0, W);
   const evTime = new Int32Array(2 * m);
   const evTok = new Float64Array(2 * m);
-  const ev = (i: number, rank: number, time: number, tok: number): void => {
-    evRank[i] = rank;
-    evTime[i] = time;
+  let maxTime = 0;
+  const ev = (rank: number, arrive: number, release: number, tok: number): void => {
+    const i = fill[rank]!;
+    fill[rank] = i + 2;
+    evTime[i] = arrive;
     evTok[i] = tok;
+    evTime[i + 1] = release;
+    evTok[i + 1] = -tok;
+    if (release > maxTime) maxTime = release;
   };
-  for (let k = 0; k < n; k++) {
-    const tok = rEnd[k]! - rStart[k]!;
-    ev(2 * k, rRank[k]!, rArr[k]!, tok);
-    ev(2 * k + 1, rRank[k]!, rRel[k]! + 1, -tok);
-  }
-  for (let r = 0; r < cArr.length; r++) {
-    ev(2 * (n + r), cRank[r]!, cArr[r]!, cTok[r]!);
-    ev(2 * (n + r) + 1, cRank[r]!, cRel[r]! + 1, -cTok[r]!);
-  }
-  // Sort by (rank, time, release before arrival): a range freed after group g is not held in
-  // g+1. Packed numeric keys (with the event index in the low bits) sort natively.
-  let maxTime = 1;
-  for (let i = 0; i < 2 * m; i++) maxTime = Math.max(maxTime, evTime[i]! + 1);
-  const IDX = 2 ** Math.ceil(Math.log2(2 * m + 1));
-  const packed = new Float64Array(2 * m);
-  for (let i = 0; i < 2 * m; i++)
-    packed[i] = ((evRank[i]! * (maxTime + 1) + evTime[i]!) * 2 + (evTok[i]! > 0 ? 1 : 0)) * IDX + i;
-  if ((W * (maxTime + 1) + maxTime) * 2 * IDX < 2 ** 53) packed.sort();
-  else {
-    // Too large to pack exactly: sort indices with a comparator instead (same order).
-    const order = Array.from({ length: 2 * m }, (_, i) => i).sort(
-      (a, b) =>
-        evRank[a]! - evRank[b]! ||
-        evTime[a]! - evTime[b]! ||
-        Number(evTok[a]! > 0) - Number(evTok[b]! > 0) ||
-        a - b,
-    );
-    for (let i = 0; i < 2 * m; i++) packed[i] = order[i]!;
-  }
+  for (let k = 0; k < n; k++) ev(rRank[k]!, rArr[k]!, rRel[k]! + 1, rEnd[k]! - rStart[k]!);
+  for (let rank = 0; rank < W; rank++)
+    for (let r = cOff[rank]!; r < cOff[rank + 1]!; r++) ev(rank, cArr[r]!, cRel[r]! + 1, cTok[r]!);
+  const delta = new Float64Array(maxTime + 1);
+  const seen = new Uint8Array(maxTime + 1);
   const peak = new Float64Array(W);
-  let cur = 0;
-  let prevRank = -1;
-  const exact = (W * (maxTime + 1) + maxTime) * 2 * IDX < 2 ** 53;
-  for (const key of packed) {
-    const i = exact ? key % IDX : key;
-    if (evRank[i] !== prevRank) {
-      prevRank = evRank[i]!;
-      cur = 0;
+  for (let rank = 0; rank < W; rank++) {
+    const a = rankOff[rank]!;
+    const b = rankOff[rank + 1]!;
+    if (a === b) continue;
+    const times: number[] = [];
+    for (let i = a; i < b; i++) {
+      const t = evTime[i]!;
+      if (!seen[t]) {
+        seen[t] = 1;
+        times.push(t);
+      }
+      delta[t]! += evTok[i]!;
     }
-    cur += evTok[i]!;
-    if (cur > peak[prevRank]!) peak[prevRank] = cur;
+    const sorted = Int32Array.from(times).sort();
+    let cur = 0;
+    let best = 0;
+    for (const t of sorted) {
+      cur += delta[t]!;
+      if (cur > best) best = cur;
+      delta[t] = 0;
+      seen[t] = 0;
+    }
+    peak[rank] = best;
   }
   return peak;
 }
