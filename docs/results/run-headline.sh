@@ -16,8 +16,15 @@ cd "$(dirname "$0")/../.."
 R=docs/results
 PART=${PART:-all}
 P=${PREFIX:-}
-run() { local name=$1; shift; echo "=== $name: fcp compare $*"; /usr/bin/time -f "$name wall %e s" npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}; }
-B=ring,bytescale,wlb,magi
+# The wall time goes to stdout (the log), the progress lines to $PROGRESS.
+run() {
+  local name=$1 t0=$SECONDS; shift; echo "=== $name: fcp compare $*"
+  npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}
+  echo "=== $name wall $((SECONDS - t0)) s"
+}
+# Baselines: all four; run-headline-large.sh leaves out ring at >= 1024 ranks (docs/baselines.md
+# "At 1024 ranks and more").
+B=${B:-ring,bytescale,wlb,magi}
 W=${W:-16,32,64,128,256}
 for batch in longtail magi bimodal; do
   for setting in fluid contention ratio5920 ratio5920-contention; do
