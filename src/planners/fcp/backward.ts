@@ -27,6 +27,7 @@ import {
   buildPhaseOps,
   groupCount,
   hunger,
+  lastGroup,
   lastWriter,
   type PhaseStats,
   placeIn,
@@ -184,6 +185,9 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
+  // Not in a `kv` group, as in the forward (forward.ts): a push there holds the K/V its
+  // receiver waits for (measured, mode (a) longtail 16 ranks: backward MFU 0.429 -> 0.434).
+  const afterKv = lastGroup(kv.group) + 1;
   const outReady = new Int32Array(m.length);
   for (let i = 0; i < m.length; i++) {
     const p = m[i]!;
@@ -191,6 +195,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
     outReady[i] = Math.max(
       pushGroup(tl, outSrc[i]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice),
       dkvInto[p]! + 1,
+      afterKv,
     );
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);

@@ -31,6 +31,13 @@ export function groupCount(groupOfRound: Int32Array): number {
   return groupOfRound.length > 0 ? groupOfRound[groupOfRound.length - 1]! + 1 : 0;
 }
 
+/** Largest group in `groups` (-1 when empty): e.g. the last `kv` group of a phase. */
+export function lastGroup(groups: Int32Array): number {
+  let g = -1;
+  for (let i = 0; i < groups.length; i++) if (groups[i]! > g) g = groups[i]!;
+  return g;
+}
+
 /** The timeline estimate's view of a phase. */
 export function timelineContext(ctx: PhaseContext, dir: Direction): TimelineContext {
   return {
