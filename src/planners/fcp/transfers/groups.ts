@@ -188,9 +188,9 @@ export class GroupPlacer {
   }
 }
 
-/** Rows per chunk of a {@link TransferList} (2^16 rows of 7 ints: 1.75 MiB). */
 const ROW_BITS = 16;
-const ROWS = 1 << ROW_BITS;
+/** Rows per chunk of a {@link TransferList} (2^16 rows of 7 ints: 1.75 MiB). */
+export const ROWS = 1 << ROW_BITS;
 
 /**
  * Transfers of one phase as they are planned (by placer slot); rows are numbered by `finishPhase`.
@@ -240,6 +240,20 @@ export class TransferList {
   /** Number of transfers. */
   get size(): number {
     return this.n;
+  }
+
+  /** Number of row chunks; rows of chunk c are transfers c * 2^16 onward, 7 ints each (see `add`). */
+  get chunkCount(): number {
+    return this.chunks.length;
+  }
+
+  /**
+   * Chunk `c` itself (read it, never write it): sequential passes over every row (the timeline
+   * estimate) read it directly rather than through {@link field}. Its first
+   * min(size - c * 2^16, 2^16) rows are set.
+   */
+  chunk(c: number): Int32Array {
+    return this.chunks[c]!;
   }
 
   /** Field `f` (0 slot .. 6 length) of transfer `i`. */
