@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 from typing import List, Optional
@@ -406,23 +405,17 @@ def main(argv=None) -> int:
         return 0
     if a.write_plans:
         return write_plans(a)
-    from fcp_torch.launch import free_port
+    from fcp_torch.launch import LaunchError, spawn_ranks
 
     a.out = tempfile.mkdtemp(prefix="fcp-train-")
-    port = free_port()
     n = a.world * a.dp
     args = [x for x in (argv if argv is not None else sys.argv[1:])]
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        env.setdefault("OMP_NUM_THREADS", "1")
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), *args, "--worker", "--out", a.out], env=env))
     try:
-        codes = [p.wait(timeout=a.timeout) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        codes = spawn_ranks([sys.executable, os.path.abspath(__file__), *args, "--worker", "--out", a.out], n,
+                            {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}, a.timeout).codes
+    except LaunchError as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        return 1
     if any(codes):
         print(f"train.py: a process failed (exit codes {codes})", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -31,54 +31,63 @@ class LaunchError(RuntimeError):
         self.message = message
 
 
-def run_workers(
-    plan_path: str,
-    nproc: int,
-    out_dir: str,
-    args: List[str],
+def rank_env(r: int, n: int, port: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment of rank `r` of `n` on this machine: ours, NVLink multicast off, the
+    torch.distributed rendezvous variables, then `extra`."""
+    env = dict(os.environ)
+    env.update(NO_MULTICAST)
+    env.update(
+        {
+            "RANK": str(r),
+            "LOCAL_RANK": str(r),
+            "WORLD_SIZE": str(n),
+            "LOCAL_WORLD_SIZE": str(n),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+class SpawnResult(NamedTuple):
+    codes: List[int]  # exit status per rank (a rank ended by us: its kill status)
+    failed: Optional[int]  # the first rank seen exiting with a non-zero status, None if all exited 0
+
+
+def spawn_ranks(
+    cmd: Union[Sequence[str], Callable[[int], Sequence[str]]],
+    n: int,
+    env: Optional[Dict[str, str]] = None,
     timeout: float = 300.0,
-    python: str = sys.executable,
-    env_extra: Optional[Dict[str, str]] = None,
-) -> List[dict]:
-    """Runs `nproc` workers; returns each rank's info (rank{r}.json). Raises LaunchError on failure."""
+    stdout: Optional[Callable[[int], object]] = None,
+    stdin_pipe: bool = False,
+    cwd: Optional[str] = None,
+) -> SpawnResult:
+    """Starts `n` ranks of `cmd` (one command for all, or `cmd(rank)`) with `rank_env` plus `env`
+    and waits for them. The first rank that fails ends every other rank at once (none is left
+    waiting in a receive from a dead peer); past `timeout` seconds all are ended and LaunchError
+    `run.timeout` is raised. `stdout(rank)`: a file for the rank's output (default: ours);
+    `stdin_pipe`: give each rank a pipe it can watch for EOF (fcp_torch.worker.watch_parent).
+    Used by run_workers, examples/train.py and tests/measure_memory.py."""
     port = free_port()
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    procs = []
-    logs = []
-    for r in range(nproc):
-        env = dict(os.environ)
-        env.update(NO_MULTICAST)
-        env.update(
-            {
-                "RANK": str(r),
-                "LOCAL_RANK": str(r),
-                "WORLD_SIZE": str(nproc),
-                "LOCAL_WORLD_SIZE": str(nproc),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "PYTHONPATH": pkg_root + os.pathsep + env.get("PYTHONPATH", ""),
-                "PYTHONUNBUFFERED": "1",
-                # the worker ends itself when this process is gone (fcp_torch.worker.watch_parent)
-                "FCP_PARENT_PID": str(os.getpid()),
-                "FCP_WATCH_STDIN": "1",
-            }
-        )
-        if env_extra:
-            env.update(env_extra)
-        log = open(os.path.join(out_dir, f"rank{r}.log"), "w+") if os.path.isdir(out_dir) else subprocess.DEVNULL
-        logs.append(log)
-        procs.append(
-            subprocess.Popen(
-                [python, "-m", "fcp_torch.worker", "--plan", plan_path, "--out", out_dir, *args],
-                env=env,
-                stdin=subprocess.PIPE,  # never written to: EOF tells the worker we are gone
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-    deadline = time.time() + timeout
-    failed: Optional[int] = None
+    procs: List[subprocess.Popen] = []
     try:
+        for r in range(n):
+            c = list(cmd(r) if callable(cmd) else cmd)
+            procs.append(
+                subprocess.Popen(
+                    c,
+                    env=rank_env(r, n, port, env),
+                    stdin=subprocess.PIPE if stdin_pipe else None,  # never written to: EOF = we are gone
+                    stdout=stdout(r) if stdout else None,
+                    stderr=subprocess.STDOUT if stdout else None,
+                    cwd=cwd,
+                )
+            )
+        deadline = time.time() + timeout
+        failed: Optional[int] = None
         while True:
             codes = [p.poll() for p in procs]
             bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
@@ -96,6 +105,38 @@ def run_workers(
                 p.kill()
         for p in procs:
             p.wait()
+    return SpawnResult([p.returncode for p in procs], failed)
+
+
+def run_workers(
+    plan_path: str,
+    nproc: int,
+    out_dir: str,
+    args: List[str],
+    timeout: float = 300.0,
+    python: str = sys.executable,
+    env_extra: Optional[Dict[str, str]] = None,
+) -> List[dict]:
+    """Runs `nproc` workers; returns each rank's info (rank{r}.json). Raises LaunchError on failure."""
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    extra = {
+        "PYTHONPATH": pkg_root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "PYTHONUNBUFFERED": "1",
+        # the worker ends itself when this process is gone (fcp_torch.worker.watch_parent)
+        "FCP_PARENT_PID": str(os.getpid()),
+        "FCP_WATCH_STDIN": "1",
+        **(env_extra or {}),
+    }
+    logs: List = []
+
+    def log_of(r: int):
+        lg = open(os.path.join(out_dir, f"rank{r}.log"), "w+") if os.path.isdir(out_dir) else subprocess.DEVNULL
+        logs.append(lg)
+        return lg
+
+    cmd = [python, "-m", "fcp_torch.worker", "--plan", plan_path, "--out", out_dir, *args]
+    res = spawn_ranks(cmd, nproc, extra, timeout, stdout=log_of, stdin_pipe=True)
+    failed = res.failed
     if failed is not None:
         text = ""
         lg = logs[failed]
@@ -106,7 +147,7 @@ def run_workers(
             if line.startswith("FCP_ERROR "):
                 e = json.loads(line[len("FCP_ERROR ") :])
                 raise LaunchError(e["code"], e["message"])
-        raise LaunchError("run.rankFailed", f"rank {failed} exited with status {procs[failed].returncode}: {text[-2000:]}")
+        raise LaunchError("run.rankFailed", f"rank {failed} exited with status {res.codes[failed]}: {text[-2000:]}")
     for lg in logs:
         if hasattr(lg, "close"):
             lg.close()

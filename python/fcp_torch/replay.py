@@ -17,6 +17,7 @@ from . import fused as _fused
 from .liveness import live_set_bytes
 from .plan import Plan, attended_pairs, expand_chunks, rank_program
 from .runtime import RankRuntime
+from .timing import time_ms
 
 PEAK_TFLOPS = 989.0
 
@@ -360,15 +361,7 @@ def graph_forward(rt: RankRuntime, base, nq: int, reps: int = 5) -> dict:
     bf = _forward_bufs(rt, base, nq)
 
     def timed(fn) -> float:
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b))
-        return float(np.median(ts))
+        return float(np.median(time_ms(fn, dev, reps=reps)))
 
     time_ops = rt.time_ops
     rt.time_ops = False  # timing events per op are not capturable, and eager runs match the graph

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -164,27 +163,19 @@ def worker(a) -> None:
 
 
 def launch(a) -> dict:
-    from fcp_torch.launch import free_port
+    from fcp_torch.launch import spawn_ranks
     from fcp_torch.plan import read_plan
 
     plan = read_plan(a.plan)
     out = os.path.join(tempfile.mkdtemp(prefix="fcp-mem-"), "mem.json")
-    port = free_port()
-    procs = []
-    for r in range(plan.world):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(plan.world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "tests.measure_memory", "--worker", "--plan", a.plan, "--out", out]
+    cmd += ["--layers", str(a.layers), "--dtype", a.dtype, "--device", a.device, "--kernel", a.kernel]
+    env = {
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         # A fixed mmap threshold: every tensor of 1 MiB or more is its own mapping, returned on free.
-        env["MALLOC_MMAP_THRESHOLD_"] = "1048576"
-        cmd = [sys.executable, "-m", "tests.measure_memory", "--worker", "--plan", a.plan, "--out", out]
-        cmd += ["--layers", str(a.layers), "--dtype", a.dtype, "--device", a.device, "--kernel", a.kernel]
-        procs.append(subprocess.Popen(cmd, env=env))
-    try:
-        codes = [p.wait(timeout=a.timeout) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        "MALLOC_MMAP_THRESHOLD_": "1048576",
+    }
+    codes = spawn_ranks(cmd, plan.world, env, a.timeout).codes
     if any(codes):
         raise SystemExit(f"a worker failed: exit codes {codes}")
     with open(out) as f:

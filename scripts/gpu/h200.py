@@ -123,24 +123,10 @@ def sync() -> None:
 
 
 def bench(fn, warmup: int = 1, reps: int = 3) -> float:
-    """Median milliseconds of fn() (CUDA events on the GPU, wall clock on the CPU)."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    ts = []
-    for _ in range(reps):
-        if DEV.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b))
-        else:
-            t = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t) * 1e3)
-    return float(np.median(ts))
+    """Median milliseconds of fn() (CUDA events on the GPU, wall clock on the CPU: fcp_torch.timing)."""
+    from fcp_torch.timing import time_ms
+
+    return float(np.median(time_ms(fn, DEV, reps=reps, warmup=warmup)))
 
 
 KERNELS = Kernels(DEV, DT, 1.0 / math.sqrt(D))
