@@ -35,9 +35,11 @@ import { FCP_DEFAULTS, type FcpPlannerOptions, optionsToJson, resolveFcpOptions 
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
+import { kvTrafficMs } from './placement/loader-comm.ts';
 import { levelTokens, TOKEN_BAND, tokenImbalance } from './placement/loader-layout.ts';
 import { type Placed, placeBlocks, tileGeometry } from './placement/place.ts';
 import { fetchRequests } from './transfers/fetch.ts';
+import { linkModel } from './transfers/links.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './transfers/reshuffle.ts';
 
 /** Largest message (K/V or reshuffle piece) when tasks are not tiled, in tokens. */
@@ -323,6 +325,8 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const kernel = new KernelTime(problem.model, o.calibration);
   const { sequences, world, mask } = problem;
   const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
+  const links = linkModel(problem.cluster, problem.gpusPerNode);
+  const kvBytes = 2 * problem.model.kvHeads * problem.model.headDim * problem.model.bytesPerElement;
   let best: { layout: Layout; blockSize: Int32Array; imbalance: number; cap: number; placed: number } | null =
     null;
   for (const cap of LOADER_CAPS) {
@@ -340,8 +344,13 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
     // the memory fallback's smaller blocks (longtail at 32 ranks: 512-token blocks, backward kernel
     // MFU 0.32 against 0.48 with 4K blocks), balanced but slower. With `balance: 'pairs'` the load
     // is attended pairs, the same for every cap, so this is then the imbalance order.
+    // The busiest rank's K/V time is added (placement/loader-comm.ts): in mode (b) only K/V moves,
+    // and on `magi` the caps differ far more in it than in compute (simulated, mode (b), 3 batches,
+    // fwd MFU by compute alone -> with it: 64 ranks 0.562 -> 0.570, 128 0.508 -> 0.521, 256 0.440
+    // -> 0.478; longtail unchanged, bimodal within 0.001).
     const load = levelled.placement.computeLoad;
-    const imbalance = maxOf(load);
+    const kvMs = o.balance === 'time' ? kvTrafficMs(layout, sequences, mask, world, links, kvBytes) : 0;
+    const imbalance = maxOf(load) + kvMs;
     if (best === null || imbalance < best.imbalance)
       best = { layout, blockSize, imbalance, cap, placed: computeImbalance(placed.placement.computeLoad) };
   }
