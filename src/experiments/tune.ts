@@ -24,6 +24,8 @@
 
 import { FcpError, fail } from '../core/issues.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
+import type { Plan } from '../plan/types.ts';
+import { requireValidPlan } from '../plan/validate.ts';
 import type { Planner, PlannerOptions } from '../planners/types.ts';
 import type { Problem } from '../problem/problem.ts';
 
@@ -174,9 +176,16 @@ export function tuneStrategy(
   const screen = new Map<string, number>();
   const trials: Trial[] = [];
   const time = (r: SimResult) => r.forward.makespanMs + r.backward.makespanMs;
+  // The first batch's plan and result of the default and of the best so far, kept so that `all`
+  // does not plan and simulate them again (planning and simulation are deterministic; only the
+  // validation, skipped while screening, is still owed). At 1024 ranks one wlb plan (it plans and
+  // simulates a TE p2p ring candidate) is minutes on the shared machine.
+  const kept = new Map<string, { plan: Plan; result: SimResult }>();
+  let lastRun: { plan: Plan; result: SimResult } | undefined;
   const first = (config: Config): number | undefined => {
     const key = keyOf(config);
     const hit = screen.get(key);
+    lastRun = undefined;
     if (hit !== undefined) return hit;
     let ms: number;
     try {
@@ -184,7 +193,10 @@ export function tuneStrategy(
       // of a trial's time (profiled: 71 s of 136 s for one ring plan). The planners are ours and
       // the configuration that wins is validated on every batch by `all` below, so no result
       // reported comes from an unvalidated plan.
-      ms = time(simulatePlan(planner.plan(p0, { ...base, ...config }), { ...sim, skipValidation: true }));
+      const plan = planner.plan(p0, { ...base, ...config });
+      const result = simulatePlan(plan, { ...sim, skipValidation: true });
+      ms = time(result);
+      lastRun = { plan, result };
     } catch (err) {
       // A configuration the planner refuses for this batch (e.g. a degree that does not fit)
       // is skipped, like a user's failed launch; anything else is a bug.
@@ -200,17 +212,29 @@ export function tuneStrategy(
   const dflt = defaultConfig(planner.name, p0);
   let best: Config = dflt;
   let bestMs = first(dflt) ?? Number.POSITIVE_INFINITY;
+  const dfltKey = keyOf(dflt);
+  if (lastRun) kept.set(dfltKey, lastRun);
   for (const stage of sweepStages(planner.name, p0, a2aDegree))
     for (const knob of stage) {
       const c = { ...best, ...knob };
       const ms = first(c);
       if (ms !== undefined && ms < bestMs) {
+        // Keep only the default's and the current best's runs (a plan at scale is large).
+        if (keyOf(best) !== dfltKey) kept.delete(keyOf(best));
         best = c;
         bestMs = ms;
+        if (lastRun) kept.set(keyOf(c), lastRun);
       }
     }
   const all = (config: Config) => {
-    const results = problems.map((p) => simulatePlan(planner.plan(p, { ...base, ...config }), sim));
+    const k = kept.get(keyOf(config));
+    const results = problems.map((p, i) => {
+      if (i === 0 && k) {
+        if (!sim.skipValidation) requireValidPlan(k.plan);
+        return k.result;
+      }
+      return simulatePlan(planner.plan(p, { ...base, ...config }), sim);
+    });
     return { results, totalMs: results.reduce((x, r) => x + time(r), 0) };
   };
   const winner = all(best);

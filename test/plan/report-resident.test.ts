@@ -73,7 +73,7 @@ function reference(plan: Plan, ph: Phase): Float64Array {
       if (ct && c.chunkTaskOffsets && c.chunkTaskIds)
         for (let o = 0; o < c.rank.length; o++) {
           if (c.rank[o] !== rank || c.after[o]! < arr) continue;
-          for (let k = c.chunkTaskOffsets[o]!; k < c.chunkTaskOffsets[o + 1]!; k++) {
+          for (let k: number = c.chunkTaskOffsets[o]!; k < c.chunkTaskOffsets[o + 1]!; k++) {
             const id = c.chunkTaskIds[k]!;
             if (ct.set[id] === set && ct.parts[id] === parts && ct.kvPart[id] === part)
               to = Math.max(to, c.after[o]!);
