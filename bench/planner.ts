@@ -4,10 +4,14 @@
  *
  * Run: npx tsx bench/planner.ts [--worlds 16,64,256,1024,4096] [--reps 3] [--seed 1]
  *                              [--tokens-per-rank 32768] [--batch longtail] [--quality] [--validate]
- *                              [--fan-out] (two-hop K/V with the self-tuner: its candidates' total time)
+ *                              [--fan-out] (two-hop K/V: the self-tuner also tries relays)
+ *                              [--untuned] (self-tuning off) [--plan-budget-ms 200] (the tuner's budget)
  *                              [--loader-layout] (deployment mode (b): `first` and `best` are the
  *                              wall time of the whole planner, its token-cap placements included;
  *                              the stage columns are those of its final pipeline)
+ *
+ * Self-tuning is on, as in `fcp plan`: the times are all candidates' together (they share one
+ * placement), and column `tuned` says how many the size model allowed and which was kept.
  *
  * Speed table: per world, `first` is the first planning run in this process (includes JIT warm-up
  * of that size), the stage columns are the best of `reps` further runs. Quality table (--quality):
@@ -36,6 +40,8 @@ interface Args {
   validate: boolean;
   fanOut: boolean;
   loaderLayout: boolean;
+  untuned: boolean;
+  budget: number | undefined;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -49,6 +55,8 @@ function parseArgs(argv: string[]): Args {
     validate: false,
     fanOut: false,
     loaderLayout: false,
+    untuned: false,
+    budget: undefined,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -62,8 +70,11 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--validate') a.validate = true;
     else if (k === '--fan-out') a.fanOut = true;
     else if (k === '--loader-layout') a.loaderLayout = true;
+    else if (k === '--untuned') a.untuned = true;
+    else if (k === '--plan-budget-ms' && v) a.budget = Number(v);
     else continue;
-    if (k !== '--quality' && k !== '--validate' && k !== '--fan-out' && k !== '--loader-layout') i++;
+    const flag = ['--quality', '--validate', '--fan-out', '--loader-layout', '--untuned'].includes(k);
+    if (!flag) i++;
   }
   return a;
 }
@@ -101,7 +112,11 @@ function speed(a: Args): void {
   const rows: string[][] = [];
   for (const world of a.worlds) {
     const problem = resolveProblem({ batch: a.batch, world, tokensPerRank: a.tokensPerRank, seed: a.seed });
-    const opts = a.fanOut ? { fanOut: true } : {};
+    const opts: FcpPlannerOptions = {
+      ...(a.fanOut ? { fanOut: true } : {}),
+      ...(a.untuned ? { tune: false } : {}),
+      ...(a.budget !== undefined ? { planBudgetMs: a.budget } : {}),
+    };
     const first = planOnce(problem, opts, a.loaderLayout);
     let best: StageTimings = first.timings;
     for (let i = 0; i < a.reps; i++) {
@@ -109,6 +124,14 @@ function speed(a: Args): void {
       if (timings.total < best.total) best = timings;
     }
     const st = first.plan.meta?.stats as FcpStats;
+    // What the self-tuner (on by default) tried and kept: candidates, the kept group size (+relays).
+    const tuning = first.plan.meta?.tuning as
+      | { candidates: { coalesce: number; fanOut: boolean }[]; chosen: number }
+      | undefined;
+    const kept = tuning?.candidates[tuning.chosen];
+    const tuned = kept
+      ? `${tuning.candidates.length}: c${kept.coalesce}${kept.fanOut ? '+relay' : ''}`
+      : 'off';
     let valid = '';
     if (a.validate) valid = validatePlan(first.plan).issues.length === 0 ? 'ok' : 'INVALID';
     rows.push([
@@ -127,6 +150,7 @@ function speed(a: Args): void {
       `${st.forward.delta.kv}/${st.backward.delta.kv}`,
       `${st.forward.groups}/${st.backward.groups}`,
       pct(st.computeImbalance),
+      tuned,
       ...(a.validate ? [valid] : []),
     ]);
   }
@@ -134,7 +158,7 @@ function speed(a: Args): void {
     .map((x) => x.toFixed(2))
     .join(' ');
   console.log(
-    `FCP planner speed: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}${a.loaderLayout ? ', loader layout (mode b)' : ''}${a.fanOut ? ', fan-out + self-tuning' : ''}; ms (first run, then best of ${a.reps} by stage); load average after ${load} on ${cpus().length} cores`,
+    `FCP planner speed: ${a.batch}, ${a.tokensPerRank} tokens/rank, causal, seed ${a.seed}${a.loaderLayout ? ', loader layout (mode b)' : ''}${a.fanOut ? ', fan-out' : ''}${a.untuned ? ', self-tuning off' : ', self-tuning on (tuned: candidates planned, the one kept)'}; ms (first run, then best of ${a.reps} by stage); load average after ${load} on ${cpus().length} cores`,
   );
   console.log(
     table(
@@ -154,6 +178,7 @@ function speed(a: Args): void {
         'Δkv f/b',
         'groups f/b',
         'imbal',
+        'tuned',
         ...(a.validate ? ['valid'] : []),
       ],
       rows,

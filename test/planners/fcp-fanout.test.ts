@@ -129,7 +129,8 @@ test('the validator refuses a relay moved into its feed round', () => {
 
 test('self-tuning: candidates by budget, choice recorded, the least estimate wins, same input same bytes', () => {
   assert.equal(tuneCandidates(16, 200), 4);
-  assert.equal(tuneCandidates(256, 200), 2);
+  assert.equal(tuneCandidates(128, 200), 2);
+  assert.equal(tuneCandidates(256, 200), 1);
   assert.equal(tuneCandidates(4096, 200), 1);
   assert.equal(tuneCandidates(16, 0), 1);
   const p = problem(3);
@@ -141,9 +142,11 @@ test('self-tuning: candidates by budget, choice recorded, the least estimate win
   const least = Math.min(...tuning.candidates.map((c) => c.estimateMs));
   assert.equal(tuning.candidates[tuning.chosen]!.estimateMs, least);
   assert.deepEqual(validatePlan(a).issues, []);
-  // Without fanOut nothing is tuned: the plan is the untuned default's, byte for byte.
-  assert.equal(planToJson(planFcp(p).plan), planToJson(planFcp(p, { tune: false }).plan));
-  assert.equal(planFcp(p).plan.meta?.tuning, undefined);
+  // Without fanOut the tuner tries group sizes only (test/planners/fcp-tune.test.ts): no relays.
+  const plain = planFcp(p).plan;
+  const plainTuning = plain.meta?.tuning as { candidates: { fanOut: boolean }[] } | undefined;
+  assert.ok(plainTuning?.candidates.every((c) => !c.fanOut));
+  assert.equal(relays(plain, plain.forward).length, 0);
 });
 
 test('bad planBudgetMs and fanOut are option errors', () => {

@@ -31,7 +31,13 @@ import { type PlanBalance, planBalance } from './balance.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
 import { KernelTime } from './kernel-time.ts';
-import { FCP_DEFAULTS, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
+import {
+  FCP_DEFAULTS,
+  type FcpOptions,
+  type FcpPlannerOptions,
+  optionsToJson,
+  resolveFcpOptions,
+} from './options.ts';
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
@@ -99,6 +105,12 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
   return tunedPipeline(problem, options, null);
 }
 
+/** One setting the self-tuner tries: only knobs of the two phases, so candidates share one placement. */
+interface TuneCandidate {
+  readonly coalesce: number;
+  readonly fanOut: boolean;
+}
+
 /**
  * Settings the self-tuner tries with `fanOut` (in order; the first is the plan without relays):
  * two-hop relays against direct fetches, and the group size (`coalesce`, rounds per group), which
@@ -108,7 +120,7 @@ export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpR
  * what the baselines' sweep tunes (MagiAttention: chunk size, overlap degree and its per-node
  * de-duplicating backend).
  */
-const TUNE_CANDIDATES: readonly { coalesce: number; fanOut: boolean }[] = [
+const TUNE_CANDIDATES: readonly TuneCandidate[] = [
   { coalesce: 16, fanOut: false },
   { coalesce: 4, fanOut: true },
   { coalesce: 16, fanOut: true },
@@ -116,48 +128,70 @@ const TUNE_CANDIDATES: readonly { coalesce: number; fanOut: boolean }[] = [
 ];
 
 /**
- * Planning time of one candidate assumed per rank (ms): the 2-core figure of bench/planner.ts
- * (80 ms at 256 ranks, 0.6 s at 1024), rounded up. A size model, not the clock, decides how many
- * candidates fit the budget, so the same input still gives a byte-identical plan on any machine.
+ * Settings the self-tuner tries by default (no `fanOut`): group sizes only, every candidate
+ * fetching directly, so a phase's `kv` rounds stay exactly Δ (the law suite's promise). The first
+ * is the untuned default. Groups of 8 rounds were tried too and left out: the estimate often
+ * preferred them in mode (a) where they simulated worse (magi, 64 ranks: 0.255 against 0.272
+ * forward MFU on seed 1).
  */
-const CANDIDATE_MS_PER_RANK = 0.35;
-
-/** How many of {@link TUNE_CANDIDATES} fit `budgetMs` at `world` ranks (at least one). */
-export function tuneCandidates(world: number, budgetMs: number): number {
-  const n = Math.floor(budgetMs / (CANDIDATE_MS_PER_RANK * Math.max(1, world)));
-  return Math.max(1, Math.min(TUNE_CANDIDATES.length, n));
-}
+const DEFAULT_CANDIDATES: readonly TuneCandidate[] = [
+  { coalesce: 16, fanOut: false },
+  { coalesce: 4, fanOut: false },
+];
 
 /**
- * Self-tuning (issue 15, deliverable 5), with `fanOut: true`: plans with each of {@link TUNE_CANDIDATES} that
- * the budget allows (`planBudgetMs`, default 200) and keeps the one whose estimated forward plus
- * backward makespan (the planner's own timeline model, transfers/timeline.ts; never the
- * simulator) is least, ties to the earlier candidate. Without `fanOut` nothing is tuned: the relays
- * need a second colouring, so a phase's `kv` rounds become Δ of the direct edges plus the relay
- * rounds rather than Δ of the whole graph, the promise the law suite (test/laws) holds FCP to, and
- * group size alone moved simulated MFU by under 1% (longtail, 16-256 ranks). A `coalesce` other
- * than the default, or `tune: false` (then `fanOut` forces relays), plans with the options as given; `tune: false` plans with the options as given. `meta.tuning` records every
- * candidate's estimate and the choice; timings add up all candidates.
+ * Planning time per rank (ms) of what all candidates share (blocks, placement, layout) and of one
+ * candidate's two phases: bench/planner.ts at 256 ranks on the idle 2-core machine (62 ms and 111
+ * ms), rounded up. A size model, not the clock, decides how many candidates fit the budget, so the
+ * same input still gives a byte-identical plan on any machine; the default budget (200 ms) then
+ * tunes up to 128 ranks and plans one candidate at 256 and beyond.
+ */
+const SHARED_MS_PER_RANK = 0.25;
+const CANDIDATE_MS_PER_RANK = 0.45;
+
+/** How many of `available` candidates fit `budgetMs` at `world` ranks (at least one). */
+export function tuneCandidates(world: number, budgetMs: number, available = TUNE_CANDIDATES.length): number {
+  const w = Math.max(1, world);
+  const n = Math.floor((budgetMs - SHARED_MS_PER_RANK * w) / (CANDIDATE_MS_PER_RANK * w));
+  return Math.max(1, Math.min(available, n));
+}
+
+/** What one pipeline run returns (the plan, timings, the placement and the planner's own estimate). */
+type PipelineResult = FcpResult & { placed: Placed; estimateMs: { forward: number; backward: number } };
+
+/**
+ * Self-tuning (issue 15, deliverable 5), on by default: plans with each candidate the budget
+ * allows ({@link tuneCandidates}, `planBudgetMs`, default 200) and keeps the one whose estimated
+ * forward plus backward makespan (the planner's own timeline model, transfers/timeline.ts; never
+ * the simulator) is least, ties to the earlier candidate. The candidates are
+ * {@link DEFAULT_CANDIDATES}, or {@link TUNE_CANDIDATES} with `fanOut` (relays need a second
+ * colouring, so `kv` rounds become Δ of the direct edges plus the relay rounds: only when asked
+ * for). They differ only in the phases' knobs, so blocks, placement and layout are planned once
+ * and shared. A `coalesce` other than the default, or `tune: false`, plans with the options as
+ * given (then `fanOut` forces relays). `meta.tuning` records every candidate's estimate, the
+ * choice and the budget; timings add up all candidates.
  */
 function tunedPipeline(
   problem: Problem,
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
-): ReturnType<typeof runPipeline> {
+): PipelineResult {
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
-  if (options.fanOut !== true || options.tune === false || fixed)
-    return runPipeline(problem, options, homeFromUser);
+  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser);
+  const list = options.fanOut === true ? TUNE_CANDIDATES : DEFAULT_CANDIDATES;
+  const budgetMs = options.planBudgetMs ?? 200;
   resolveFcpOptions(options); // a bad budget is an option error before any planning
-  const count = tuneCandidates(problem.world, options.planBudgetMs ?? 200);
-  let best: ReturnType<typeof runPipeline> | null = null;
+  const count = tuneCandidates(problem.world, budgetMs, list.length);
+  const shared = prepare(problem, options, homeFromUser);
+  let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
   let chosen = 0;
   const tried: { coalesce: number; fanOut: boolean; estimateMs: number }[] = [];
   const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
   for (let i = 0; i < count; i++) {
-    const c = TUNE_CANDIDATES[i]!;
-    const run = runPipeline(problem, { ...options, ...c }, homeFromUser);
+    const c = list[i]!;
+    const run = runPhases(shared, resolveFcpOptions({ ...options, ...c }), i === 0);
     for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
     const ms = run.estimateMs.forward + run.estimateMs.backward;
     tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });
@@ -170,31 +204,51 @@ function tunedPipeline(
   assert(best !== null, 'at least one candidate is planned');
   const plan = best.plan;
   const estimateMs = best.estimateMs;
-  plan.meta = { ...plan.meta, tuning: { candidates: tried, chosen } };
+  plan.meta = { ...plan.meta, tuning: { candidates: tried, chosen, budgetMs } };
   Object.defineProperty(plan.meta, 'timings', { value: total, enumerable: false });
   Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
   return { ...best, plan, timings: total };
 }
 
-/** The pipeline; `homeFromUser`: mode (b), the user layout is the home layout (context.ts). */
-function runPipeline(
-  problem: Problem,
-  options: FcpPlannerOptions,
-  homeFromUser: Int32Array | null,
-): FcpResult & { placed: Placed; estimateMs: { forward: number; backward: number } } {
+/** What the candidates of one tuning share: the placement and the layout, and their stage times. */
+interface Prepared {
+  readonly phases: PhaseContext;
+  readonly placed: Placed;
+  readonly ms: { context: number; place: number; layout: number };
+}
+
+/** Stages `context`, `place` and `layout` (none of them reads a phase knob: coalesce, fanOut). */
+function prepare(problem: Problem, options: FcpPlannerOptions, homeFromUser: Int32Array | null): Prepared {
   const clock = new StageClock();
   const ctx = clock.run('context', () =>
     plannerContext(problem, resolveFcpOptions(options), undefined, homeFromUser),
   );
   const placed = clock.run('place', () => placeBlocks(ctx));
   const phases = clock.run('layout', () => layoutStage(ctx, placed));
+  return {
+    phases,
+    placed,
+    ms: { context: clock.get('context'), place: clock.get('place'), layout: clock.get('layout') },
+  };
+}
+
+/**
+ * Stages `forward`, `backward` and `assemble` with the phase options `o` over a prepared placement;
+ * `first`: this run is charged the shared stages' time (later candidates reuse them for free).
+ */
+function runPhases(prep: Prepared, o: FcpOptions, first: boolean): PipelineResult {
+  const clock = new StageClock();
+  const { placed } = prep;
+  const phases: PhaseContext = { ...prep.phases, o };
   const forward = clock.run('forward', () => planForward(phases));
   const backward = clock.run('backward', () => planBackward(forward, phases));
   const plan = clock.run('assemble', () => assemble(phases, placed, forward, backward));
+  const shared = first ? prep.ms : { context: 0, place: 0, layout: 0 };
+  const split = first ? placed.splitMs : 0;
   const timings: StageTimings = {
-    blocks: clock.get('context') + placed.splitMs,
-    distribute: clock.get('place') - placed.splitMs,
-    layout: clock.get('layout'),
+    blocks: shared.context + split,
+    distribute: shared.place - split,
+    layout: shared.layout,
     forward: clock.get('forward'),
     backward: clock.get('backward'),
     total: 0,
@@ -206,6 +260,16 @@ function runPipeline(
   const estimateMs = { forward: forward.estimateMs, backward: backward.estimateMs };
   Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
   return { plan, timings, placed, estimateMs };
+}
+
+/** The pipeline with the options as given; `homeFromUser`: mode (b), the user layout is the home layout (context.ts). */
+function runPipeline(
+  problem: Problem,
+  options: FcpPlannerOptions,
+  homeFromUser: Int32Array | null,
+): PipelineResult {
+  const prep = prepare(problem, options, homeFromUser);
+  return runPhases(prep, prep.phases.o, true);
 }
 
 /** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */

@@ -88,7 +88,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'fanOut',
     owner: 'fcp',
     type: 'boolean',
-    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the planner then tunes relays and group size per batch by its own estimate',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate',
   },
   {
     key: 'planBudgetMs',
@@ -96,6 +96,6 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     type: 'number',
     default: 200,
     passDefault: false,
-    doc: 'planning budget of the self-tuner (with --fan-out), ms: how many candidate plans it tries, by a size model (not the clock)',
+    doc: 'planning budget of the self-tuner, ms: how many candidate plans (group sizes; with --fan-out also relays) it tries, by a size model of the world size (not the clock); 0: the default candidate only',
   },
 ];

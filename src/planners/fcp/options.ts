@@ -29,9 +29,9 @@ export interface FcpPlannerOptions extends PlannerOptions {
   refineSteps?: number;
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
-  /** Two-hop K/V fan-out inside nodes (transfers/fetch.ts; default false unless the self-tuner picks it). */
+  /** Two-hop K/V fan-out inside nodes (transfers/fetch.ts; default false; with tuning on, the tuner may still choose direct fetches). */
   fanOut?: boolean;
-  /** Self-tuning of coalesce and fan-out (index.ts; default true). */
+  /** Self-tuning of the group size (and, with `fanOut`, of relays) within `planBudgetMs` (index.ts; default true). */
   tune?: boolean;
   /** Planning budget the self-tuner sizes its candidate count by, ms (default 200). */
   planBudgetMs?: number;

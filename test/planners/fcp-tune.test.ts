@@ -1,0 +1,89 @@
+/**
+ * FCP's self-tuner on by default (src/planners/fcp/index.ts, tunedPipeline): the size model that
+ * decides the candidate count (never the clock), the choice recorded in `meta.tuning`, the chosen
+ * plan equal to planning its candidate alone (the candidates share one placement, which must not
+ * change any of them), the law suite's promise (`kv` rounds = Δ without fanOut) on the chosen plan,
+ * and byte-identical plans for the same input.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { planToJson } from '../../src/plan/io.ts';
+import type { Plan } from '../../src/plan/types.ts';
+import { validatePlan } from '../../src/plan/validate.ts';
+import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
+import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
+
+interface Tuning {
+  candidates: { coalesce: number; fanOut: boolean; estimateMs: number }[];
+  chosen: number;
+  budgetMs: number;
+}
+
+const tuningOf = (plan: Plan): Tuning => {
+  const t = plan.meta?.tuning as Tuning | undefined;
+  assert.ok(t !== undefined, 'the plan records its tuning');
+  return t;
+};
+
+/** The plan file without `meta.tuning`: what planning the chosen candidate alone must give. */
+const withoutTuning = (plan: Plan): string => {
+  const { tuning: _, ...meta } = plan.meta ?? {};
+  return planToJson({ ...plan, meta });
+};
+
+test('size model: at least one candidate, more budget never fewer, more ranks never more', () => {
+  for (const available of [1, 3, 4])
+    for (let world = 1; world <= 8192; world *= 2) {
+      let last = 0;
+      for (const budget of [0, 1, 50, 100, 200, 400, 1000, 1e6]) {
+        const n = tuneCandidates(world, budget, available);
+        assert.ok(n >= 1 && n <= available, `${world} ranks, ${budget} ms: ${n}`);
+        assert.ok(n >= last, 'monotone in the budget');
+        last = n;
+        assert.ok(tuneCandidates(world * 2, budget, available) <= n, 'non-increasing in ranks');
+      }
+    }
+  // The default budget keeps 256 ranks to one candidate (bench/planner.ts: one is 173 ms there).
+  assert.equal(tuneCandidates(256, 200, 3), 1);
+  assert.equal(tuneCandidates(16, 200, 2), 2);
+});
+
+test('tuning on by default: choice recorded, least estimate, equal to its candidate alone, kv rounds = Δ', () => {
+  for (const seed of [1, 2])
+    for (const loaderLayout of [false, true]) {
+      const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 8192, seed });
+      const label = `seed ${seed} ${loaderLayout ? '(b)' : '(a)'}`;
+      const plan = fcpPlanner.plan(p, { loaderLayout });
+      const t = tuningOf(plan);
+      assert.equal(t.candidates.length, tuneCandidates(16, 200, 2), label);
+      assert.equal(t.budgetMs, 200);
+      const least = Math.min(...t.candidates.map((c) => c.estimateMs));
+      assert.equal(t.candidates[t.chosen]!.estimateMs, least, `${label}: the least estimate wins`);
+      for (const c of t.candidates) assert.equal(c.fanOut, false, `${label}: no relays unless asked`);
+      // Sharing one placement between candidates changes none of them.
+      const c = t.candidates[t.chosen]!;
+      const opts: FcpPlannerOptions = { loaderLayout, tune: false, coalesce: c.coalesce };
+      const alone = fcpPlanner.plan(p, opts);
+      assert.equal(withoutTuning(plan), planToJson(alone), `${label}: chosen plan = its candidate alone`);
+      const { issues, report } = validatePlan(plan);
+      assert.deepEqual(issues, [], label);
+      for (const dir of ['forward', 'backward'] as const)
+        assert.equal(report[dir].kvRounds, report[dir].kvDelta, `${label} ${dir}: kv rounds = Δ`);
+      assert.equal(
+        planToJson(fcpPlanner.plan(p, { loaderLayout })),
+        planToJson(plan),
+        `${label}: same bytes`,
+      );
+    }
+});
+
+test('a zero budget plans the default candidate only; tune: false records no tuning', () => {
+  const p = resolveProblem({ batch: 'magi', world: 16, tokensPerRank: 8192, seed: 3 });
+  const one = planFcp(p, { planBudgetMs: 0 }).plan;
+  assert.equal(tuningOf(one).candidates.length, 1);
+  assert.equal(tuningOf(one).candidates[0]!.coalesce, 16);
+  const untuned = planFcp(p, { tune: false }).plan;
+  assert.equal(untuned.meta?.tuning, undefined);
+  assert.equal(withoutTuning(one), planToJson(untuned));
+});
