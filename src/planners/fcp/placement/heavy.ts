@@ -106,3 +106,38 @@ function smallDensity(h: HeavyInput, meanTokens: number): number {
 
 /** Share of the light units' compute that fresh ranks at sequence boundaries may leave for them to fill. */
 const FRESH_SHARE = 0.5;
+
+/** {@link packHeavy} over the distributor's order (its compute-dominant units come sequence by sequence). */
+export function packHeavyUnits(
+  order: Int32Array,
+  computeDominant: Uint8Array,
+  unitSeq: Int32Array,
+  unitTokens: Int32Array,
+  unitPairs: Float64Array,
+  totalPairs: number,
+  totalTokens: number,
+  world: number,
+  memoryTokens: number,
+): Int32Array {
+  const heavyOrder: number[] = [];
+  let lightPairs = 0;
+  for (let i = 0; i < order.length; i++) {
+    const u = order[i]!;
+    if (computeDominant[u] === 1) heavyOrder.push(u);
+    else lightPairs += unitPairs[u]!;
+  }
+  return packHeavy(
+    {
+      unitSeq,
+      unitTokens,
+      unitPairs,
+      heavy: computeDominant,
+      order: Int32Array.from(heavyOrder),
+      totalPairs,
+      lightPairs,
+      totalTokens,
+    },
+    world,
+    memoryTokens,
+  );
+}

@@ -5,8 +5,9 @@
  * compute stays under the moved block's minus half the gap (a plain move, a swap, or one-for-many),
  * so that both end near the middle of the gap; a rank short of memory also hands back memory-dense
  * blocks. Blocks of single-block sequences are tried first, then blocks of sequences the receiving
- * rank already holds, then any block, so that long sequences stay on few ranks. Stops at 0.5% above
- * the mean, when nothing helps, or after `maxSteps`.
+ * rank already holds, then any block, so that long sequences stay on few ranks. With `capSend`, no
+ * move raises a rank's send load (K/V it owes other holders) above the greedy's largest. Stops at
+ * 0.5% above the mean, when nothing helps, or after `maxSteps`.
  */
 import type { Blocks } from './blocks.ts';
 
@@ -32,6 +33,7 @@ export function refine(
   memoryTokens: number,
   maxSteps: number,
   gpusPerNode = 1 << 30,
+  capSend = false,
 ): { blockRank: Int32Array; steps: number } {
   const B = blocks.seq.length;
   const blockRank = new Int32Array(B);
@@ -94,13 +96,44 @@ export function refine(
     const k = blocks.seq[b]! * world + blockRank[b]!;
     present.set(k, (present.get(k) ?? 0) + 1);
   }
+  // Send load (issue 15, communication as a placement dimension): every holder of a sequence sends
+  // its tokens' K/V to the sequence's other holders, so rank r sends about
+  // sum over s of tokens(r, s) x (holders(s) - 1). A move may not raise the destination's send load
+  // above the largest one the greedy left (the packed ranks of the longest sequence): refinement
+  // otherwise parks the light early blocks of a 512K sequence on ranks outside it, each of which
+  // then sends them to ~120 holders (simulated, longtail seed 3 at 256 ranks, mode (b): a rank
+  // with 8K such tokens sent 1.2M tokens' K/V, 2.4x the mean, and forward MFU fell to 0.36).
+  const S = blocks.seqBlocks.length - 1;
+  const holders = new Int32Array(S);
+  const tokOn = new Map<number, number>();
+  for (let b = 0; b < B; b++) {
+    const k = blocks.seq[b]! * world + blockRank[b]!;
+    tokOn.set(k, (tokOn.get(k) ?? 0) + tok[b]!);
+  }
+  for (const k of present.keys()) holders[Math.floor(k / world)]!++;
+  const send = new Float64Array(world);
+  for (const [k, t] of tokOn) send[k % world]! += t * (holders[Math.floor(k / world)]! - 1);
+  let sendCap = capSend ? 0 : Number.POSITIVE_INFINITY;
+  for (let r = 0; r < world && capSend; r++) sendCap = Math.max(sendCap, send[r]!);
+  /** Whether moving block b to `to` keeps `to`'s send load within the cap. */
+  const sendOk = (b: number, to: number): boolean => {
+    const s = blocks.seq[b]!;
+    const h = holders[s]! - 1 + (holds(to, b) ? 0 : 1);
+    return send[to]! + tok[b]! * h <= sendCap;
+  };
   /** Whether rank r holds another block of b's sequence. */
   const holds = (r: number, b: number): boolean => (present.get(blocks.seq[b]! * world + r) ?? 0) > 0;
   const apply = (b: number, from: number, to: number): void => {
     const kf = blocks.seq[b]! * world + from;
     const kt = blocks.seq[b]! * world + to;
+    const s = blocks.seq[b]!;
+    const wasNew = !holds(to, b);
+    send[from]! -= tok[b]! * (holders[s]! - 1);
     present.set(kf, present.get(kf)! - 1);
     present.set(kt, (present.get(kt) ?? 0) + 1);
+    if (wasNew) holders[s]!++;
+    if (present.get(kf) === 0) holders[s]!--;
+    send[to]! += tok[b]! * (holders[s]! - 1);
     for (let pass = single[b] === 1 ? 0 : 1; pass < 2; pass++) {
       const lf = lists[pass]![from]!;
       lf.splice(where(lf, b), 1);
@@ -136,6 +169,8 @@ export function refine(
     if (level === 3) return single[b] === 1 || holds(to, b);
     return true;
   };
+  const allowed = (level: number, b: number, from: number, to: number): boolean =>
+    eligible(level, b, from, to) && (single[b] === 1 || sendOk(b, to));
   let M = -1;
   const notM = (r: number): boolean => r !== M;
   let steps = 0;
@@ -176,7 +211,7 @@ export function refine(
           for (let j = Math.max(0, lo - reach), je = Math.min(mine.length, lo + reach); j < je; j++) {
             const u = mine[j]!;
             const cu = pairs[u]!;
-            if (cu <= 0 || !eligible(level, u, M, m)) continue;
+            if (cu <= 0 || !allowed(level, u, M, m)) continue;
             // Move u to m and hand back the largest blocks that keep the handed-back compute at
             // most cu - gap/2: both ranks then end near the middle of the gap.
             const target = cu - gap / 2;
@@ -186,7 +221,7 @@ export function refine(
             if (target > 0)
               for (let q = where(cand, u); q < cand.length; q++) {
                 const v = cand[q]!;
-                if (!eligible(level, v, m, M)) continue;
+                if (!allowed(level, v, m, M)) continue;
                 if (sum + pairs[v]! <= target) {
                   sum += pairs[v]!;
                   tokBack += tok[v]!;
@@ -199,7 +234,7 @@ export function refine(
               for (const v of sparseOf(pass, m)) {
                 if (mem[m]! + tok[u]! - tokBack <= memoryTokens) break;
                 if (taken[v] === 1 || sum + pairs[v]! >= cu - eps) continue;
-                if (!eligible(level, v, m, M)) continue;
+                if (!allowed(level, v, m, M)) continue;
                 sum += pairs[v]!;
                 tokBack += tok[v]!;
                 back.push(v);
