@@ -321,7 +321,11 @@ export function finishPhase(
   const n = list.size;
   const rounds = groupOfRound.length;
   const roundOf = new Int32Array(n);
-  for (let i = 0; i < n; i++) roundOf[i] = roundOfSlot[list.field(i, 0)]!;
+  for (let c = 0, i = 0; i < n; c++) {
+    const d = list.chunk(c);
+    const end = Math.min(n, i + ROWS);
+    for (let o = 0; i < end; i++, o += 7) roundOf[i] = roundOfSlot[d[o]!]!;
+  }
   // Row of every transfer: stable by round (a counting sort's scatter positions), filled by one
   // sequential pass over the list (reading it in row order would miss the cache on every row).
   const rowOf = new Int32Array(n);
