@@ -369,9 +369,13 @@ function maxOf(load: Float64Array): number {
  * rank (Infinity: only the memory cap). A tight cap keeps the placement near equal tokens, so
  * levelling moves little compute, but may leave compute unbalanced when blocks pack badly under
  * it; which cap wins varies by batch and scale (longtail, after levelling: 16 ranks best with no
- * cap, 64 with 1.05, 256 with 1.02-1.05), so each is tried and the best kept.
+ * cap, 64 with 1.05, 256 with 1.02-1.05; magi at 256 ranks mostly 1.15), so each is tried and the
+ * best kept. Each costs two placements, no phase planning. 1.2 and 1.15 added (simulated, mode
+ * (b), 3 batches, fwd/bwd MFU: magi 128 0.521/0.445 -> 0.526/0.448, 256 0.478/0.450 ->
+ * 0.491/0.455; longtail 64 0.603/0.502 -> 0.608/0.503, 256 0.537/0.479 -> 0.532/0.480; bimodal 16
+ * 0.607/0.492 -> 0.609/0.494; the rest unchanged).
  */
-const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.1, 1.05, 1.02];
+const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
 
 /**
  * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): place the blocks under each of
