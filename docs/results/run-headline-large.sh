@@ -11,10 +11,12 @@
 # machine, one pair at a time (ONLY=), or at 1024 only (the default W).
 # The sweep itself screens on the first batch and reruns only the winner and the default on all
 # batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations.
-# Ring is left out of the baselines here (B): at 256 ranks its tuned MFU is 26-124x (forward) and
-# 42-187x (backward) below the strongest other baseline's on all 12 batch-settings, and falls with
-# every doubling from 16 ranks; its sweep at 1024 (2048-part ring plans) is the one that does not
-# fit this machine. docs/baselines.md "At 1024 ranks and more" states the rule.
+# Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
+# (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
+# and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per
+# batch) gave exactly bytescale's MFU in all 36 cells at 64-256 ranks, and its ring candidate is
+# the plan that does not fit this machine at 1024 (2048-part ring plans). docs/baselines.md
+# "At 1024 ranks and more" states the rule. B=bytescale,wlb,magi runs wlb anyway.
 set -u
 # The same grid as run-headline.sh (one loop), at other worlds and into large-* folders.
-PREFIX=large- W=${W:-1024} B=${B:-bytescale,wlb,magi} exec bash "$(dirname "$0")/run-headline.sh"
+PREFIX=large- W=${W:-1024} B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"
