@@ -240,6 +240,7 @@ class Fused:
         self.device = torch.device(device)
         self.backend = "torch"
         self.errors: Dict[str, str] = {}
+        self.group = None  # fused_group.GroupMerger, made when FCP_MERGE_GROUP > 1
         want = os.environ.get("FCP_FUSED", "auto")
         if want == "torch":
             self.errors["triton"] = "FCP_FUSED=torch"
@@ -338,6 +339,8 @@ class ForwardLayout:
     user_acc_rows: torch.Tensor  # ... and that row (for adding `out` partials received: O_in)
     launches: Dict[int, list]  # id(launch list of an op) -> [(Direct or None, MergePlan)] per launch
     direct_rows: int  # rows written directly over the phase (reported by the GPU script)
+    # FCP_MERGE_GROUP > 1 (fused_group.py): id(launch list of an op) -> [(member launches, MergePlan)]
+    groups: Optional[Dict[int, list]] = None
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
@@ -394,6 +397,15 @@ def prepare_merges(rt) -> ForwardLayout:
         n = len(launches)
         per[id(launches)] = list(zip(directs[pos : pos + n], plans[pos : pos + n]))
         pos += n
+    groups = None
+    from . import fused_group as _fg
+
+    if _fg.group_size() > 1 and rt.fused is not None:
+        # the per-launch plans above stay for the layout; the grouped ones replace their merges
+        gp = _fg.chunk_plans(slots, sels, [len(i) for i in idxs], [len(ls) for ls in lists], len(acc_slots), rt.device, _fg.group_size())
+        groups = {id(ls): g for ls, g in zip(lists, gp)}
+        if getattr(rt.fused, "group", None) is None:
+            rt.fused.group = _fg.GroupMerger(rt.fused)
     uq = _np(rt.user_q)
     ua = acc_of[uq] if len(uq) else np.zeros(0, np.int64)
     upos = np.nonzero(ua >= 0)[0]
@@ -404,6 +416,7 @@ def prepare_merges(rt) -> ForwardLayout:
         user_acc_rows=rt._t(ua[upos]),
         launches=per,
         direct_rows=n_direct,
+        groups=groups,
     )
     rt._fwd_layout = lay
     return lay
@@ -500,16 +513,31 @@ def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse
 def forward_op(rt, launches) -> None:
     """One forward op: kernel launches; rows of single-partial slots written straight into `Obf`,
     the others merged into the float32 accumulator by the launch's merge plan."""
-    per = prepare_merges(rt).launches[id(launches)]
+    lay = prepare_merges(rt)
+    per = lay.launches[id(launches)]
     b = rt._bufs
-    for L, (dr, mp) in zip(launches, per):
+    groups = lay.groups.get(id(launches)) if lay.groups is not None else None
+    if groups is not None:
+        # grouped merges (fused_group.py): a group's outputs are kept until its last launch ran
+        ends = {grp[-1]: (grp, mp) for grp, mp in groups}
+        outs: Dict[int, tuple] = {}
+    for j, (L, (dr, mp)) in enumerate(zip(launches, per)):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
         o, lse = rt.kernels.forward(L, q, k, v)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
+        if groups is None:
+            if mp.rows:
+                rt.fused.merge(b["O"], b["LSEc"], o, lse, mp)
+            continue
         if mp.rows:
-            rt.fused.merge(b["O"], b["LSEc"], o, lse, mp)
+            outs[j] = (o, lse)
+        if j in ends:
+            grp, gmp = ends[j]
+            rt.fused.group.merge(b["O"], b["LSEc"], [outs[m][0] for m in grp], [outs[m][1] for m in grp], gmp)
+            for m in grp:
+                del outs[m]
 
 
 # Scatter-adds of a launch's gradients convert to float32 in chunks of at most this many elements,

@@ -6,6 +6,7 @@ MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (docs/d
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Dict, List
@@ -91,6 +92,7 @@ def setup(
     pool: bool = False,
     pool_max_space: int = 1 << 22,
     launch_rows: "int | str | None" = None,
+    merge_group: "int | None" = None,
 ) -> Setup:
     """Builds a rank's runtime for one mode and runs one warm-up iteration (see replay_rank)."""
     t0 = time.perf_counter()
@@ -106,7 +108,17 @@ def setup(
     rt.launch_rows = launch_rows
     if merge == "legacy":
         rt.fused = None
-    prep_s = rt.prepare()
+    old_group = os.environ.get("FCP_MERGE_GROUP")
+    if merge_group is not None:  # grouped forward merges (fused_group.py), read when merges are planned
+        os.environ["FCP_MERGE_GROUP"] = str(merge_group)
+    try:
+        prep_s = rt.prepare()
+    finally:
+        if merge_group is not None:
+            if old_group is None:
+                os.environ.pop("FCP_MERGE_GROUP", None)
+            else:
+                os.environ["FCP_MERGE_GROUP"] = old_group
     nq = rt.qspace.size
     nk = max(rt.kv_rows.values())
     if rt.pool is None and nk > kv_cap:
@@ -140,6 +152,9 @@ def setup(
         "pool_s": pool_s,
         "prepare_s": prep_s,
         "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
+        "merge_group": merge_group,
+        "group_backend": getattr(getattr(rt.fused, "group", None), "backend", None),
+        "group_error": getattr(getattr(rt.fused, "group", None), "error", None),
     }
     return s
 

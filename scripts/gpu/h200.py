@@ -64,6 +64,7 @@ ap.add_argument("--profile", action="store_true", help="replay: also time each k
 ap.add_argument("--replay-modes", default="legacy,fused,pool", help="replay: legacy = the original torch merges; fused = fused.py merges and gathers; pool = fused + K/V rows reused by liveness; cap = pool + launches of at most half the query space's rows (replay.launch_rows='q'); capN: at most 1/N of them")
 ap.add_argument("--replay-modes-by", default="", help="replay: per strategy modes, e.g. 'ring=fused,cap8;magi=fused,cap' (others: --replay-modes)")
 ap.add_argument("--replay-reps-by", default="", help="replay: per strategy rounds, e.g. 'ring=3' (others: --replay-reps)")
+ap.add_argument("--world1-variants", default="", help="world1: FCP variants to run (fused-auto,pool-auto,fused-flash,fused-cudnn; default all)")
 ap.add_argument("--replay-reps", type=int, default=5, help="replay: rounds; each runs every mode once (end to end, then kernel-only with --profile), order rotated each round")
 ap.add_argument("--host-profile", default="", help="replay: plans whose heaviest rank gets a torch.profiler table (pool mode, one forward, one forward+backward)")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
@@ -600,6 +601,8 @@ def world1() -> None:
     # FCP: the default kernel policy (cuDNN for pieces >= 512 tokens, one varlen flash launch for the
     # rest), all pieces in one varlen flash launch, and dense cuDNN only; each with the K/V pool on
     variants = [("fused", "auto", False), ("pool", "auto", True), ("fused", "flash", False), ("fused", "cudnn", False)]
+    if args.world1_variants:
+        variants = [v for v in variants if f"{v[0]}-{v[1]}" in args.world1_variants.split(",")]
     for mode, kern, kvp in variants:
         if SMOKE and kern != "auto":
             continue
@@ -871,6 +874,8 @@ def replay_mode_args(mode: str) -> dict:
         return {"pool": True}
     if mode.startswith("cap"):
         return {"pool": True, "launch_rows": "q" if mode == "cap" else f"q/{mode[3:]}"}
+    if mode.startswith("grp"):  # grpN: forward merges of up to N launches of an op at once (fused_group.py)
+        return {"merge_group": int(mode[3:])}
     raise SystemExit(f"unknown replay mode {mode}")
 
 
