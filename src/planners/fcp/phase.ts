@@ -248,12 +248,19 @@ export function buildPhaseOps(
   const exported = exportFlags(ctx, tasks, backward);
   const input = { rank: t.rank, ready: after, exported, ms, key };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
-  // and local work fills the estimated waits. With one, the fixed reserve and no gap filling: the
-  // `out` pushes queue behind the last ops and the per-group estimate is rougher (measured: both
-  // cost up to 0.003 MFU in mode (a), `magi` and `bimodal`, 64-256 ranks).
+  // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
+  // its `out` pushes no longer share `kv` groups (forward.ts). Measured, mode (a), simulated,
+  // `fcp compare --strategies fcp --world 16,32,64 --batch B --batches 3`, fwd MFU fixed 10 ms
+  // reserve -> per rank: longtail 0.430/0.456/0.508 -> 0.430/0.459/0.508, magi 0.440/0.428/0.327
+  // -> 0.453/0.427/0.323, bimodal 0.526/0.477/0.448 -> 0.532/0.477/0.450; 128/256 within 0.001.
+  // The backward of mode (a) keeps the fixed reserve and no gap filling: its `out` pushes queue
+  // behind the last ops and the per-group estimate is rougher (measured: both cost up to 0.003
+  // MFU in mode (a), `magi` and `bimodal`, 64-256 ranks).
   const reshuffle = ctx.pieces.moving.length > 0;
-  const reserve = backward && !reshuffle ? reserveOf(t, exported, RESERVE_MS, true, tctx) : RESERVE_MS;
-  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, reserve, !reshuffle);
+  // (The forward of a loader layout exports nothing: it keeps no reserve either way.)
+  const perRank = backward !== reshuffle;
+  const reserve = perRank ? reserveOf(t, exported, RESERVE_MS, backward, tctx) : RESERVE_MS;
+  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, reserve, !reshuffle || !backward);
 }
 
 /** Applies the pipeline ablations to tasks' ready groups. */
