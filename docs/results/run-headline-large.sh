@@ -3,14 +3,13 @@
 # docs/results/run-headline.sh), all simulated. Folders large-best-<batch>-<setting>,
 # large-fcp-<batch>-<setting>-a|b; scripts/headline-tables.ts merges them with the 16-256 folders.
 # Usage: PART=baselines|fcp|all W=1024[,4096] ONLY="longtail-fluid ..." bash docs/results/run-headline-large.sh
-# Cost (measured 2026-12-01 on the shared 2-core machine under load, before the sweep's screening
-# skipped the validator): one ring sweep at 1024 ranks, 1 batch, did not finish in 600 s (ring's
-# p2p/a2a+p2p plans at 1024 cut every sequence into 2048 parts; a trial is ~1-2 min, half of it
-# validation, now skipped while screening). The four baselines' sweep at 1024 is therefore tens of
-# minutes per batch-setting pair, and 4096 (16x the ring plan rows) hours: run it on a bigger
-# machine, one pair at a time (ONLY=), or at 1024 only (the default W).
+# Cost (measured 2026-12-02 on the shared 2-core machine, load average 8-15): bytescale + magi
+# at 1024 ranks, 3 batches, one batch-setting pair: 284 s (longtail fluid; the log prints each
+# folder's wall time). With wlb (B=bytescale,wlb,magi) the same pair spent more than 20 min in
+# wlb alone before it was stopped; one ring p2p plan at 1024 took 17-104 s to plan and 100-150 s
+# to validate and simulate. 4096 ranks was not run here (estimated 4-16x the 1024 cost per pair).
 # The sweep itself screens on the first batch and reruns only the winner and the default on all
-# batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations.
+# batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations (the first batch's runs of the winner and the default are reused).
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
 # (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
 # and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per
