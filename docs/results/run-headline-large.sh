@@ -5,7 +5,7 @@
 # Usage: PART=baselines|fcp|all W=1024[,4096] ONLY="longtail-fluid ..." bash docs/results/run-headline-large.sh
 # Cost (measured 2026-12-02 on the shared 2-core machine, load average 8-15): bytescale + magi
 # at 1024 ranks, 3 batches, one batch-setting pair: 284 s (longtail fluid; the log prints each
-# folder's wall time). With wlb (B=bytescale,wlb,magi) the same pair spent more than 20 min in
+# folder's wall time). With wlb (B=bytescale,wlb,magi) the same pair spent more than 18 min in
 # wlb alone before it was stopped; one ring p2p plan at 1024 took 17-104 s to plan and 100-150 s
 # to validate and simulate. 4096 ranks was not run here (estimated 4-16x the 1024 cost per pair).
 # The sweep itself screens on the first batch and reruns only the winner and the default on all
