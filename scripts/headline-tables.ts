@@ -68,8 +68,10 @@ function layerTable(batch: string, setting: string): string | null {
     const tbs = BASELINES.map((s) => layerMs(best, s, w));
     const fastest = Math.min(...tbs.filter((x): x is number => x !== undefined));
     const ms = (x?: number, name = '') => (x === undefined ? absent(name, w) : x.toFixed(0));
+    // No baseline at this world (its folder is missing): no speedup, not Infinity.
+    const speedup = (t?: number) => (t && Number.isFinite(fastest) ? `${(fastest / t).toFixed(2)}x` : '-');
     lines.push(
-      `| ${w} | ${ms(ta)} | ${ms(tb)} | ${tbs.map((x, i) => ms(x, BASELINES[i])).join(' | ')} | ${ta ? (fastest / ta).toFixed(2) : '-'}x | ${tb ? (fastest / tb).toFixed(2) : '-'}x |`,
+      `| ${w} | ${ms(ta)} | ${ms(tb)} | ${tbs.map((x, i) => ms(x, BASELINES[i])).join(' | ')} | ${speedup(ta)} | ${speedup(tb)} |`,
     );
   }
   return lines.join('\n');
