@@ -123,22 +123,23 @@ def worker(a) -> None:
     step()
     dist.barrier()
     if cuda:
+
+        def peak_of_step() -> int:
+            # bytes allocated above what was held when the step began, at the step's peak
+            torch.cuda.reset_peak_memory_stats(dev)
+            before = torch.cuda.memory_allocated(dev)
+            step()
+            torch.cuda.synchronize(dev)
+            return torch.cuda.max_memory_allocated(dev) - before
+
         # run 7's protocol: `before` still holds what the runtime kept from the last step
         torch.cuda.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        before = torch.cuda.memory_allocated(dev)
-        step()
-        torch.cuda.synchronize(dev)
-        peak_warm = torch.cuda.max_memory_allocated(dev) - before
+        peak_warm = peak_of_step()
         # the measurement: the runtime's buffers of the last phase (RankRuntime._bufs, which also
         # holds that call's Q/Ofinal/LSE) are let go first, so `before` is the inputs alone and the
         # peak counts every byte the attention has while it runs, as the estimate does
         held = _release(torch, dev, att)
-        torch.cuda.reset_peak_memory_stats(dev)
-        before = torch.cuda.memory_allocated(dev)
-        step()
-        torch.cuda.synchronize(dev)
-        peak = torch.cuda.max_memory_allocated(dev) - before
+        peak = peak_of_step()
         held_after = _release(torch, dev, att)
         phases = _phases(torch, dev, att, ins, x, dt)
         phases["warmProtocol"] = {"peak": peak_warm, "heldBefore": held, "heldAfter": held_after}

@@ -23,6 +23,7 @@
  */
 
 import { assert } from '../../core/assert.ts';
+import { kvBytesPerToken } from '../../model/attention.ts';
 import { type Layout, PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
@@ -394,7 +395,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const { sequences, world, mask } = problem;
   const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
   const links = linkModel(problem.cluster, problem.gpusPerNode);
-  const kvBytes = 2 * problem.model.kvHeads * problem.model.headDim * problem.model.bytesPerElement;
+  const kvBytes = kvBytesPerToken(problem.model);
   let best: { layout: Layout; blockSize: Int32Array; imbalance: number; cap: number; placed: number } | null =
     null;
   for (const cap of LOADER_CAPS) {

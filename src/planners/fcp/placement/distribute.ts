@@ -345,16 +345,19 @@ export function distributeUnits(
       if (pick < 0) pick = best;
     }
     unitRank[u] = pick;
-    if (dense) {
-      if (s !== seqOfNodes) {
-        seqOfNodes = s;
-        seqNodes.length = 0;
+    // Node packing's bookkeeping, kept only when it is on (nothing else reads it).
+    if (o.nodePacking) {
+      if (dense) {
+        if (s !== seqOfNodes) {
+          seqOfNodes = s;
+          seqNodes.length = 0;
+        }
+        const n = Math.floor(pick / gpusPerNode);
+        if (!seqNodes.includes(n)) seqNodes.push(n);
       }
-      const n = Math.floor(pick / gpusPerNode);
-      if (!seqNodes.includes(n)) seqNodes.push(n);
+      nodeRoom[Math.floor(pick / gpusPerNode)]! -=
+        Math.max(0, avg - load[pick]!) - Math.max(0, avg - load[pick]! - pairs);
     }
-    nodeRoom[Math.floor(pick / gpusPerNode)]! -=
-      Math.max(0, avg - load[pick]!) - Math.max(0, avg - load[pick]! - pairs);
     load[pick]! += pairs;
     mem[pick]! += tok;
     lastRank[s] = pick;
