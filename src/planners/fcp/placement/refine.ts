@@ -103,18 +103,21 @@ export function refine(
   // otherwise parks the light early blocks of a 512K sequence on ranks outside it, each of which
   // then sends them to ~120 holders (simulated, longtail seed 3 at 256 ranks, mode (b): a rank
   // with 8K such tokens sent 1.2M tokens' K/V, 2.4x the mean, and forward MFU fell to 0.36).
+  // Kept only with `capSend` (nothing else reads it; refinement is a hot loop at scale).
   const S = blocks.seqBlocks.length - 1;
-  const holders = new Int32Array(S);
-  const tokOn = new Map<number, number>();
-  for (let b = 0; b < B; b++) {
-    const k = blocks.seq[b]! * world + blockRank[b]!;
-    tokOn.set(k, (tokOn.get(k) ?? 0) + tok[b]!);
+  const holders = new Int32Array(capSend ? S : 0);
+  const send = new Float64Array(capSend ? world : 0);
+  let sendCap = 0;
+  if (capSend) {
+    const tokOn = new Map<number, number>();
+    for (let b = 0; b < B; b++) {
+      const k = blocks.seq[b]! * world + blockRank[b]!;
+      tokOn.set(k, (tokOn.get(k) ?? 0) + tok[b]!);
+    }
+    for (const k of present.keys()) holders[Math.floor(k / world)]!++;
+    for (const [k, t] of tokOn) send[k % world]! += t * (holders[Math.floor(k / world)]! - 1);
+    for (let r = 0; r < world; r++) sendCap = Math.max(sendCap, send[r]!);
   }
-  for (const k of present.keys()) holders[Math.floor(k / world)]!++;
-  const send = new Float64Array(world);
-  for (const [k, t] of tokOn) send[k % world]! += t * (holders[Math.floor(k / world)]! - 1);
-  let sendCap = capSend ? 0 : Number.POSITIVE_INFINITY;
-  for (let r = 0; r < world && capSend; r++) sendCap = Math.max(sendCap, send[r]!);
   /** Whether moving block b to `to` keeps `to`'s send load within the cap. */
   const sendOk = (b: number, to: number): boolean => {
     const s = blocks.seq[b]!;
@@ -127,13 +130,15 @@ export function refine(
     const kf = blocks.seq[b]! * world + from;
     const kt = blocks.seq[b]! * world + to;
     const s = blocks.seq[b]!;
-    const wasNew = !holds(to, b);
-    send[from]! -= tok[b]! * (holders[s]! - 1);
+    const wasNew = capSend && !holds(to, b);
+    if (capSend) send[from]! -= tok[b]! * (holders[s]! - 1);
     present.set(kf, present.get(kf)! - 1);
     present.set(kt, (present.get(kt) ?? 0) + 1);
-    if (wasNew) holders[s]!++;
-    if (present.get(kf) === 0) holders[s]!--;
-    send[to]! += tok[b]! * (holders[s]! - 1);
+    if (capSend) {
+      if (wasNew) holders[s]!++;
+      if (present.get(kf) === 0) holders[s]!--;
+      send[to]! += tok[b]! * (holders[s]! - 1);
+    }
     for (let pass = single[b] === 1 ? 0 : 1; pass < 2; pass++) {
       const lf = lists[pass]![from]!;
       lf.splice(where(lf, b), 1);
@@ -169,8 +174,10 @@ export function refine(
     if (level === 3) return single[b] === 1 || holds(to, b);
     return true;
   };
-  const allowed = (level: number, b: number, from: number, to: number): boolean =>
-    eligible(level, b, from, to) && (single[b] === 1 || sendOk(b, to));
+  const allowed = capSend
+    ? (level: number, b: number, from: number, to: number): boolean =>
+        eligible(level, b, from, to) && (single[b] === 1 || sendOk(b, to))
+    : eligible;
   let M = -1;
   const notM = (r: number): boolean => r !== M;
   let steps = 0;
