@@ -240,7 +240,6 @@ class Fused:
         self.device = torch.device(device)
         self.backend = "torch"
         self.errors: Dict[str, str] = {}
-        self.group = None  # fused_group.GroupMerger, made when FCP_MERGE_GROUP > 1
         want = os.environ.get("FCP_FUSED", "auto")
         if want == "torch":
             self.errors["triton"] = "FCP_FUSED=torch"
@@ -339,8 +338,10 @@ class ForwardLayout:
     user_acc_rows: torch.Tensor  # ... and that row (for adding `out` partials received: O_in)
     launches: Dict[int, list]  # id(launch list of an op) -> [(Direct or None, MergePlan)] per launch
     direct_rows: int  # rows written directly over the phase (reported by the GPU script)
-    # FCP_MERGE_GROUP > 1 (fused_group.py): id(launch list of an op) -> [(member launches, MergePlan)]
-    groups: Optional[Dict[int, list]] = None
+    # deferred merges (deferred.py, rt.merge_window > 1): id(launch list of an op) -> position of its
+    # first launch in the phase's launch order; windows by the position of the launch that ends them
+    first_pos: Optional[Dict[int, int]] = None
+    windows: Optional[Dict[int, object]] = None
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
@@ -397,15 +398,21 @@ def prepare_merges(rt) -> ForwardLayout:
         n = len(launches)
         per[id(launches)] = list(zip(directs[pos : pos + n], plans[pos : pos + n]))
         pos += n
-    groups = None
-    from . import fused_group as _fg
+    first_pos = wins = None
+    if getattr(rt, "merge_window", 1) > 1:
+        from . import deferred as _df
 
-    if _fg.group_size() > 1 and rt.fused is not None:
-        # the per-launch plans above stay for the layout; the grouped ones replace their merges
-        gp = _fg.chunk_plans(slots, sels, [len(i) for i in idxs], [len(ls) for ls in lists], len(acc_slots), rt.device, _fg.group_size())
-        groups = {id(ls): g for ls, g in zip(lists, gp)}
-        if getattr(rt.fused, "group", None) is None:
-            rt.fused.group = _fg.GroupMerger(rt.fused)
+        first_pos, pos = {}, 0
+        op_of = []
+        for i, launches in enumerate(lists):
+            first_pos[id(launches)] = pos
+            pos += len(launches)
+            op_of.extend([i] * len(launches))
+        rows = [len(x) for x in idxs]
+        ws = _df.windows(slots, sels, rows, op_of, len(acc_slots), rt.device, rt.merge_window, rt.window_rows, _df.post_barriers(rt, "forward", ("O",)))
+        wins = {w.end_launch: w for w in ws}
+        rt._fwd_table = _df.table_for(ws, rt.device, 6)
+        _df.backend(rt.fused)  # probe the Triton kernels now, not inside the first timed phase
     uq = _np(rt.user_q)
     ua = acc_of[uq] if len(uq) else np.zeros(0, np.int64)
     upos = np.nonzero(ua >= 0)[0]
@@ -416,7 +423,8 @@ def prepare_merges(rt) -> ForwardLayout:
         user_acc_rows=rt._t(ua[upos]),
         launches=per,
         direct_rows=n_direct,
-        groups=groups,
+        first_pos=first_pos,
+        windows=wins,
     )
     rt._fwd_layout = lay
     return lay
@@ -516,28 +524,41 @@ def forward_op(rt, launches) -> None:
     lay = prepare_merges(rt)
     per = lay.launches[id(launches)]
     b = rt._bufs
-    groups = lay.groups.get(id(launches)) if lay.groups is not None else None
-    if groups is not None:
-        # grouped merges (fused_group.py): a group's outputs are kept until its last launch ran
-        ends = {grp[-1]: (grp, mp) for grp, mp in groups}
-        outs: Dict[int, tuple] = {}
+    if lay.windows is not None:
+        return _forward_op_deferred(rt, lay, launches, per, b)
+    for L, (dr, mp) in zip(launches, per):
+        (q,) = _q(rt, b, L, ("Q",))
+        k, v = _kv(rt, b, L)
+        o, lse = rt.kernels.forward(L, q, k, v)
+        if dr is not None:
+            _write_direct(b["Obf"], b["LSE"], o, lse, dr)
+        if mp.rows:
+            rt.fused.merge(b["O"], b["LSEc"], o, lse, mp)
+
+
+def _forward_op_deferred(rt, lay: ForwardLayout, launches, per, b) -> None:
+    """forward_op with deferred merges (deferred.py): partials held until their window's last launch."""
+    from . import deferred as _df
+
+    held = rt.__dict__.setdefault("_held", {})
+    g0 = lay.first_pos[id(launches)]
     for j, (L, (dr, mp)) in enumerate(zip(launches, per)):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
         o, lse = rt.kernels.forward(L, q, k, v)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
-        if groups is None:
-            if mp.rows:
-                rt.fused.merge(b["O"], b["LSEc"], o, lse, mp)
-            continue
         if mp.rows:
-            outs[j] = (o, lse)
-        if j in ends:
-            grp, gmp = ends[j]
-            rt.fused.group.merge(b["O"], b["LSEc"], [outs[m][0] for m in grp], [outs[m][1] for m in grp], gmp)
-            for m in grp:
-                del outs[m]
+            held[g0 + j] = (o, lse)
+        w = lay.windows.get(g0 + j)
+        if w is not None:
+            os_ = [held[i][0] for i in w.launches]
+            ls = [held[i][1] for i in w.launches]
+            # freeing the sources right after the launch is safe: one compute stream, and the caching
+            # allocator hands their memory only to work queued after it
+            _df.merge_window(rt.fused, b["O"], b["LSEc"], os_, ls, w, rt._fwd_table)
+            for i in w.launches:
+                del held[i]
 
 
 # Scatter-adds of a launch's gradients convert to float32 in chunks of at most this many elements,
@@ -556,21 +577,69 @@ def add_rows(acc: torch.Tensor, idx: torch.Tensor, x: torch.Tensor) -> None:
         acc.index_add_(0, idx[a : a + step], x[a : a + step].float())
 
 
+def prepare_adds(rt):
+    """Deferred dQ adds of the backward (deferred.py, rt.merge_window > 1), built once: (position of
+    each op's first launch, windows by the position of the launch that ends them), or None."""
+    hit = rt.__dict__.get("_bwd_windows")
+    if hit is not None or getattr(rt, "merge_window", 1) <= 1:
+        return hit
+    from . import deferred as _df
+
+    first_pos, slots, op_of, pos = {}, [], [], 0
+    for i in range(len(rt.prog.backward.ops)):
+        launches = rt._launches("backward", i)
+        first_pos[id(launches)] = pos
+        pos += len(launches)
+        slots.extend(_np(L.qidx) for L in launches)
+        op_of.extend([i] * len(launches))
+    # dQ leaves in `out` sends: a window must be applied before such a post
+    ws = _df.windows(slots, [None] * len(slots), [len(x) for x in slots], op_of, rt.qspace.size, rt.device, rt.merge_window, rt.window_rows, _df.post_barriers(rt, "backward", ("dQ",)))
+    rt._bwd_windows = (first_pos, {w.end_launch: w for w in ws}, _df.table_for(ws, rt.device, 3))
+    return rt._bwd_windows
+
+
 def backward_op(rt, launches) -> None:
     """One backward op: as RankRuntime._backward_op. Its gathers stay `index_select`: with the Triton
-    gathers the backward measured slower on the H200 (fcp-64 replay 241 ms against 230 ms, run 4)."""
+    gathers the backward measured slower on the H200 (fcp-64 replay 241 ms against 230 ms, run 4).
+    With deferred adds (rt.merge_window > 1) the launches' dQ is held and added per window."""
     b = rt._bufs
-    for L in launches:
+    dfr = prepare_adds(rt)
+    held = rt.__dict__.setdefault("_held", {}) if dfr is not None else None
+    g0 = dfr[0][id(launches)] if dfr is not None else 0
+    for j, L in enumerate(launches):
         q, o, do = (b[n][L.q_range[0] : L.q_range[1]] for n in ("Q", "Ofinal", "dO")) if L.q_range is not None else gather_rows_torch([b["Q"], b["Ofinal"], b["dO"]], L.qidx)
         k, v = (b[n][L.k_range[0] : L.k_range[1]] for n in ("K", "V")) if L.k_range is not None else gather_rows_torch([b["K"], b["V"]], L.kidx)
         lse = b["LSE"][L.q_range[0] : L.q_range[1]] if L.q_range is not None else b["LSE"].index_select(0, L.qidx)
         dq, dk, dv = rt.kernels.backward(L, q, k, v, o, do, lse)
-        if rt._sliced(L):
+        if held is not None:
+            held[g0 + j] = dq
+            _add_kv(rt, L, dk, dv)
+            w = dfr[1].get(g0 + j)
+            if w is not None:
+                from . import deferred as _df
+
+                _df.add_window(rt.fused, b["dQ"], [held[i] for i in w.launches], w, dfr[2])
+                for i in w.launches:
+                    del held[i]
+        elif rt._sliced(L):
             rt._add_sliced(L, dq, dk, dv)
         else:
             add_rows(b["dQ"], L.qidx, dq)
             add_rows(b["dK"], L.kidx, dk)
             add_rows(b["dV"], L.kidx, dv)
+
+
+def _add_kv(rt, L, dk, dv) -> None:
+    b = rt._bufs
+    if rt._sliced(L):
+        off = 0
+        for a, n in zip(L.kf.tolist(), L.lk.tolist()):
+            b["dK"][a : a + n].add_(dk[off : off + n])
+            b["dV"][a : a + n].add_(dv[off : off + n])
+            off += n
+    else:
+        add_rows(b["dK"], L.kidx, dk)
+        add_rows(b["dV"], L.kidx, dv)
 
 
 # ------------------------------------------------------------------------------------------------

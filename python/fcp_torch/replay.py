@@ -6,7 +6,6 @@ MFU = useful FLOPs / (peak x time), FLOPs counted on attended pairs only (docs/d
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Dict, List
@@ -92,15 +91,19 @@ def setup(
     pool: bool = False,
     pool_max_space: int = 1 << 22,
     launch_rows: "int | str | None" = None,
-    merge_group: "int | None" = None,
+    merge_window: int = 1,
+    window_rows: "int | None" = None,
+    fuse_tasks: bool = False,
 ) -> Setup:
     """Builds a rank's runtime for one mode and runs one warm-up iteration (see replay_rank)."""
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
-    rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=False)
+    # deferred sums (deferred.py) and task fusion (fusion.py) are read when launches are planned
+    extra = {"merge_window": merge_window, "window_rows": window_rows, "fuse_tasks": fuse_tasks}
+    rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=False, **extra)
     if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
         # the runtime's own K/V pool (kvpool.py): launches read pool rows, rows handed on are zeroed
-        rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=True)
+        rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=True, **extra)
     pool_s = time.perf_counter() - t0
     if isinstance(launch_rows, str):  # "q" = "q/2"; "q/N": the query space over N (at least 4096 rows)
         div = int(launch_rows.split("/")[1]) if "/" in launch_rows else 2
@@ -108,17 +111,7 @@ def setup(
     rt.launch_rows = launch_rows
     if merge == "legacy":
         rt.fused = None
-    old_group = os.environ.get("FCP_MERGE_GROUP")
-    if merge_group is not None:  # grouped forward merges (fused_group.py), read when merges are planned
-        os.environ["FCP_MERGE_GROUP"] = str(merge_group)
-    try:
-        prep_s = rt.prepare()
-    finally:
-        if merge_group is not None:
-            if old_group is None:
-                os.environ.pop("FCP_MERGE_GROUP", None)
-            else:
-                os.environ["FCP_MERGE_GROUP"] = old_group
+    prep_s = rt.prepare()
     nq = rt.qspace.size
     nk = max(rt.kv_rows.values())
     if rt.pool is None and nk > kv_cap:
@@ -152,11 +145,21 @@ def setup(
         "pool_s": pool_s,
         "prepare_s": prep_s,
         "merge": merge if rt.fused is not None or merge == "legacy" else "legacy",
-        "merge_group": merge_group,
-        "group_backend": getattr(getattr(rt.fused, "group", None), "backend", None),
-        "group_error": getattr(getattr(rt.fused, "group", None), "error", None),
+        "merge_window": rt.merge_window,
+        "window_rows": rt.window_rows,
+        "fuse_tasks": rt.fuse_tasks,
+        "deferred_backend": _deferred_backend(rt),
+        "fused_errors": dict(rt.fused.errors) if rt.fused is not None else None,
     }
     return s
+
+
+def _deferred_backend(rt) -> "str | None":
+    if rt.merge_window <= 1 or rt.fused is None:
+        return None
+    from .deferred import backend
+
+    return backend(rt.fused)
 
 
 def iteration(s: Setup):

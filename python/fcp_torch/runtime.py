@@ -28,6 +28,7 @@ import os
 from . import fused as _fused
 from . import kvpool as _kvpool
 from .comm import LocalComm
+from .fusion import fuse_tasks
 from .kernels import Kernels, Pieces, decompose, merge_into, merge_slice, plan_launches
 from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
 from .spaces import TokenSpace
@@ -92,8 +93,19 @@ class RankRuntime:
         softmax_scale: Optional[float] = None,
         launch_rows: Optional[int] = None,
         kv_pool: Optional[bool] = None,
+        merge_window: Optional[int] = None,
+        window_rows: Optional[int] = None,
+        fuse_tasks: Optional[bool] = None,
     ):
         self.prog = prog
+        # Deferred sums (deferred.py): forward merges and backward dQ adds of up to `merge_window`
+        # consecutive ops in one pass, at most `window_rows` held partial rows (None: unbounded);
+        # 1 = per launch. Task fusion (fusion.py): an op's tasks of one query range with touching
+        # K/V ranges as one task. Defaults from FCP_MERGE_WINDOW / FCP_WINDOW_ROWS / FCP_FUSE_TASKS.
+        self.merge_window = int(merge_window if merge_window is not None else os.environ.get("FCP_MERGE_WINDOW", "1"))
+        wr = window_rows if window_rows is not None else os.environ.get("FCP_WINDOW_ROWS")
+        self.window_rows = int(wr) if wr not in (None, "", "0") else None
+        self.fuse_tasks = bool(fuse_tasks) if fuse_tasks is not None else os.environ.get("FCP_FUSE_TASKS", "0") == "1"
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
         # Set before prepare(): launches are built once.
         self.launch_rows = launch_rows
@@ -180,7 +192,10 @@ class RankRuntime:
         key = (phase, i)
         if key not in self._launch_cache:
             op = getattr(self.prog, phase).ops[i]
-            pieces = decompose(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length, self.prog.causal, self.mode)
+            cols = (op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length)
+            if self.fuse_tasks:
+                cols = fuse_tasks(*cols)
+            pieces = decompose(*cols, self.prog.causal, self.mode)
             qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
             kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
             launches = plan_launches(
@@ -204,6 +219,8 @@ class RankRuntime:
                     self._merge_index(scatter)
             if ph == "forward" and self.fused is not None:
                 _fused.prepare_merges(self)
+            if ph == "backward" and self.fused is not None:
+                _fused.prepare_adds(self)
             if not self.local:
                 for g in range(len(pp.groups)):
                     self._group(ph, g)
@@ -267,6 +284,7 @@ class RankRuntime:
         self._done: Dict[int, object] = {}
         self._pending: Optional[Tuple[int, object, GroupSpec]] = None
         self._completed = -1
+        self._held = {}  # deferred.py: launch outputs waiting for their window
         self._zero = self.pool[phase].zero_at if self.pool is not None else {}
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -304,6 +322,8 @@ class RankRuntime:
             st.compute_ms = sum(a.elapsed_time(b) for a, b in self._op_events)
             st.comm_ms = sum(a.elapsed_time(b) for a, b in self._comm_events)
         self._keep = []
+        if self._held:
+            raise RuntimeError(f"{phase}: {len(self._held)} deferred partials were never summed")
         # the phase's buffers belong to the caller (its `b`): holding them here kept the last call's
         # dO, K/V, float32 dQ/dK/dV and its state's Q/Ofinal/LSE alive into the next layer's
         # backward (1.0 GB on num-fcp-1, H200 run 8)

@@ -849,7 +849,7 @@ def replay() -> None:
                         res["runs"].append(r)
                         sh = r["kernel_share"]
                         fmt = lambda x: f"{x:.3f}" if x is not None else "-"  # noqa: E731
-                        log(name, which, kernel, mode, f"share fwd {fmt(sh['forward'])} bwd {fmt(sh['backward'])} peak/live {fmt(r['peak_over_live'])} pool {r['pool_rows']}",
+                        log(name, which, kernel, mode, f"share fwd {fmt(sh['forward'])} bwd {fmt(sh['backward'])} peak/live {fmt(r['peak_over_live'])} pool {r['pool_rows']} peak {r['peak_bytes']} win {r.get('merge_window')} {r.get('deferred_backend')} {r.get('fused_errors')}",
                             f"fwd {r['forward_ms']:.1f} [{r['forward_spread']['min']:.1f}-{r['forward_spread']['max']:.1f}] ms mfu {r['forward_mfu']:.3f}",
                             f"| bwd {r['backward_ms']:.1f} [{r['backward_spread']['min']:.1f}-{r['backward_spread']['max']:.1f}] ms mfu {r['backward_mfu']:.3f}",
                             f"| kernel fwd {r['kernel_forward']} bwd {r['kernel_backward']} launches {r['launches']['forward']}")
@@ -865,18 +865,31 @@ def replay() -> None:
 
 
 def replay_mode_args(mode: str) -> dict:
-    """replay_modes arguments of a --replay-modes name."""
-    if mode == "legacy":
-        return {"merge": "legacy"}
-    if mode == "fused":
-        return {}
-    if mode == "pool":
-        return {"pool": True}
-    if mode.startswith("cap"):
-        return {"pool": True, "launch_rows": "q" if mode == "cap" else f"q/{mode[3:]}"}
-    if mode.startswith("grp"):  # grpN: forward merges of up to N launches of an op at once (fused_group.py)
-        return {"merge_group": int(mode[3:])}
-    raise SystemExit(f"unknown replay mode {mode}")
+    """replay_modes arguments of a --replay-modes name: parts joined by "+" (e.g. "pool+win4").
+    legacy: the original merges; fused: the default runtime; pool: + K/V pool; cap / capN: pool +
+    launches of at most 1/2 or 1/N of the query space's rows; winN / winNrR: deferred sums over
+    windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
+    ranges as one task (fusion.py)."""
+    out: dict = {}
+    for part in mode.split("+"):
+        if part == "legacy":
+            out["merge"] = "legacy"
+        elif part == "fused":
+            pass
+        elif part == "pool":
+            out["pool"] = True
+        elif part.startswith("cap"):
+            out.update(pool=True, launch_rows="q" if part == "cap" else f"q/{part[3:]}")
+        elif part == "fuse":
+            out["fuse_tasks"] = True
+        elif part.startswith("win"):
+            n, _, r = part[3:].partition("r")
+            out["merge_window"] = int(n)
+            if r:
+                out["window_rows"] = int(r)
+        else:
+            raise SystemExit(f"unknown replay mode {mode}")
+    return out
 
 
 def host_profile(plan, rank: int, kernel: str) -> dict:
