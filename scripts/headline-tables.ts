@@ -71,7 +71,7 @@ function layerTable(batch: string, setting: string): string | null {
     // No baseline at this world (its folder is missing): no speedup, not Infinity.
     const speedup = (t?: number) => (t && Number.isFinite(fastest) ? `${(fastest / t).toFixed(2)}x` : '-');
     lines.push(
-      `| ${w} | ${ms(ta)} | ${ms(tb)} | ${tbs.map((x, i) => ms(x, BASELINES[i])).join(' | ')} | ${speedup(ta)} | ${speedup(tb)} |`,
+      `| ${label(batch, setting, w)} | ${ms(ta)} | ${ms(tb)} | ${tbs.map((x, i) => ms(x, BASELINES[i])).join(' | ')} | ${speedup(ta)} | ${speedup(tb)} |`,
     );
   }
   return lines.join('\n');
@@ -85,18 +85,42 @@ const readOne = (name: string): Compare | null => {
 };
 /**
  * A comparison at every scale: `name` (16-256 ranks, run-headline.sh) merged with `large-<name>`
- * (1024 and 4096 ranks, run-headline-large.sh), whichever exist.
+ * (1024 ranks) and `large4096-<name>` (4096 ranks; run-headline-large.sh), whichever exist. A
+ * world present in two folders is taken from the first (the smaller-scale folder).
  */
 const read = (name: string): Compare | null => {
-  const small = readOne(name);
-  const large = readOne(`large-${name}`);
-  if (!small || !large) return small ?? large;
-  return { ...small, summary: [...small.summary, ...large.summary], rows: [...small.rows, ...large.rows] };
+  const parts = [name, `large-${name}`, `large4096-${name}`]
+    .map(readOne)
+    .filter((c): c is Compare => c !== null);
+  if (parts.length === 0) return null;
+  const seen = new Set<number>();
+  const summary: Summary[] = [];
+  const rows: Row[] = [];
+  for (const c of parts) {
+    const ws = new Set(c.summary.map((s) => s.world).filter((w) => !seen.has(w)));
+    summary.push(...c.summary.filter((s) => ws.has(s.world)));
+    rows.push(...c.rows.filter((r) => ws.has(r.world)));
+    for (const w of ws) seen.add(w);
+  }
+  return { ...parts[0]!, summary, rows };
 };
 /** World sizes any of the comparisons holds, ascending. */
 const worldsOf = (...cs: (Compare | null)[]): number[] =>
   [...new Set(cs.flatMap((c) => c?.summary.map((s) => s.world) ?? []))].sort((x, y) => x - y);
 const f = (x: number) => x.toFixed(3);
+/**
+ * True when the baselines of (batch, setting) at `world` were tuned by a restricted sweep
+ * (`fcp compare --sweep-from`: at 4096 ranks, each baseline's default and its own 1024-rank winner;
+ * docs/baselines.md "At 1024 ranks and more"). compare.json records `sweepFrom` then.
+ */
+const restricted = (batch: string, setting: string, world: number): boolean =>
+  [`best-${batch}-${setting}`, `large-best-${batch}-${setting}`, `large4096-best-${batch}-${setting}`].some((n) => {
+    const c = readOne(n) as (Compare & { sweepFrom?: string; worlds?: number[] }) | null;
+    return c?.sweepFrom !== undefined && (c.worlds ?? c.summary.map((x) => x.world)).includes(world);
+  });
+/** A world's row label: `4096*` where the baselines' sweep was restricted ({@link restricted}). */
+const label = (batch: string, setting: string, world: number): string =>
+  `${world}${restricted(batch, setting, world) ? '*' : ''}`;
 const BASELINES = ['ring', 'bytescale', 'wlb', 'magi'];
 /**
  * What a missing cell prints: `excl.` for ring and wlb at >= 1024 ranks, which
@@ -137,7 +161,7 @@ function table(batch: string, setting: string): string | null {
     const ratio = (s?: Summary) =>
       s && bf > 0 ? `${(s.mfuForward.mean / bf).toFixed(2)}x / ${(s.mfuBackward.mean / bb).toFixed(2)}x` : '-';
     lines.push(
-      `| ${w} | ${pair(fa)} | ${pair(fb)} | ${cells.map((c, i) => pair(c, BASELINES[i])).join(' | ')} | ${name} | ${ratio(fa)} | ${ratio(fb)} |`,
+      `| ${label(batch, setting, w)} | ${pair(fa)} | ${pair(fb)} | ${cells.map((c, i) => pair(c, BASELINES[i])).join(' | ')} | ${name} | ${ratio(fa)} | ${ratio(fb)} |`,
     );
   }
   return lines.join('\n');
@@ -160,7 +184,7 @@ function tokenTable(batch: string, setting: string): string | null {
     `|---:|---|---|${BASELINES.map(() => '---').join('|')}|`,
   ];
   for (const w of worlds)
-    lines.push(`| ${w} | ${cell(a, 'fcp', w)} | ${cell(b, 'fcp', w)} | ${BASELINES.map((s) => cell(best, s, w)).join(' | ')} |`);
+    lines.push(`| ${label(batch, setting, w)} | ${cell(a, 'fcp', w)} | ${cell(b, 'fcp', w)} | ${BASELINES.map((s) => cell(best, s, w)).join(' | ')} |`);
   return lines.join('\n');
 }
 
@@ -230,7 +254,7 @@ function acceptanceGrid(): string {
         const fa = get(a, 'fcp');
         const fb = get(b, 'fcp');
         lines.push(
-          `| ${batch} | ${SETTING_NAME[setting]} | ${w} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0])} | ${ratio(fa?.mfuBackward.mean, bb[0])} | ${ratio(fb?.mfuForward.mean, bf[0])} | ${ratio(fb?.mfuBackward.mean, bb[0])} | ${t.toFixed(2)}x |`,
+          `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0])} | ${ratio(fa?.mfuBackward.mean, bb[0])} | ${ratio(fb?.mfuForward.mean, bf[0])} | ${ratio(fb?.mfuBackward.mean, bb[0])} | ${t.toFixed(2)}x |`,
         );
       }
     }
@@ -254,6 +278,9 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
   }
 
+console.log(
+  "`*` (4096 ranks): each baseline's sweep screened only its default and its own winner at 1024 ranks on the same batch-setting (`fcp compare --sweep-from`, docs/baselines.md \"At 1024 ranks and more\"); rows without `*` ran the full sweep.\n",
+);
 console.log(
   '`excl.`: left out of the baselines at >= 1024 ranks (docs/baselines.md "At 1024 ranks and more"): ring (at 256 ranks its tuned MFU is 26-124x below the strongest other baseline on every batch-setting) and wlb (its tuned MFU equals bytescale\'s in all 36 cells at 64-256 ranks).\n',
 );

@@ -18,4 +18,12 @@
 # "At 1024 ranks and more" states the rule. B=bytescale,wlb,magi runs wlb anyway.
 set -u
 # The same grid as run-headline.sh (one loop), at other worlds and into large-* folders.
-PREFIX=large- W=${W:-1024} B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"
+# 4096 ranks go to their own folders (large4096-*) so that a 4096 run does not overwrite the
+# 1024 results in large-*: PREFIX defaults to large- for W=1024 and large4096- for W=4096.
+# At 4096 each baseline's sweep screens only its default and its own 1024-rank winner on the same
+# batch-setting (SWEEP_FROM=large-, `fcp compare --sweep-from`; SWEEP_FROM= runs the full sweep):
+# one magi simulation at 4096 took 80-110 s here, so the full sweep (10 screens + 4 reruns) was
+# about 25 min per pair (longtail fluid, bytescale + magi: see docs/baselines.md).
+W=${W:-1024}
+if [ "$W" = 4096 ]; then P0=large4096-; S0=large-; else P0=large-; S0=; fi
+SWEEP_FROM=${SWEEP_FROM-$S0} PREFIX=${PREFIX:-$P0} W=$W B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"

@@ -10,7 +10,7 @@
 #   ONLY="longtail-fluid ..." restricts it to those batch-setting pairs (setting: fluid, contention,
 #   ratio5920 = ratio-5920 fluid, ratio5920-contention).
 # Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b, each name
-#   prefixed by PREFIX (docs/results/run-headline-large.sh: PREFIX=large- W=1024).
+#   prefixed by PREFIX (docs/results/run-headline-large.sh: PREFIX=large- W=1024, large4096- W=4096).
 set -u
 cd "$(dirname "$0")/../.."
 R=docs/results
@@ -36,7 +36,12 @@ for batch in longtail magi bimodal; do
       ratio5920-contention) opts=(--cluster ratio-5920 --network contention) ;;
     esac
     if [ "$PART" != fcp ]; then
-      run ${P}best-$batch-$setting --strategies $B --baselines best "${opts[@]}" --world $W --batch $batch --batches 3
+      # SWEEP_FROM=large- (run-headline-large.sh at 4096 ranks): each baseline's sweep screens only
+      # its default and its own winner in large-best-<batch>-<setting> (1024 ranks, same batch and
+      # setting; docs/baselines.md "At 1024 ranks and more").
+      sweep=()
+      if [ -n "${SWEEP_FROM:-}" ]; then sweep=(--sweep-from $R/${SWEEP_FROM}best-$batch-$setting/compare.json); fi
+      run ${P}best-$batch-$setting --strategies $B --baselines best "${sweep[@]}" "${opts[@]}" --world $W --batch $batch --batches 3
     fi
     if [ "$PART" != baselines ]; then
       run ${P}fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3

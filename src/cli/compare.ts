@@ -13,6 +13,7 @@ import { fail } from '../core/issues.ts';
 import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../experiments/strategies.ts';
+import { sweepCandidatesFrom } from '../experiments/sweep-from.ts';
 import {
   type BaselinesMode,
   defaultConfig,
@@ -83,6 +84,11 @@ export interface CompareOptions {
   baselines?: BaselinesMode;
   /** `--a2a-degree`: the only a2a degree the ring's sweep tries. */
   a2aDegree?: number;
+  /**
+   * `--sweep-from`: per baseline, the only configurations its sweep screens besides its default
+   * (the winners of an earlier `--baselines best` run, experiments/sweep-from.ts).
+   */
+  sweepFrom?: Readonly<Record<string, readonly PlannerOptions[]>>;
 }
 
 /** Mean, min and max over batches of one (strategy, world). */
@@ -127,7 +133,7 @@ export function runCompare(o: CompareOptions): CompareRow[] {
     const byStrategy = planners.map((p) => {
       if (best && sweepStages(p.name, problems[0]!, o.a2aDegree).length > 0) {
         progress.step(`${p.name} world ${world}: tuning`);
-        const t = tuneStrategy(p, problems, o.planner, o.sim, o.a2aDegree);
+        const t = tuneStrategy(p, problems, o.planner, o.sim, o.a2aDegree, undefined, o.sweepFrom?.[p.name]);
         return { config: t.config, results: t.results };
       }
       const config = {
@@ -427,6 +433,10 @@ export function register(program: Command): void {
     .option(
       '--a2a-degree <n>',
       'ring a2a+p2p: the a2a degree the sweep tries (must divide the world and the heads)',
+    )
+    .option(
+      '--sweep-from <compare.json>',
+      "with --baselines best: each baseline's sweep screens only its default and its winners in that earlier run (same batch and setting; docs/baselines.md)",
     );
   addOutputOptions(cmd, {
     json: 'compare.json (the summary and every row; simulated)',
@@ -456,6 +466,25 @@ export function register(program: Command): void {
     const planner = plannerOptionsFrom(o);
     const baselines = parseBaselinesMode(o.baselines);
     const a2aDegree = o.a2aDegree === undefined ? undefined : intOption(o.a2aDegree, 'a2aDegree');
+    let sweepFrom: Record<string, PlannerOptions[]> | undefined;
+    if (o.sweepFrom !== undefined) {
+      if (baselines !== 'best') fail('option.sweepFrom', '--sweep-from needs --baselines best', 'sweepFrom');
+      let text: string;
+      try {
+        text = readFileSync(String(o.sweepFrom), 'utf8');
+      } catch (e) {
+        return fail(
+          'option.sweepFrom',
+          `--sweep-from: cannot read ${String(o.sweepFrom)} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+          'sweepFrom',
+        );
+      }
+      sweepFrom = sweepCandidatesFrom(JSON.parse(text), COMPARE_FORMAT, {
+        batch: String(po.batch),
+        cluster: sim.cluster?.name ?? 'hopper-ib',
+        network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+      });
+    }
     // Planning and simulating a world of N ranks costs about N times one rank: weight the steps
     // by their world for the estimate (tuning steps run a sweep: weighted by its stages).
     const tuned = new Set<string>();
@@ -485,6 +514,7 @@ export function register(program: Command): void {
       progress,
       baselines,
       ...(a2aDegree !== undefined ? { a2aDegree } : {}),
+      ...(sweepFrom !== undefined ? { sweepFrom } : {}),
     });
     const summary = summarise(rows, strategies, worlds);
     const doc = {
@@ -504,6 +534,8 @@ export function register(program: Command): void {
       rates: sim.rates,
       plannerOptions: planner,
       baselines,
+      // The earlier run whose winners restricted the sweeps (absent: the full sweep).
+      ...(o.sweepFrom !== undefined ? { sweepFrom: String(o.sweepFrom) } : {}),
       summary,
       rows,
     };

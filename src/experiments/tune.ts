@@ -159,6 +159,10 @@ const keyOf = (c: Config): string =>
  * Runs `planner`'s sweep over `problems` (the batches of one world size) and returns the best
  * configuration by total simulated time. `base` are the command line's planner options (knobs the
  * sweep sets override them). `a2aDegree` restricts the ring's a2a candidates to that degree.
+ * `candidates`, when given, replaces the sweep's stages by one stage of these configurations
+ * (`fcp compare --sweep-from`: at 4096 ranks each baseline's own winners at 1024,
+ * docs/baselines.md "At 1024 ranks and more"); the default is still screened and still run on
+ * every batch against the screen's winner.
  */
 export function tuneStrategy(
   planner: Planner,
@@ -167,6 +171,7 @@ export function tuneStrategy(
   sim: SimOptions,
   a2aDegree?: number,
   onTrial?: (t: Trial) => void,
+  candidates?: readonly Config[],
 ): TuneResult {
   const p0 = problems[0];
   if (!p0) return fail('option.batches', 'nothing to tune: no batch', 'batches');
@@ -214,7 +219,8 @@ export function tuneStrategy(
   let bestMs = first(dflt) ?? Number.POSITIVE_INFINITY;
   const dfltKey = keyOf(dflt);
   if (lastRun) kept.set(dfltKey, lastRun);
-  for (const stage of sweepStages(planner.name, p0, a2aDegree))
+  const stages = candidates ? [candidates] : sweepStages(planner.name, p0, a2aDegree);
+  for (const stage of stages)
     for (const knob of stage) {
       const c = { ...best, ...knob };
       const ms = first(c);
