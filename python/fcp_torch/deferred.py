@@ -213,8 +213,9 @@ class PtrTable:
     once per phase; the runtime synchronizes at phase ends, so no copy of a row is still pending
     when the next phase rewrites it."""
 
-    def __init__(self, n: int, width: int, device):
+    def __init__(self, n: int, width: int, device, bh: Optional[int] = None):
         dev = torch.device(device)
+        self.bh = bh  # heads per kernel program (None: as many as fit 4096 elements, as fused.py)
         self.dev = torch.zeros(max(n, 1), max(width, 1), dtype=torch.int64, device=dev)
         self.host = torch.zeros(self.dev.shape, dtype=torch.int64, pin_memory=dev.type == "cuda")
         self.np = self.host.numpy()
@@ -228,11 +229,15 @@ class PtrTable:
         return [self.dev[i, j * S : (j + 1) * S] for j in range(len(cols))]
 
 
-def table_for(ws: Sequence[Window], device, per_source: int) -> PtrTable:
+def table_for(ws: Sequence[Window], device, per_source: int, bh: Optional[int] = None) -> PtrTable:
     """A PtrTable with one row per window (`per_source` values per source) and each window's row."""
     for i, w in enumerate(ws):
         w.row = i  # type: ignore[attr-defined]
-    return PtrTable(len(ws), per_source * max((len(w.launches) for w in ws), default=1), device)
+    return PtrTable(len(ws), per_source * max((len(w.launches) for w in ws), default=1), device, bh)
+
+
+def _bh(table: PtrTable, H: int, D: int) -> int:
+    return max(1, min(H, table.bh if table.bh else 4096 // D))
 
 
 def merge_window_triton(o_acc, lse_acc, os_: Sequence[torch.Tensor], ls: Sequence[torch.Tensor], w: Window, table: PtrTable) -> None:
@@ -246,7 +251,7 @@ def merge_window_triton(o_acc, lse_acc, os_: Sequence[torch.Tensor], ls: Sequenc
     cols = [[o.data_ptr() for o in os_], [o.stride(0) for o in os_], [o.stride(1) for o in os_],
             [x.data_ptr() for x in ls], [x.stride(0) for x in ls], [x.stride(1) for x in ls]]
     op_, so_r, so_h, lp_, sl_r, sl_h = table.put(w.row, cols)  # type: ignore[attr-defined]
-    BH = max(1, min(H, 4096 // D))
+    BH = _bh(table, H, D)
     grid = (int(mp.dst.shape[0]), triton.cdiv(H, BH))
     _merge_ptr_kernel[grid](
         o_acc, lse_acc, op_, lp_, so_r, so_h, sl_r, sl_h, mp.dst, mp.ptr, w.src_k, w.src_r, mp.first,
@@ -263,7 +268,7 @@ def add_window_triton(acc: torch.Tensor, xs: Sequence[torch.Tensor], w: Window, 
     H, D = acc.shape[1], acc.shape[2]
     xs = [x if x.stride(2) == 1 else x.contiguous() for x in xs]
     xp, sx_r, sx_h = table.put(w.row, [[x.data_ptr() for x in xs], [x.stride(0) for x in xs], [x.stride(1) for x in xs]])  # type: ignore[attr-defined]
-    BH = max(1, min(H, 4096 // D))
+    BH = _bh(table, H, D)
     grid = (int(mp.dst.shape[0]), triton.cdiv(H, BH))
     _add_ptr_kernel[grid](acc, xp, sx_r, sx_h, mp.dst, mp.ptr, w.src_k, w.src_r, H=H, D=D, BH=BH, num_warps=4)
     return xs

@@ -411,7 +411,7 @@ def prepare_merges(rt) -> ForwardLayout:
         rows = [len(x) for x in idxs]
         ws = _df.windows(slots, sels, rows, op_of, len(acc_slots), rt.device, rt.merge_window, rt.window_rows, _df.post_barriers(rt, "forward", ("O",)))
         wins = {w.end_launch: w for w in ws}
-        rt._fwd_table = _df.table_for(ws, rt.device, 6)
+        rt._fwd_table = _df.table_for(ws, rt.device, 6, getattr(rt, "window_bh", None))
         _df.backend(rt.fused)  # probe the Triton kernels now, not inside the first timed phase
     uq = _np(rt.user_q)
     ua = acc_of[uq] if len(uq) else np.zeros(0, np.int64)
@@ -594,7 +594,7 @@ def prepare_adds(rt):
         op_of.extend([i] * len(launches))
     # dQ leaves in `out` sends: a window must be applied before such a post
     ws = _df.windows(slots, [None] * len(slots), [len(x) for x in slots], op_of, rt.qspace.size, rt.device, rt.merge_window, rt.window_rows, _df.post_barriers(rt, "backward", ("dQ",)))
-    rt._bwd_windows = (first_pos, {w.end_launch: w for w in ws}, _df.table_for(ws, rt.device, 3))
+    rt._bwd_windows = (first_pos, {w.end_launch: w for w in ws}, _df.table_for(ws, rt.device, 3, getattr(rt, "window_bh", None)))
     return rt._bwd_windows
 
 

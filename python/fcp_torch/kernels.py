@@ -231,9 +231,14 @@ def plan_launches(
     device,
     available: Dict[str, bool],
     max_rows: Optional[int] = None,
+    solo_pairs: Optional[int] = None,
 ) -> List[Launch]:
     """Groups an op's pieces into launches for `kernel` (math, flash, cudnn, auto); `max_rows`
-    bounds each launch's gathered rows (split_rows; None: one launch per kind and shape class)."""
+    bounds each launch's gathered rows (split_rows; None: one launch per kind and shape class).
+    `solo_pairs`: cuDNN pieces of at least this many (lq x lk) pairs are launched one per launch,
+    so that their Q and K/V are views of the slot buffers instead of gathered copies (a batch of
+    two 4096 x 4096 pieces gathers 8192 query rows of 16 KB and their K/V: fcp-256's heaviest rank
+    gathers 5.7 GB per forward for 26 such launches, CPU count from the plan)."""
     out: List[Launch] = []
     pairs = piece_pairs(pieces)
 
@@ -304,6 +309,8 @@ def plan_launches(
             lq_, lk_, c_ = (int(x) for x in uniq[u])
             # powers of two, largest first, to bound distinct cuDNN graphs (and at most max_rows rows)
             cap = len(members) if max_rows is None else max(1, max_rows // (lq_ + lk_))
+            if solo_pairs is not None and lq_ * lk_ >= solo_pairs:
+                cap = 1
             pos = 0
             n = len(members)
             while pos < n:

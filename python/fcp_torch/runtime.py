@@ -96,6 +96,7 @@ class RankRuntime:
         merge_window: Optional[int] = None,
         window_rows: Optional[int] = None,
         fuse_tasks: Optional[bool] = None,
+        solo_pairs: Optional[int] = None,
     ):
         self.prog = prog
         # Deferred sums (deferred.py): forward merges and backward dQ adds of up to `merge_window`
@@ -105,6 +106,9 @@ class RankRuntime:
         self.merge_window = int(merge_window if merge_window is not None else os.environ.get("FCP_MERGE_WINDOW", "1"))
         wr = window_rows if window_rows is not None else os.environ.get("FCP_WINDOW_ROWS")
         self.window_rows = int(wr) if wr not in (None, "", "0") else None
+        # cuDNN pieces of at least this many pairs launched alone (kernels.plan_launches); FCP_SOLO_PAIRS
+        sp = solo_pairs if solo_pairs is not None else os.environ.get("FCP_SOLO_PAIRS")
+        self.solo_pairs = int(sp) if sp not in (None, "", "0") else None
         self.fuse_tasks = bool(fuse_tasks) if fuse_tasks is not None else os.environ.get("FCP_FUSE_TASKS", "0") == "1"
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
         # Set before prepare(): launches are built once.
@@ -199,7 +203,7 @@ class RankRuntime:
             qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
             kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
             launches = plan_launches(
-                pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available, self.launch_rows
+                pieces, qfirst, kfirst, self.kernel, self.device, self.kernels.available, self.launch_rows, self.solo_pairs
             )
             if self.pool is not None:
                 for L in launches:

@@ -66,7 +66,8 @@ ap.add_argument("--replay-modes-by", default="", help="replay: per strategy mode
 ap.add_argument("--replay-reps-by", default="", help="replay: per strategy rounds, e.g. 'ring=3' (others: --replay-reps)")
 ap.add_argument("--world1-variants", default="", help="world1: FCP variants to run (fused-auto,pool-auto,fused-flash,fused-cudnn; default all)")
 ap.add_argument("--replay-reps", type=int, default=5, help="replay: rounds; each runs every mode once (end to end, then kernel-only with --profile), order rotated each round")
-ap.add_argument("--host-profile", default="", help="replay: plans whose heaviest rank gets a torch.profiler table (pool mode, one forward, one forward+backward)")
+ap.add_argument("--host-profile", default="", help="replay: plans whose heaviest rank gets a torch.profiler table (--host-profile-mode, one forward, one forward+backward)")
+ap.add_argument("--host-profile-mode", default="pool", help="replay: the --replay-modes name that --host-profile profiles")
 ap.add_argument("--replay-which", default="heaviest", help="replay: ranks (heaviest,median)")
 ap.add_argument("--graph", action="store_true", help="(unused since run 9: replay_modes does not capture graphs; run 6 measured 0.97-1.02x)")
 args = ap.parse_args()
@@ -801,7 +802,7 @@ def replay() -> None:
                        "modes": replay_modes(plan, 3, {m: replay_mode_args(m) for m in args.replay_modes.split(",")}, reps=2,
                                              kernel="math", device="cpu", dtype=torch.float32)}
         if args.host_profile:
-            R["replay"]["host_profile"] = host_profile(plan, 3, "math")
+            R["replay"]["host_profile"] = host_profile(plan, 3, "math", args.host_profile_mode)
         return
     man_path = os.path.join(PLANS, "manifest.json")
     man = json.load(open(man_path)) if os.path.exists(man_path) else {}
@@ -856,7 +857,7 @@ def replay() -> None:
                     del rs
                     torch.cuda.empty_cache()
                     if args.host_profile and name in args.host_profile.split(","):
-                        res["host_profile"] = host_profile(plan, entry["ranks"][which], kernel)
+                        res["host_profile"] = host_profile(plan, entry["ranks"][which], kernel, args.host_profile_mode)
             out[name] = res
         except Exception as e:  # noqa: BLE001
             out[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
@@ -869,7 +870,8 @@ def replay_mode_args(mode: str) -> dict:
     legacy: the original merges; fused: the default runtime; pool: + K/V pool; cap / capN: pool +
     launches of at most 1/2 or 1/N of the query space's rows; winN / winNrR: deferred sums over
     windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
-    ranges as one task (fusion.py)."""
+    ranges as one task (fusion.py); solo: big cuDNN pieces one per launch; bhN: deferred-sum
+    kernels' heads per program."""
     out: dict = {}
     for part in mode.split("+"):
         if part == "legacy":
@@ -882,25 +884,29 @@ def replay_mode_args(mode: str) -> dict:
             out.update(pool=True, launch_rows="q" if part == "cap" else f"q/{part[3:]}")
         elif part == "fuse":
             out["fuse_tasks"] = True
+        elif part == "solo":  # cuDNN pieces of >= 4096 x 2048 pairs launched alone (no gathers)
+            out["solo_pairs"] = 1 << 23
+        elif part.startswith("bh"):  # heads per program of the deferred-sum kernels
+            out["window_bh"] = int(part[2:])
         elif part.startswith("win"):
             n, _, r = part[3:].partition("r")
             out["merge_window"] = int(n)
             if r:
-                out["window_rows"] = int(r)
+                out["window_rows"] = "q" if r == "q" else int(r)
         else:
             raise SystemExit(f"unknown replay mode {mode}")
     return out
 
 
-def host_profile(plan, rank: int, kernel: str) -> dict:
-    """torch.profiler over one forward and one backward of the pool mode: the top host-side (CPU
-    total) and device-side operators, to see where the time between kernels goes."""
+def host_profile(plan, rank: int, kernel: str, mode: str = "pool") -> dict:
+    """torch.profiler over one forward and one backward of replay mode `mode`: the top host-side
+    (CPU total) and device-side operators, to see where the time between kernels goes."""
     from torch.profiler import ProfilerActivity, profile
 
     from fcp_torch.replay import iteration, setup
 
     dev = "cuda" if DEV.type == "cuda" else "cpu"
-    s = setup(plan, rank, kernel=kernel, device=dev, dtype=DT if dev == "cuda" else torch.float32, pool=True)
+    s = setup(plan, rank, kernel=kernel, device=dev, dtype=DT if dev == "cuda" else torch.float32, **replay_mode_args(mode))
     iteration(s)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     out = {}
