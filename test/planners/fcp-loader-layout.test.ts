@@ -106,9 +106,14 @@ test('loaderLayout plans: valid, congestion-free, equal tokens per rank, no in/o
         const plan = fcpPlanner.plan(problem, { blockSize, loaderLayout: true });
         const loaded = validatePlan(plan);
         assert.deepEqual(loaded.issues.slice(0, 3).map(formatIssue), []);
+        // Relays (a tuning candidate in mode (b) across nodes, fcp-relay.test.ts) add forward
+        // `kv` rounds beyond Δ; without them the rounds are exactly Δ.
+        const t = plan.meta?.tuning as { candidates: { fanOut: boolean }[]; chosen: number } | undefined;
+        const relayed = t?.candidates[t.chosen]?.fanOut === true;
         for (const ph of ['forward', 'backward'] as const) {
           assert.ok(loaded.report[ph].congestion <= 1);
-          assert.equal(loaded.report[ph].kvRounds, loaded.report[ph].kvDelta);
+          if (!relayed || ph === 'backward')
+            assert.equal(loaded.report[ph].kvRounds, loaded.report[ph].kvDelta);
           assert.equal(loaded.report[ph].bytes.in + loaded.report[ph].bytes.out, 0, 'nothing reshuffled');
         }
         assert.deepEqual(plan.homeLayout, plan.userLayout);

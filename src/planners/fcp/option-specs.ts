@@ -88,7 +88,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'fanOut',
     owner: 'fcp',
     type: 'boolean',
-    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate (with --loader-layout across nodes it tries one relay plan even without this flag)',
   },
   {
     key: 'planBudgetMs',

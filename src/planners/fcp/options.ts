@@ -29,7 +29,12 @@ export interface FcpPlannerOptions extends PlannerOptions {
   refineSteps?: number;
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
-  /** Two-hop K/V fan-out inside nodes (transfers/fetch.ts; default false; with tuning on, the tuner may still choose direct fetches). */
+  /**
+   * Two-hop K/V fan-out inside nodes (transfers/fetch.ts). Unset: direct fetches, except that in
+   * mode (b) across nodes the self-tuner also tries one plan with relays (index.ts, loaderRelays);
+   * true: the tuner tries relays with every group size (it may still choose direct fetches);
+   * false: never relays.
+   */
   fanOut?: boolean;
   /** Self-tuning of the group size (and, with `fanOut`, of relays) within `planBudgetMs` (index.ts; default true). */
   tune?: boolean;

@@ -18,9 +18,10 @@
  * (available from time zero); consecutive user segments are one message.
  *
  * Two-hop fan-out (`fanOut`, beyond the paper; MagiAttention's native backend de-duplicates per node
- * the same way): a request whose senders are all in other nodes is relayed, when a rank of the
- * receiver's node already fetches the same range (same sequence, same start, at least as long) in
- * one message over the NIC: that rank forwards it over NVLink after it arrives. Long sequences
+ * the same way): requests of one range (same sequence and start, one message) that several ranks of
+ * a node need from other nodes cross the NIC once: one of those ranks, chosen to spread the NIC
+ * fetches over the node (relayFeeds), fetches the longest and forwards it over NVLink to the
+ * others after it arrives. Long sequences
  * spread over many nodes are where this matters: every rank holding a zig-zag unit of a 512K
  * sequence needs almost all of its K/V, so without it each rank of a node pulls the same ranges
  * over its own NIC.
