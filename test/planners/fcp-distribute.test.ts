@@ -14,7 +14,7 @@ import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import { splitBlocks } from '../../src/planners/fcp/placement/blocks.ts';
 import { distributeUnits } from '../../src/planners/fcp/placement/distribute.ts';
 import { homeRuns, rowsBySeq } from '../../src/planners/fcp/placement/layout.ts';
-import { placeBlocks } from '../../src/planners/fcp/placement/place.ts';
+import { type Placer, placeBlocks } from '../../src/planners/fcp/placement/place.ts';
 import { RankHeap } from '../../src/planners/fcp/placement/rank-heap.ts';
 import { weighBlocks } from '../../src/planners/fcp/placement/weights.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
@@ -31,12 +31,13 @@ function place(
   tokensPerRank: number,
   seed: number,
   extra: Parameters<typeof resolveFcpOptions>[0] = {},
+  placer: Placer = 'home',
 ) {
   const problem = resolveProblem({ batch, world, tokensPerRank, seed });
   const o = resolveFcpOptions(extra);
   const ctx = plannerContext(problem, o, TM);
   const { userRows } = ctx;
-  const { blocks, weights, placement } = placeBlocks(ctx);
+  const { blocks, weights, placement } = placeBlocks(ctx, false, placer);
   return { problem, blocks, weights, userRows, placement };
 }
 
@@ -114,8 +115,8 @@ test('compute imbalance on longtail at 64 ranks stays within 2% (several seeds)'
 
 test('sequence affinity keeps a long sequence on few ranks; plain LPT deals it everywhere', () => {
   // Small units (1/16 of a rank's share), where affinity has a choice to make.
-  const { problem, blocks, placement } = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16 });
-  const plain = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16, noAffinity: true });
+  const { problem, blocks, placement } = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16 }, 'lpt');
+  const plain = place('longtail', 64, 32768, 1, { maxUnitShare: 1 / 16, noAffinity: true }, 'lpt');
   let longest = 0;
   for (let s = 1; s < problem.sequences.length; s++)
     if (problem.sequences[s]! > problem.sequences[longest]!) longest = s;
@@ -211,13 +212,13 @@ test('node packing (opt-in) keeps long sequences on fewer nodes, stays balanced,
   let on = 0;
   for (const batch of ['longtail', 'magi', 'bimodal'])
     for (const seed of [1, 2, 3]) {
-      const plain = place(batch, 64, 32768, seed);
-      const packed = place(batch, 64, 32768, seed, { nodePacking: true });
+      const plain = place(batch, 64, 32768, seed, {}, 'lpt');
+      const packed = place(batch, 64, 32768, seed, { nodePacking: true }, 'lpt');
       off += denseNodeSpan(plain);
       on += denseNodeSpan(packed);
       // Refinement still reaches its goal (0.5% above the mean), and the plan is the same twice.
       assert.ok(imbalance(packed.placement.computeLoad) <= 0.0051, `${batch} ${seed}`);
-      const again = place(batch, 64, 32768, seed, { nodePacking: true });
+      const again = place(batch, 64, 32768, seed, { nodePacking: true }, 'lpt');
       assert.deepEqual(again.placement.blockRank, packed.placement.blockRank);
     }
   // Measured 255 -> 226 node-sequence pairs: the rule must actually concentrate sequences.
@@ -232,10 +233,14 @@ test('node packing: every block placed within memory on random batches', () => {
       fc.integer({ min: 1024, max: 8192 }),
       fc.integer({ min: 0, max: 1000 }),
       (batch, world, tpr, seed) => {
-        const { problem, blocks, placement } = place(batch, world, tpr, seed, {
-          blockSize: 512,
-          nodePacking: true,
-        });
+        const { problem, blocks, placement } = place(
+          batch,
+          world,
+          tpr,
+          seed,
+          { blockSize: 512, nodePacking: true },
+          'lpt',
+        );
         const mem = new Float64Array(world);
         for (let b = 0; b < blocks.seq.length; b++) {
           const r = placement.blockRank[b]!;

@@ -9,11 +9,13 @@
  */
 
 import { FcpError } from '../../../core/issues.ts';
+import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import type { PlannerContext } from '../context.ts';
 import type { TileGeometry } from '../grid.ts';
 import type { FcpOptions } from '../options.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
+import { homeFirstPlacement } from './home-first.ts';
 import { type Weights, weighBlocks } from './weights.ts';
 
 /** Block splits tried (each with half the previous memory cap on block sizes) before the user layout. */
@@ -30,6 +32,12 @@ export function tileGeometry(o: FcpOptions): TileGeometry | null {
   if (o.tile <= 0) return null;
   return { tmax: o.tile, minTile: o.minTile, wholeMax: WHOLE_TILES * o.tile };
 }
+
+/**
+ * Which placement mode (a) uses: `home`, home-first (home-first.ts), the default; `lpt`, the
+ * multi-dimensional LPT of distribute.ts (which mode (b)'s `packHeavy` and `noLocality` always use).
+ */
+export type Placer = 'home' | 'lpt';
 
 /** Blocks, weights and placement, and how many splits it took (0: the user layout). */
 export interface Placed {
@@ -48,7 +56,7 @@ export interface Placed {
  * layout (mode (b)), where no reshuffle pays for leaving the user layout (simulated, longtail, 3
  * batches: mode (b) forward MFU 0.457 -> 0.537 at 256 ranks; mode (a) lost 0.397 -> 0.368 there).
  */
-export function placeBlocks(ctx: PlannerContext, packHeavy = false): Placed {
+export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Placer = 'home'): Placed {
   const { problem, o, kernel: tm, userRows } = ctx;
   const nodeSize = ctx.links.nodeSize;
   const { sequences, mask, world, memoryTokens } = problem;
@@ -57,22 +65,33 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false): Placed {
     weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
   let splitMs = 0;
   const fixed = ctx.homeFromUser;
+  // Mode (a): the home-first placement (home-first.ts) unless locality is switched off.
+  const homeFirst = placer === 'home' && !packHeavy && !o.noLocality;
+  const links = {
+    nodeSize,
+    intraBytesPerMs: ctx.links.intraBytesPerMs,
+    interBytesPerMs: ctx.links.interBytesPerMs,
+    moveBytesPerToken: 2 * qBytesPerToken(ctx.model) + kvBytesPerToken(ctx.model),
+    kvBytesPerToken: kvBytesPerToken(ctx.model),
+  };
   for (let attempt = 0; fixed === null && attempt < MEMORY_ATTEMPTS; attempt++) {
     const t0 = performance.now();
     const blocks = splitBlocks(sequences, mask, world, o, memoryTokens, 2 ** attempt);
     const weights = weigh(blocks);
     splitMs += performance.now() - t0;
     try {
-      const placement = distributeUnits(
-        blocks,
-        weights,
-        userRows,
-        world,
-        memoryTokens,
-        o,
-        nodeSize,
-        packHeavy,
-      );
+      const placement = homeFirst
+        ? homeFirstPlacement(
+            blocks,
+            weights,
+            userRows,
+            world,
+            memoryTokens,
+            links,
+            mask === 'causal',
+            o.refineSteps < 0 ? Math.max(2048, 16 * world) : o.refineSteps,
+          )
+        : distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize, packHeavy);
       return { blocks, weights, placement, attempts: attempt + 1, splitMs };
     } catch (e) {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;

@@ -20,7 +20,8 @@ import type { Weights } from './weights.ts';
  * (on `longtail` at 64 ranks a 512K sequence cut at the 256-token floor gives units of ~5% of a
  * rank's share), while its early blocks carry almost nothing and fill gaps finely. Returns the
  * rank of every block and the number of steps applied. `userOf`: the rank holding most of each
- * block's tokens in the user layout (see `blockUserRanks` in layout.ts).
+ * block's tokens in the user layout (see `blockUserRanks` in layout.ts). `initial`: start from
+ * these block ranks instead of the units' (the home-first placement, home-first.ts).
  */
 export function refine(
   blocks: Blocks,
@@ -34,10 +35,12 @@ export function refine(
   maxSteps: number,
   gpusPerNode = 1 << 30,
   capSend = false,
+  initial: Int32Array | null = null,
 ): { blockRank: Int32Array; steps: number } {
   const B = blocks.seq.length;
   const blockRank = new Int32Array(B);
-  for (let b = 0; b < B; b++) blockRank[b] = unitRank[blocks.unit[b]!]!;
+  if (initial !== null) blockRank.set(initial);
+  else for (let b = 0; b < B; b++) blockRank[b] = unitRank[blocks.unit[b]!]!;
   if (world < 2) return { blockRank, steps: 0 };
   const pairs = weights.block;
   const tok = blocks.length;

@@ -1,0 +1,269 @@
+/**
+ * Home-first placement for deployment mode (a) (issue 15, deliverables 1 and 4): the reshuffle
+ * from the user's even layout is paid at every attention layer, so the placement starts from that
+ * layout and moves only the work above the mean.
+ *
+ * 1. Home. Every block starts on the rank holding most of its tokens in the user layout
+ *    (`blockUserRanks`, layout.ts); a block straddling two user ranks moves its minority part.
+ * 2. Evict. A rank above the mean compute (or above its memory) sheds blocks with the most work per
+ *    token first: the fewest tokens moved per millisecond of work shed. A block is shed only while
+ *    that brings the rank's load closer to the mean (load - mean > w / 2), so a block far larger
+ *    than the excess stays and a lighter, less dense one goes instead.
+ * 3. Place. The shed blocks, heaviest first (LPT), go to the rank that takes them under the mean at
+ *    the least modelled transfer cost: the block's Q/K/V/O over the link from its source (NVLink
+ *    inside the source's node, the NIC across) plus the K/V of the sequence's prefix that the rank
+ *    would newly need (nothing for a rank already holding a later block of that sequence). When no
+ *    rank takes it under the mean, the least loaded rank with memory.
+ * 4. Refine (refine.ts): block moves and swaps from the most to the least loaded rank, blocks away
+ *    from their user rank first, to 0.5% above the mean.
+ *
+ * Measured against the LPT placement (distribute.ts) in the commit that made this the mode (a)
+ * default; see place.ts.
+ */
+import { FcpError, issue } from '../../../core/issues.ts';
+import type { Blocks } from './blocks.ts';
+import type { Placement } from './distribute.ts';
+import { computeImbalance } from './distribute.ts';
+import { blockUserRanks, type SeqRows } from './layout.ts';
+import { refine } from './refine.ts';
+import type { Weights } from './weights.ts';
+
+/** What the home-first placement needs to know of the links and the model. */
+export interface HomeFirstLinks {
+  /** Ranks per node (NVLink domain). */
+  readonly nodeSize: number;
+  /** Per-rank NVLink and NIC bandwidth, bytes per ms. */
+  readonly intraBytesPerMs: number;
+  readonly interBytesPerMs: number;
+  /** Bytes per token the reshuffle moves for a block (Q, K, V in and O back). */
+  readonly moveBytesPerToken: number;
+  /** Bytes of K and V per token (what a new holder of a sequence's prefix fetches). */
+  readonly kvBytesPerToken: number;
+}
+
+/**
+ * Places every block home-first (module comment). `causal`: the K/V a block needs is its
+ * sequence's prefix (else the whole sequence). Throws FcpError `plan.memory` when a shed block
+ * fits nowhere.
+ */
+export function homeFirstPlacement(
+  blocks: Blocks,
+  weights: Weights,
+  userRows: SeqRows,
+  world: number,
+  memoryTokens: number,
+  links: HomeFirstLinks,
+  causal: boolean,
+  maxSteps: number,
+): Placement {
+  const B = blocks.seq.length;
+  const w = weights.block;
+  const tok = blocks.length;
+  const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
+  const avg = weights.total / world;
+  const spread = spreadSequences(blocks, w, userRows, avg);
+  const blockRank = new Int32Array(B).fill(-1);
+  const load = new Float64Array(world);
+  const mem = new Float64Array(world);
+  const byRank: number[][] = Array.from({ length: world }, () => []);
+  for (let b = 0; b < B; b++) {
+    if (spread[blocks.seq[b]!] === 1) continue;
+    const r = userOf[b]!;
+    blockRank[b] = r;
+    load[r]! += w[b]!;
+    mem[r]! += tok[b]!;
+    byRank[r]!.push(b);
+  }
+  // Step 2: shed blocks, densest first.
+  const shed: number[] = [];
+  for (let r = 0; r < world; r++) {
+    if (load[r]! <= avg && mem[r]! <= memoryTokens) continue;
+    const list = byRank[r]!;
+    list.sort((x, y) => w[y]! * tok[x]! - w[x]! * tok[y]! || x - y);
+    for (const b of list) {
+      const over = load[r]! - avg;
+      const memOver = mem[r]! > memoryTokens;
+      if (over <= 0 && !memOver) break;
+      if (!memOver && over <= w[b]! / 2) continue;
+      blockRank[b] = -1;
+      load[r]! -= w[b]!;
+      mem[r]! -= tok[b]!;
+      shed.push(b);
+    }
+  }
+  placeSpread(blocks, w, userOf, spread, blockRank, load, mem, avg, memoryTokens, links.nodeSize, world);
+  // Where each rank's K/V need of a sequence ends (causal: the end of its last block of it), for
+  // the cost of a new holder. Key: seq * world + rank.
+  const needEnd = new Map<number, number>();
+  for (let b = 0; b < B; b++) {
+    const r = blockRank[b]!;
+    if (r < 0) continue;
+    const k = blocks.seq[b]! * world + r;
+    const e = blocks.start[b]! + tok[b]!;
+    if ((needEnd.get(k) ?? -1) < e) needEnd.set(k, e);
+  }
+  const node = (r: number): number => Math.floor(r / links.nodeSize);
+  // Step 3: heaviest shed block first, to the cheapest rank that takes it under the mean.
+  shed.sort((x, y) => w[y]! - w[x]! || x - y);
+  const under: number[] = [];
+  for (let r = 0; r < world; r++) if (load[r]! < avg) under.push(r);
+  for (const b of shed) {
+    const s = blocks.seq[b]!;
+    const src = userOf[b]!;
+    const a = blocks.start[b]!;
+    const e = a + tok[b]!;
+    const seqEnd = blocks.start[blocks.seqBlocks[s + 1]! - 1]! + tok[blocks.seqBlocks[s + 1]! - 1]!;
+    let pick = -1;
+    let pickCost = Number.POSITIVE_INFINITY;
+    for (let k = 0; k < under.length; k++) {
+      const r = under[k]!;
+      if (load[r]! + w[b]! > avg || mem[r]! + tok[b]! > memoryTokens) continue;
+      const bw = node(r) === node(src) ? links.intraBytesPerMs : links.interBytesPerMs;
+      const have = needEnd.get(s * world + r) ?? 0;
+      const want = causal ? a : seqEnd - (e - a);
+      const extra = Math.max(0, want - have);
+      const cost =
+        (tok[b]! * links.moveBytesPerToken) / bw + (extra * links.kvBytesPerToken) / links.interBytesPerMs;
+      if (cost < pickCost || (cost === pickCost && r < pick)) {
+        pick = r;
+        pickCost = cost;
+      }
+    }
+    if (pick < 0) {
+      for (let r = 0; r < world; r++) {
+        if (mem[r]! + tok[b]! > memoryTokens) continue;
+        if (pick < 0 || load[r]! < load[pick]!) pick = r;
+      }
+    }
+    if (pick < 0)
+      throw new FcpError(
+        issue(
+          'plan.memory',
+          `no rank has memory for a block of ${tok[b]} tokens of sequence ${s} (capacity ${memoryTokens} tokens per rank); raise --memory-tokens or lower --block-size`,
+          'memoryTokens',
+        ),
+      );
+    blockRank[b] = pick;
+    load[pick]! += w[b]!;
+    mem[pick]! += tok[b]!;
+    const key = s * world + pick;
+    const end = causal ? e : seqEnd;
+    if ((needEnd.get(key) ?? -1) < end) needEnd.set(key, end);
+    if (load[pick]! >= avg) {
+      const i = under.indexOf(pick);
+      if (i >= 0) under.splice(i, 1);
+    }
+  }
+  const greedyImbalance = computeImbalance(load);
+  // Step 4: refinement from this block placement (units play no part in it).
+  const unitRank = new Int32Array(blocks.unitSeq.length);
+  for (let u = 0; u < unitRank.length; u++) unitRank[u] = blockRank[blocks.unitBlockA[u]!]!;
+  const { blockRank: refined, steps } = refine(
+    blocks,
+    weights,
+    userOf,
+    unitRank,
+    load,
+    mem,
+    world,
+    memoryTokens,
+    maxSteps,
+    links.nodeSize,
+    false,
+    blockRank,
+  );
+  return {
+    unitRank,
+    blockRank: refined,
+    computeLoad: load,
+    memoryLoad: mem,
+    greedyImbalance,
+    refineSteps: steps,
+  };
+}
+
+/** Spread a sequence whose work exceeds this many times its user ranks' share of the mean. */
+const SPREAD_FACTOR = 2;
+
+/**
+ * Sequences too heavy to stay near their user ranks (1: spread): work above SPREAD_FACTOR x (user
+ * ranks holding it) x the mean. Left home-first, such a sequence's tail is shed to many ranks that
+ * all fetch the prefix from the few ranks holding it (simulated, longtail seed 1 at 256 ranks: the
+ * rank holding tokens 20K-51K of a 512K sequence sent them to 146 holders, 4.5M tokens' K/V, and
+ * forward MFU fell from 0.42 to 0.20); zig-zag units spread its prefix over all its holders.
+ */
+function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: number): Uint8Array {
+  const S = blocks.seqBlocks.length - 1;
+  const out = new Uint8Array(S);
+  for (let s = 0; s < S; s++) {
+    let work = 0;
+    for (let b = blocks.seqBlocks[s]!; b < blocks.seqBlocks[s + 1]!; b++) work += w[b]!;
+    const users = rows.off[s + 1]! - rows.off[s]!;
+    out[s] = work > SPREAD_FACTOR * users * avg ? 1 : 0;
+  }
+  return out;
+}
+
+/**
+ * Places the units of spread sequences (largest sequence first, its units in zig-zag order) as the
+ * LPT placement does (distribute.ts): a user rank of the unit's blocks with room under the mean,
+ * else the rank of the sequence's previous unit (affinity), else the least loaded rank of that
+ * rank's node, else the least loaded rank with memory.
+ */
+function placeSpread(
+  blocks: Blocks,
+  w: Float64Array,
+  userOf: Int32Array,
+  spread: Uint8Array,
+  blockRank: Int32Array,
+  load: Float64Array,
+  mem: Float64Array,
+  avg: number,
+  memoryTokens: number,
+  nodeSize: number,
+  world: number,
+): void {
+  const seqs: number[] = [];
+  const seqWork = new Float64Array(spread.length);
+  for (let s = 0; s < spread.length; s++) {
+    if (spread[s] !== 1) continue;
+    seqs.push(s);
+    for (let b = blocks.seqBlocks[s]!; b < blocks.seqBlocks[s + 1]!; b++) seqWork[s]! += w[b]!;
+  }
+  seqs.sort((x, y) => seqWork[y]! - seqWork[x]! || x - y);
+  for (const s of seqs) {
+    let prev = -1;
+    for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
+      const ba = blocks.unitBlockA[u]!;
+      const bb = blocks.unitBlockB[u]!;
+      const uw = w[ba]! + (bb >= 0 ? w[bb]! : 0);
+      const ut = blocks.length[ba]! + (bb >= 0 ? blocks.length[bb]! : 0);
+      const fits = (r: number): boolean => r >= 0 && mem[r]! + ut <= memoryTokens && load[r]! + uw <= avg;
+      let pick = -1;
+      if (fits(userOf[ba]!)) pick = userOf[ba]!;
+      else if (bb >= 0 && fits(userOf[bb]!)) pick = userOf[bb]!;
+      else if (fits(prev)) pick = prev;
+      if (pick < 0 && prev >= 0) {
+        const n0 = Math.floor(prev / nodeSize) * nodeSize;
+        for (let r = n0; r < Math.min(world, n0 + nodeSize); r++)
+          if (fits(r) && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+      }
+      if (pick < 0)
+        for (let r = 0; r < world; r++)
+          if (mem[r]! + ut <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+      if (pick < 0)
+        throw new FcpError(
+          issue(
+            'plan.memory',
+            `no rank has memory for a unit of ${ut} tokens of sequence ${s}`,
+            'memoryTokens',
+          ),
+        );
+      blockRank[ba] = pick;
+      if (bb >= 0) blockRank[bb] = pick;
+      load[pick]! += uw;
+      mem[pick]! += ut;
+      prev = pick;
+    }
+  }
+}
