@@ -342,6 +342,21 @@ class ForwardLayout:
     # first launch in the phase's launch order; windows by the position of the launch that ends them
     first_pos: Optional[Dict[int, int]] = None
     windows: Optional[Dict[int, object]] = None
+    # the same slots as (start, end) runs when they are few: slice fills at memset speed instead of
+    # index_fill_ (0.6 ms for 28K rows at fcp-256's heaviest rank, H200 run 10); None: use zero_slots
+    zero_runs: Optional[List[tuple]] = None
+
+
+def _runs(slots: np.ndarray, most: int) -> Optional[List[tuple]]:
+    """Sorted slots as (start, end) runs of consecutive slots; None when there are more than `most`."""
+    if len(slots) == 0:
+        return []
+    cut = np.nonzero(np.diff(slots) != 1)[0] + 1
+    if len(cut) + 1 > most:
+        return None
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [len(slots)]))
+    return [(int(slots[a]), int(slots[e - 1]) + 1) for a, e in zip(starts, ends)]
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
@@ -416,9 +431,11 @@ def prepare_merges(rt) -> ForwardLayout:
     uq = _np(rt.user_q)
     ua = acc_of[uq] if len(uq) else np.zeros(0, np.int64)
     upos = np.nonzero(ua >= 0)[0]
+    zs = np.nonzero((cnt == 0) & ~acc)[0]
     lay = ForwardLayout(
         acc_slots=rt._t(acc_slots),
-        zero_slots=rt._t(np.nonzero((cnt == 0) & ~acc)[0]),
+        zero_slots=rt._t(zs),
+        zero_runs=_runs(zs, 256),
         user_acc_pos=rt._t(upos),
         user_acc_rows=rt._t(ua[upos]),
         launches=per,
@@ -437,7 +454,10 @@ def forward_buffers(rt, b: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     nq, M, dev = rt.qspace.size, int(lay.acc_slots.shape[0]), rt.device
     ninf = float("-inf")
     b["Obf"] = torch.empty(nq, rt.H, rt.D, device=dev, dtype=rt.dtype)
-    if lay.zero_slots.numel():
+    if lay.zero_runs is not None:
+        for a, e in lay.zero_runs:
+            b["Obf"][a:e].zero_()
+    elif lay.zero_slots.numel():
         b["Obf"].index_fill_(0, lay.zero_slots, 0.0)
     b["LSE"] = torch.full((nq, rt.H), ninf, device=dev, dtype=torch.float32)
     b["O"] = torch.zeros(M, rt.H, rt.D, device=dev, dtype=torch.float32)

@@ -91,9 +91,9 @@ def setup(
     pool: bool = False,
     pool_max_space: int = 1 << 22,
     launch_rows: "int | str | None" = None,
-    merge_window: int = 1,
+    merge_window: "int | None" = None,
     window_rows: "int | str | None" = None,
-    fuse_tasks: bool = False,
+    fuse_tasks: "bool | None" = None,
     solo_pairs: "int | None" = None,
     window_bh: "int | None" = None,
 ) -> Setup:
@@ -101,7 +101,8 @@ def setup(
     t0 = time.perf_counter()
     prog = rank_program(plan, rank)
     # deferred sums (deferred.py) and task fusion (fusion.py) are read when launches are planned
-    extra = {"merge_window": merge_window, "window_rows": None if window_rows == "q" else window_rows, "fuse_tasks": fuse_tasks, "solo_pairs": solo_pairs}
+    # None: the runtime's defaults; window_rows "q" / "2q": that many query spaces' rows
+    extra = {"merge_window": merge_window, "window_rows": window_rows, "fuse_tasks": fuse_tasks, "solo_pairs": solo_pairs}
     rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=False, **extra)
     if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
         # the runtime's own K/V pool (kvpool.py): launches read pool rows, rows handed on are zeroed
@@ -113,8 +114,6 @@ def setup(
     rt.launch_rows = launch_rows
     if merge == "legacy":
         rt.fused = None
-    if window_rows == "q":  # held partial rows at most the query space's rows (one bf16 Q buffer)
-        rt.window_rows = rt.qspace.size
     if window_bh is not None:
         rt.window_bh = window_bh  # heads per program of the deferred-sum kernels (deferred.py)
     prep_s = rt.prepare()

@@ -100,16 +100,23 @@ class RankRuntime:
     ):
         self.prog = prog
         # Deferred sums (deferred.py): forward merges and backward dQ adds of up to `merge_window`
-        # consecutive ops in one pass, at most `window_rows` held partial rows (None: unbounded);
-        # 1 = per launch. Task fusion (fusion.py): an op's tasks of one query range with touching
-        # K/V ranges as one task. Defaults from FCP_MERGE_WINDOW / FCP_WINDOW_ROWS / FCP_FUSE_TASKS.
-        self.merge_window = int(merge_window if merge_window is not None else os.environ.get("FCP_MERGE_WINDOW", "1"))
-        wr = window_rows if window_rows is not None else os.environ.get("FCP_WINDOW_ROWS")
-        self.window_rows = int(wr) if wr not in (None, "", "0") else None
-        # cuDNN pieces of at least this many pairs launched alone (kernels.plan_launches); FCP_SOLO_PAIRS
-        sp = solo_pairs if solo_pairs is not None else os.environ.get("FCP_SOLO_PAIRS")
-        self.solo_pairs = int(sp) if sp not in (None, "", "0") else None
-        self.fuse_tasks = bool(fuse_tasks) if fuse_tasks is not None else os.environ.get("FCP_FUSE_TASKS", "0") == "1"
+        # consecutive ops in one pass, at most `window_rows` held partial rows; 1 = per launch.
+        # Default 8 ops and twice the query space's rows (so held bf16 partials stay within the size
+        # of the float32 dQ the backward keeps anyway): H200 run 10, fcp-64/128/256 heaviest rank,
+        # forward 83.7/73.9/87.9 -> 76.1/67.6/82.2 ms with task fusion and solo launches below,
+        # backward 239.3/212.2/251.5 -> 232.6/205.7/243.5 ms, peak / live set 1.08-1.10 -> 1.13-1.17.
+        # `window_rows` 0 or "inf": unbounded. Env: FCP_MERGE_WINDOW, FCP_WINDOW_ROWS.
+        self.merge_window = int(merge_window if merge_window is not None else os.environ.get("FCP_MERGE_WINDOW", "8"))
+        wr = window_rows if window_rows is not None else os.environ.get("FCP_WINDOW_ROWS", "2q")
+        self._window_rows_spec = wr
+        # cuDNN pieces of at least this many pairs launched alone (kernels.plan_launches), so their
+        # Q/K/V are views, not gathered copies (run 10: fcp-256 forward 83.3 -> 82.2 ms, the 1.9 ms of
+        # gathers gone); <= 0: off. Env FCP_SOLO_PAIRS; default 4096 x 2048.
+        sp = solo_pairs if solo_pairs is not None else os.environ.get("FCP_SOLO_PAIRS", str(1 << 23))
+        self.solo_pairs = int(sp) if sp not in (None, "") and int(sp) > 0 else None
+        # Task fusion (fusion.py): an op's tasks of one query range with touching K/V ranges as one
+        # task (run 10: fcp-64 forward 80.8 -> 77.5 ms with 4-op windows). Env FCP_FUSE_TASKS.
+        self.fuse_tasks = bool(fuse_tasks) if fuse_tasks is not None else os.environ.get("FCP_FUSE_TASKS", "1") == "1"
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
         # Set before prepare(): launches are built once.
         self.launch_rows = launch_rows
@@ -140,6 +147,10 @@ class RankRuntime:
             np.concatenate([p.user_length, p.home_length]),
         )
         self.qspace = TokenSpace(*base)
+        wr = self._window_rows_spec
+        if isinstance(wr, str) and wr.endswith("q"):
+            wr = int(float(wr[:-1] or 1) * self.qspace.size)
+        self.window_rows = None if wr in (None, "", "0", 0, "inf") else int(wr)
         self.kvspace = {ph: self._kv_space(ph, base) for ph in ("forward", "backward")}
         self.user_q = self._t(self.qspace.index(p.user_seq, p.user_start, p.user_length))
         self.user_kv = {ph: self._t(self.kvspace[ph].index(p.user_seq, p.user_start, p.user_length)) for ph in self.kvspace}

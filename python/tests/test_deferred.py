@@ -200,6 +200,20 @@ class FusionTest(unittest.TestCase):
         self.assertEqual(out[0].kv_length.tolist(), [8])  # [0, 4) and [4, 8) fused
 
 
+class RunsTest(unittest.TestCase):
+    def test_zero_runs(self):
+        from fcp_torch.fused import _runs
+
+        rng = np.random.default_rng(0)
+        for _ in range(50):
+            s = np.nonzero(rng.random(60) < 0.5)[0]
+            r = _runs(s, 1000)
+            self.assertEqual(np.concatenate([np.arange(a, e) for a, e in r] or [np.zeros(0, int)]).tolist(), s.tolist())
+            self.assertTrue(all(r[i][1] < r[i + 1][0] for i in range(len(r) - 1)))  # maximal runs
+            if len(r) > 1:
+                self.assertIsNone(_runs(s, len(r) - 1))
+
+
 class RuntimeTest(unittest.TestCase):
     def test_runtime_equals_per_launch(self):
         plans = (
@@ -208,9 +222,9 @@ class RuntimeTest(unittest.TestCase):
             synth.chunk_plan([70, 9, 33], 3),
             synth.owner_plan([50, 20], 2, 3, "full"),
         )
-        envs = ({"FCP_MERGE_WINDOW": "3"}, {"FCP_MERGE_WINDOW": "2", "FCP_WINDOW_ROWS": "30"}, {"FCP_FUSE_TASKS": "1"},
-                {"FCP_FUSE_TASKS": "1", "FCP_MERGE_WINDOW": "8"}, {"FCP_MERGE_WINDOW": "4", "FCP_KV_POOL": "1"})
-        keys = ("FCP_FUSED", "FCP_MERGE_WINDOW", "FCP_WINDOW_ROWS", "FCP_FUSE_TASKS", "FCP_KV_POOL")
+        envs = ({}, {"FCP_MERGE_WINDOW": "3", "FCP_FUSE_TASKS": "0"}, {"FCP_MERGE_WINDOW": "2", "FCP_WINDOW_ROWS": "30"}, {"FCP_MERGE_WINDOW": "1"},
+                {"FCP_WINDOW_ROWS": "0"}, {"FCP_MERGE_WINDOW": "4", "FCP_KV_POOL": "1"})
+        keys = ("FCP_FUSED", "FCP_MERGE_WINDOW", "FCP_WINDOW_ROWS", "FCP_FUSE_TASKS", "FCP_KV_POOL", "FCP_SOLO_PAIRS")
         old = {k: os.environ.get(k) for k in keys}
         try:
             for pj in plans:
@@ -218,8 +232,11 @@ class RuntimeTest(unittest.TestCase):
                 x = inputs_for(plan, 4)
                 for k in keys:
                     os.environ.pop(k, None)
-                os.environ["FCP_FUSED"] = "torch"
+                # the reference: per-launch merges and adds, no task fusion (run 9's runtime)
+                os.environ.update(FCP_FUSED="torch", FCP_MERGE_WINDOW="1", FCP_FUSE_TASKS="0")
                 ref = run_local(plan, x, kernel="math", mode="square")
+                for k in ("FCP_MERGE_WINDOW", "FCP_FUSE_TASKS"):
+                    del os.environ[k]
                 for env in envs:
                     os.environ.update(env)
                     got = run_local(plan, x, kernel="math", mode="square")

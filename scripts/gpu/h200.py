@@ -867,7 +867,8 @@ def replay() -> None:
 
 def replay_mode_args(mode: str) -> dict:
     """replay_modes arguments of a --replay-modes name: parts joined by "+" (e.g. "pool+win4").
-    legacy: the original merges; fused: the default runtime; pool: + K/V pool; cap / capN: pool +
+    legacy: the original merges; fused: the default runtime; base: run 9's runtime (no deferred
+    sums, task fusion or solo launches); pool: + K/V pool; cap / capN: pool +
     launches of at most 1/2 or 1/N of the query space's rows; winN / winNrR: deferred sums over
     windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
     ranges as one task (fusion.py); solo: big cuDNN pieces one per launch; bhN: deferred-sum
@@ -876,8 +877,10 @@ def replay_mode_args(mode: str) -> dict:
     for part in mode.split("+"):
         if part == "legacy":
             out["merge"] = "legacy"
-        elif part == "fused":
+        elif part == "fused":  # the runtime's defaults
             pass
+        elif part == "base":  # run 9's runtime: per-launch merges and adds, no task fusion, batched cuDNN
+            out.update(merge_window=1, fuse_tasks=False, solo_pairs=-1)
         elif part == "pool":
             out["pool"] = True
         elif part.startswith("cap"):
@@ -892,7 +895,7 @@ def replay_mode_args(mode: str) -> dict:
             n, _, r = part[3:].partition("r")
             out["merge_window"] = int(n)
             if r:
-                out["window_rows"] = "q" if r == "q" else int(r)
+                out["window_rows"] = r if r.endswith("q") or r == "inf" else int(r)
         else:
             raise SystemExit(f"unknown replay mode {mode}")
     return out
