@@ -149,7 +149,16 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const kv = placeKv(placer, list, edges, new Int32Array(edges.src.length), hunger(ctx), ctx, kvColouring);
+  const kv = placeKv(
+    placer,
+    list,
+    edges,
+    new Int32Array(edges.src.length),
+    hunger(ctx),
+    ctx,
+    'backward',
+    kvColouring,
+  );
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const ready = taskReady(ctx, tasks, pieceGroup, null, edges, byRs, kv.group);
   const after = applyAblations(ready, pieceGroup, placer.groups - 1, o);

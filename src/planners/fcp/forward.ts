@@ -75,7 +75,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   );
   const ready = new Int32Array(edges.dep.length);
   for (let e = 0; e < ready.length; e++) ready[e] = edges.dep[e]! >= 0 ? pieceGroup[edges.dep[e]!]! + 1 : 0;
-  const kv = placeKv(placer, list, edges, ready, hunger(ctx), ctx);
+  const kv = placeKv(placer, list, edges, ready, hunger(ctx), ctx, 'forward');
   const byRs = edgesByRs(edges, runs.rsRank.length);
   const tasks = ctx.grid
     ? buildGridTasks(ctx, ctx.blockSize, ctx.grid, ctx.kernel, pieceGroup, edges, byRs, kv.group)

@@ -9,11 +9,13 @@ import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
+import { needInput, needOrdered } from './need.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, orderOps } from './order.ts';
 import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import type { GroupPlacer, TransferList } from './transfers/groups.ts';
+import { needOrder } from './transfers/need-order.ts';
 import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
 
@@ -81,6 +83,7 @@ export function placeKv(
   ready: Int32Array,
   weightOfRank: Float64Array,
   ctx: PhaseContext,
+  dir: Direction,
   colouring?: Colouring,
 ): { group: Int32Array; colouring: Colouring } {
   const n = edges.src.length;
@@ -95,6 +98,7 @@ export function placeKv(
   }
   const group = new Int32Array(n);
   const round = new Int32Array(n);
+  const byNeed = needOrdered(ctx, dir);
   const place = (ids: Int32Array, given: Colouring | null, readyOf: (e: number) => number): Colouring => {
     const src = gatherInt32(edges.src, ids);
     const dst = gatherInt32(edges.dst, ids);
@@ -102,7 +106,9 @@ export function placeKv(
     const weight = gatherFloat64Via(weightOfRank, edges.dst, ids);
     const rdy = new Int32Array(ids.length);
     for (let k = 0; k < ids.length; k++) rdy[k] = readyOf(ids[k]!);
-    const { order, readyOf: roundReady } = orderRounds(c, rdy, weight);
+    const { order, readyOf: roundReady } = byNeed
+      ? needOrder(c, needInput(ctx, timelineContext(ctx, dir), placer, list, edges, ids, c, rdy, weight))
+      : orderRounds(c, rdy, weight);
     const slot = placeColouring(placer, c, order, roundReady, src, dst);
     for (let k = 0; k < ids.length; k++) {
       const e = ids[k]!;

@@ -54,6 +54,11 @@ export class GroupPlacer {
     this.recvFrom = new Int32Array(world);
   }
 
+  /** Rounds group g still has room for (a group not opened yet: `coalesce`). */
+  room(g: number): number {
+    return g < this.count.length ? this.coalesce - this.count[g]! : this.coalesce;
+  }
+
   /** Number of groups opened so far. */
   get groups(): number {
     return this.count.length;
