@@ -6,6 +6,15 @@
  * distributor reports `plan.memory` the split is retried with half the memory cap on block sizes,
  * and after {@link MEMORY_ATTEMPTS} splits the user layout itself becomes the home layout: it always
  * fits (no rank holds more than ceil(total / world) tokens there) and moves nothing.
+ *
+ * Mode (a) places home-first (home-first.ts) by default; mode (b) (`packHeavy`) and `noLocality`
+ * keep the LPT distributor. Neither wins every batch (simulated, hopper-ib, fluid, both placements
+ * planned and simulated on longtail/magi/bimodal x 16/64/256 ranks x seeds 1-3: home-first has the
+ * shorter forward + backward makespan on 20 of 27; LPT wins magi 256 seed 1 by 12%, 210 against
+ * 240 ms). A cheap layout model (busiest rank's K/V time, loader-comm.ts, plus its reshuffle time)
+ * ordered them right on only 13-18 of 27, worse than always home-first; the planner's own timeline
+ * estimate (index.ts) ordered 21 of 27 right, with every wrong pick within 1.7 ms, so the choice
+ * belongs where that estimate is made: `placer` lets index.ts plan both.
  */
 
 import { FcpError } from '../../../core/issues.ts';
@@ -34,8 +43,12 @@ export function tileGeometry(o: FcpOptions): TileGeometry | null {
 }
 
 /**
- * Which placement mode (a) uses: `home`, home-first (home-first.ts), the default; `lpt`, the
- * multi-dimensional LPT of distribute.ts (which mode (b)'s `packHeavy` and `noLocality` always use).
+ * Which placement mode (a) uses: `home`, home-first (home-first.ts), the default (simulated,
+ * hopper-ib, 3 batches, fwd/bwd MFU LPT -> home-first at 16/64/256: longtail 0.430/0.441 ->
+ * 0.460/0.456, 0.508/0.476 -> 0.516/0.484, 0.422/0.417 -> 0.405/0.420; magi 0.453/0.447 ->
+ * 0.471/0.456, 0.323/0.392 -> 0.335/0.389, 0.270/0.320 -> 0.254/0.320; bimodal 0.532/0.482 ->
+ * 0.554/0.493, 0.450/0.445 -> 0.478/0.471, 0.414/0.427 -> 0.445/0.457; `fcp compare --strategies
+ * fcp --world 16,64,256 --batch B --batches 3`); `lpt`, the multi-dimensional LPT of distribute.ts.
  */
 export type Placer = 'home' | 'lpt';
 
