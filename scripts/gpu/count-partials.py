@@ -4,7 +4,9 @@ For one plan and rank: the forward launches' query rows (each a partial of its s
 where two or more meet (float32 accumulator rows), the launch-slot pairs (accumulator reads and
 writes by the merges), and the backward's dQ and dK/dV rows added into float32, with the runtime's
 launch planning (`kernel=auto`, square pieces, cuDNN and flash both taken as available), once
-without and once with `fuse_tasks` (fusion.py). Usage:
+without and once with `fuse_tasks` (fusion.py), and per window of W = 1, 2, 4, 8 ops (deferred.py)
+the accumulator rows touched, the most partial rows held and the bytes moved (bf16 partial read
+plus float32 accumulator read and write). Usage:
 
     python3 scripts/gpu/count-partials.py scripts/gpu/plans/replay-fcp-256.json.gz [rank]
 """
@@ -18,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
-from fcp_torch.fusion import fuse_ops  # noqa: E402
+from fcp_torch.fusion import fuse_ops  # noqa: E402 - the script runs from the repository root
 from fcp_torch.kernels import decompose, plan_launches  # noqa: E402
 from fcp_torch.plan import read_plan, rank_program  # noqa: E402
 from fcp_torch.replay import pick_ranks, rank_pairs  # noqa: E402
