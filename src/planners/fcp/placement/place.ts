@@ -45,9 +45,9 @@ export function tileGeometry(o: FcpOptions): TileGeometry | null {
 /**
  * Which placement mode (a) uses: `home`, home-first (home-first.ts), the default (simulated,
  * hopper-ib, 3 batches, fwd/bwd MFU LPT -> home-first at 16/64/256: longtail 0.430/0.441 ->
- * 0.460/0.456, 0.508/0.476 -> 0.516/0.484, 0.422/0.417 -> 0.405/0.420; magi 0.453/0.447 ->
- * 0.471/0.456, 0.323/0.392 -> 0.335/0.389, 0.270/0.320 -> 0.254/0.320; bimodal 0.532/0.482 ->
- * 0.554/0.493, 0.450/0.445 -> 0.478/0.471, 0.414/0.427 -> 0.445/0.457; `fcp compare --strategies
+ * 0.467/0.460, 0.508/0.476 -> 0.517/0.482, 0.422/0.417 -> 0.435/0.438; magi 0.453/0.447 ->
+ * 0.472/0.452, 0.323/0.392 -> 0.347/0.401, 0.270/0.320 -> 0.272/0.341; bimodal 0.532/0.482 ->
+ * 0.555/0.493, 0.450/0.445 -> 0.488/0.470, 0.414/0.427 -> 0.441/0.457; `fcp compare --strategies
  * fcp --world 16,64,256 --batch B --batches 3`); `lpt`, the multi-dimensional LPT of distribute.ts.
  */
 export type Placer = 'home' | 'lpt';

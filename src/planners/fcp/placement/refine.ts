@@ -21,7 +21,8 @@ import type { Weights } from './weights.ts';
  * rank's share), while its early blocks carry almost nothing and fill gaps finely. Returns the
  * rank of every block and the number of steps applied. `userOf`: the rank holding most of each
  * block's tokens in the user layout (see `blockUserRanks` in layout.ts). `initial`: start from
- * these block ranks instead of the units' (the home-first placement, home-first.ts).
+ * these block ranks instead of the units' (the home-first placement, home-first.ts). `keepHome`:
+ * a partner never hands back a block that sits on its user rank.
  */
 export function refine(
   blocks: Blocks,
@@ -36,6 +37,7 @@ export function refine(
   gpusPerNode = 1 << 30,
   capSend = false,
   initial: Int32Array | null = null,
+  keepHome = false,
 ): { blockRank: Int32Array; steps: number } {
   const B = blocks.seq.length;
   const blockRank = new Int32Array(B);
@@ -231,7 +233,7 @@ export function refine(
             if (target > 0)
               for (let q = where(cand, u); q < cand.length; q++) {
                 const v = cand[q]!;
-                if (!allowed(level, v, m, M)) continue;
+                if (!allowed(level, v, m, M) || (keepHome && userOf[v] === m)) continue;
                 if (sum + pairs[v]! <= target) {
                   sum += pairs[v]!;
                   tokBack += tok[v]!;
@@ -244,7 +246,7 @@ export function refine(
               for (const v of sparseOf(pass, m)) {
                 if (mem[m]! + tok[u]! - tokBack <= memoryTokens) break;
                 if (taken[v] === 1 || sum + pairs[v]! >= cu - eps) continue;
-                if (!allowed(level, v, m, M)) continue;
+                if (!allowed(level, v, m, M) || (keepHome && userOf[v] === m)) continue;
                 sum += pairs[v]!;
                 tokBack += tok[v]!;
                 back.push(v);
