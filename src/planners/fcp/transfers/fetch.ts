@@ -213,13 +213,17 @@ function grownTo(a: Int32Array<ArrayBuffer>, size: number): Int32Array<ArrayBuff
  * Two-hop feeds (`fanOut`): for every range that several ranks of one node need from other nodes
  * (requests of one segment, same sequence and start, neither the home nor the user rank in the
  * receiver's node), one of them fetches it over the NIC and relays it to the others over NVLink.
- * The fetcher is the receiver of a longest such request (it must cover the others) with the
- * fewest NIC tokens fetched so far (ties: NVLink tokens relayed, then request order), ranges taken
- * largest first: every rank of a node then pulls about 1/k of the ranges its k peers share, a
- * node-level all-gather. The previous rule took the first request of a range in the sender order
- * as its feed, so one rank per node fetched nearly everything and relayed it seven times
- * (simulated, longtail, 1024 ranks, mode (b), seed 1: busiest NIC receiver 64.3 ms, `kv` Δ 1734
- * against 525 without relays). Returns, per request, the request that relays it (-1: direct).
+ * The fetcher is the receiver of a longest such request (it must cover the others) with the least
+ * link time so far: NIC tokens fetched plus NVLink tokens relayed over NVLINK_SPEEDUP (ties:
+ * request order), ranges taken largest first: every rank of a node then pulls about 1/k of the
+ * ranges its k peers share, a node-level all-gather. The previous rule took the first request of
+ * a range in the sender order as its feed, so one rank per node fetched nearly everything and
+ * relayed it seven times (simulated, longtail, 1024 ranks, mode (b), seed 1: busiest NIC receiver
+ * 64.3 ms, `kv` Δ 1734 against 525 without relays). Counting relayed tokens in the cost, not only
+ * as a tie-break, cut `kv` rounds and comm imbalance (simulated, mode (b), fluid, 3 batches, fwd
+ * MFU / comm imbalance: longtail 1024 0.553 / 59.7% -> 0.559 / 53.9%, magi 256 0.515 / 63.3% ->
+ * 0.530 / 55.6%, longtail 256 0.583 / 46.6% -> 0.577 / 47.8%). Returns, per request, the request
+ * that relays it (-1: direct).
  */
 function relayFeeds(
   req: FetchRequests,
@@ -259,7 +263,9 @@ function relayFeeds(
     for (let j = 1; j < list.length && req.length[list[j]!] === len; j++) {
       const a = runs.rsRank[req.rs[list[j]!]!]!;
       const b = runs.rsRank[req.rs[feed]!]!;
-      if (nicIn[a]! < nicIn[b]! || (nicIn[a] === nicIn[b] && nvlOut[a]! < nvlOut[b]!)) feed = list[j]!;
+      const ca = nicIn[a]! + nvlOut[a]! / NVLINK_SPEEDUP;
+      const cb = nicIn[b]! + nvlOut[b]! / NVLINK_SPEEDUP;
+      if (ca < cb) feed = list[j]!;
     }
     const f = runs.rsRank[req.rs[feed]!]!;
     nicIn[f]! += len;
