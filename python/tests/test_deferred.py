@@ -193,6 +193,35 @@ class FusionTest(unittest.TestCase):
                 caught += 1
         self.assertGreater(caught, 10)
 
+    def test_fused_ranges_are_views_of_the_kv_space(self):
+        # the rank's K/V space lays each sequence's ranges out contiguously by position: every fused
+        # task's K/V range is one slot range (a view), and ranges of one space never share a slot
+        from fcp_torch.plan import PlanError
+        from fcp_torch.spaces import TokenSpace
+
+        bridged = 0
+        for seed in range(100):
+            cols = random_tasks(np.random.default_rng(seed))
+            if not len(cols[0]):
+                continue
+            sp = TokenSpace(cols[0], cols[3], cols[4])
+            f = fuse_tasks(*cols)
+            first = sp.locate(f[0], f[3], f[4])  # raises PlanError if a range straddles two intervals
+            for a, s_, k0, n in zip(first.tolist(), f[0].tolist(), f[3].tolist(), f[4].tolist()):
+                i = int(np.nonzero((sp.seq == s_) & (sp.start <= k0) & (sp.end >= k0 + n))[0][0])
+                self.assertEqual(a, int(sp.offset[i]) + k0 - int(sp.start[i]))
+            self.assertTrue(np.all(sp.offset[1:] - sp.offset[:-1] == sp.end - sp.start))  # no overlap
+            # a fusion that bridged a gap would read slots the rank does not hold: locate refuses it
+            o = np.lexsort((cols[3], cols[0]))
+            s0, k0, k1 = cols[0][o], cols[3][o], cols[3][o] + cols[4][o]
+            gap = np.nonzero((s0[1:] == s0[:-1]) & (k0[1:] > k1[:-1]))[0]
+            if len(gap):
+                j = int(gap[0])
+                with self.assertRaises(PlanError):
+                    sp.locate([s0[j]], [k0[j]], [k1[j + 1] - k0[j]])
+                bridged += 1
+        self.assertGreater(bridged, 5)
+
     def test_run_scope_keeps_barriers_and_after(self):
         ops = [Op(i, a, *[np.array([x], np.int64) for x in (0, 8, 4, 4 * i, 4)]) for i, a in enumerate([0, 0, 0, 1, 1])]
         out = fuse_ops(ops, True, "run", barriers=[1])
