@@ -10,14 +10,12 @@ pairs in one kernel call: the kernel does the softmax merge in registers instead
 Decomposed (kernels.decompose, `square`), a fused causal task is one full rectangle over the
 off-diagonal keys plus the causal diagonal square: 2 partials instead of one per block.
 
-Scope: tasks of one op only by default (ops keep their `after` groups, so the schedule is the
-plan's); `scope="run"` also fuses across consecutive ops that wait for the same group with no
-group posted between them (`barriers`: op indexes after which a group's sends are posted, which
-must stay op boundaries).
+Scope: tasks of one op only (ops keep their `after` groups, so the schedule is the plan's). Fusing
+across ops would wait for later groups; deferred.py cuts the partials' traffic across ops instead.
 """
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
@@ -47,34 +45,6 @@ def fuse_tasks(seq, q_start, q_length, kv_start, kv_length):
     return seq[head], qs[head], ql[head], ks[head], ke[last] - ks[head]
 
 
-def _op(index: int, after: int, cols) -> Op:
-    return Op(index, after, *cols)
-
-
-def fuse_ops(ops: Sequence[Op], causal: bool = True, scope: str = "op", barriers: Optional[Iterable[int]] = None) -> List[Op]:
-    """Ops with their tasks fused (`fuse_tasks`). `scope="op"`: one output op per input op (same
-    index and `after`). `scope="run"`: consecutive ops with the same `after` and no barrier between
-    them become one op (index of the last one: a group sent after it still waits for all)."""
-    if scope not in ("op", "run"):
-        raise ValueError(f"unknown fusion scope {scope!r}")
-    if scope == "op":
-        return [_op(op.index, op.after, fuse_tasks(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length)) for op in ops]
-    stop = set(int(b) for b in (barriers or ()))
-    out: List[Op] = []
-    run: List[Op] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        cols = [np.concatenate([getattr(o, f) for o in run]) for f in ("seq", "q_start", "q_length", "kv_start", "kv_length")]
-        out.append(_op(run[-1].index, run[0].after, fuse_tasks(*cols)))
-        run.clear()
-
-    for pos, op in enumerate(ops):
-        if run and op.after != run[0].after:
-            flush()
-        run.append(op)
-        if pos in stop:
-            flush()
-    flush()
-    return out
+def fuse_ops(ops: Sequence[Op]) -> List[Op]:
+    """Ops with their tasks fused (`fuse_tasks`): one output op per input op, same index and `after`."""
+    return [Op(op.index, op.after, *fuse_tasks(op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length)) for op in ops]

@@ -222,11 +222,12 @@ class FusionTest(unittest.TestCase):
                 bridged += 1
         self.assertGreater(bridged, 5)
 
-    def test_run_scope_keeps_barriers_and_after(self):
-        ops = [Op(i, a, *[np.array([x], np.int64) for x in (0, 8, 4, 4 * i, 4)]) for i, a in enumerate([0, 0, 0, 1, 1])]
-        out = fuse_ops(ops, True, "run", barriers=[1])
-        self.assertEqual([(o.index, o.after) for o in out], [(1, 0), (2, 0), (4, 1)])
+    def test_fuse_ops_keeps_index_and_after(self):
+        ops = [Op(i, a, *[np.array(x, np.int64) for x in ([0, 0], [8, 8], [4, 4], [0, 4 * i + 4], [4, 4])]) for i, a in enumerate([0, 2])]
+        out = fuse_ops(ops)
+        self.assertEqual([(o.index, o.after) for o in out], [(0, 0), (1, 2)])
         self.assertEqual(out[0].kv_length.tolist(), [8])  # [0, 4) and [4, 8) fused
+        self.assertEqual(out[1].kv_length.tolist(), [4, 4])  # [0, 4) and [8, 12): a gap
 
 
 class RunsTest(unittest.TestCase):

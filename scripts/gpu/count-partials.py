@@ -95,7 +95,7 @@ def main() -> None:
     rank = int(sys.argv[2]) if len(sys.argv) > 2 else pick_ranks(rank_pairs(plan))["heaviest"]
     prog = rank_program(plan, rank)
     before = counts(prog, {"forward": prog.forward.ops, "backward": prog.backward.ops}, prog.q_heads, prog.head_dim)
-    after = counts(prog, {"forward": fuse_ops(prog.forward.ops, prog.causal), "backward": fuse_ops(prog.backward.ops, prog.causal)}, prog.q_heads, prog.head_dim)
+    after = counts(prog, {"forward": fuse_ops(prog.forward.ops), "backward": fuse_ops(prog.backward.ops)}, prog.q_heads, prog.head_dim)
     print(json.dumps({"plan": os.path.basename(path), "rank": rank, "before": before, "after": after}, indent=1))
 
 
