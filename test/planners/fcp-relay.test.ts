@@ -145,9 +145,9 @@ test('mode (b) on several nodes: the tuner adds a relay candidate, keeps the lea
       const label = `${batch} seed ${seed}`;
       const relay = t.candidates.filter((c) => c.fanOut);
       assert.equal(relay.length, 1, `${label}: one relay candidate`);
-      // The least direct estimate wins unless the relay plan's is 0.5% less (index.ts, RELAY_MARGIN).
+      // The least direct estimate wins unless the relay plan's is 1% less (index.ts, RELAY_MARGIN).
       const least = Math.min(...t.candidates.filter((c) => !c.fanOut).map((c) => c.estimateMs));
-      const want = relay[0]!.estimateMs < least * (1 - 0.005) ? relay[0]!.estimateMs : least;
+      const want = relay[0]!.estimateMs < least * (1 - 0.01) ? relay[0]!.estimateMs : least;
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);
       const { issues, report } = validatePlan(plan);
       assert.deepEqual(issues.slice(0, 3), [], label);
