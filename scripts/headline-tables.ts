@@ -278,7 +278,11 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
   }
 
-console.log(
+const anyRestricted = ['longtail', 'magi', 'bimodal'].some((b) =>
+  SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w))),
+);
+if (anyRestricted)
+  console.log(
   "`*` (4096 ranks): each baseline's sweep screened only its default and its own winner at 1024 ranks on the same batch-setting (`fcp compare --sweep-from`, docs/baselines.md \"At 1024 ranks and more\"); rows without `*` ran the full sweep.\n",
 );
 console.log(

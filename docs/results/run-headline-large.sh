@@ -7,7 +7,7 @@
 # at 1024 ranks, 3 batches, one batch-setting pair: 284 s (longtail fluid; the log prints each
 # folder's wall time). With wlb (B=bytescale,wlb,magi) the same pair spent more than 18 min in
 # wlb alone before it was stopped; one ring p2p plan at 1024 took 17-104 s to plan and 100-150 s
-# to validate and simulate. 4096 ranks was not run here (estimated 4-16x the 1024 cost per pair).
+# to validate and simulate. 4096 ranks: see below.
 # The sweep itself screens on the first batch and reruns only the winner and the default on all
 # batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations (the first batch's runs of the winner and the default are reused).
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
@@ -20,10 +20,13 @@ set -u
 # The same grid as run-headline.sh (one loop), at other worlds and into large-* folders.
 # 4096 ranks go to their own folders (large4096-*) so that a 4096 run does not overwrite the
 # 1024 results in large-*: PREFIX defaults to large- for W=1024 and large4096- for W=4096.
-# At 4096 each baseline's sweep screens only its default and its own 1024-rank winner on the same
-# batch-setting (SWEEP_FROM=large-, `fcp compare --sweep-from`; SWEEP_FROM= runs the full sweep):
-# one magi simulation at 4096 took 80-110 s here, so the full sweep (10 screens + 4 reruns) was
-# about 25 min per pair (longtail fluid, bytescale + magi: see docs/baselines.md).
+# Cost at 4096 (measured 2026-12-02, shared 2-core machine, load 7-12): longtail fluid, bytescale +
+# magi, full sweep, 3 batches: 4397 s (bytescale about 100 s; one magi simulation 60-150 s at chunk
+# 4096, 490-1460 s at chunk 2048, the chunk magi's sweep chose there); FCP mode (a) 121 s,
+# mode (b) 535 s. SWEEP_FROM=large- restricts each baseline's sweep to its default and its own
+# 1024-rank winner (`fcp compare --sweep-from`; the tables mark such rows 4096*), but it is not the
+# default: on longtail fluid the full sweep at 4096 chose magi chunk 2048 / overlap 4, not the 1024
+# winner (chunk 4096 / overlap 3), so the restriction would understate magi (docs/baselines.md).
 W=${W:-1024}
-if [ "$W" = 4096 ]; then P0=large4096-; S0=large-; else P0=large-; S0=; fi
-SWEEP_FROM=${SWEEP_FROM-$S0} PREFIX=${PREFIX:-$P0} W=$W B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"
+if [ "$W" = 4096 ]; then P0=large4096-; else P0=large-; fi
+SWEEP_FROM=${SWEEP_FROM:-} PREFIX=${PREFIX:-$P0} W=$W B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"
