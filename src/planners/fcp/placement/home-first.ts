@@ -166,32 +166,10 @@ export function homeFirstPlacement(
   // Step 4: refinement from this block placement (units play no part in it).
   const unitRank = new Int32Array(blocks.unitSeq.length);
   for (let u = 0; u < unitRank.length; u++) unitRank[u] = blockRank[blocks.unitBlockA[u]!]!;
-  const first = refine(
-    blocks,
-    weights,
-    userOf,
-    unitRank,
-    load,
-    mem,
-    world,
-    memoryTokens,
-    maxSteps,
-    links.nodeSize,
-    false,
-    blockRank,
-    // Partners hand back no home block (simulated, 3 batches, fwd/bwd MFU at 16/64/256 without ->
-    // with, the redo below included: longtail 0.460/0.456 -> 0.467/0.460, 0.516/0.484 ->
-    // 0.517/0.482, 0.405/0.420 -> 0.435/0.438; magi 0.471/0.456 -> 0.472/0.452, 0.335/0.389 ->
-    // 0.347/0.401, 0.254/0.320 -> 0.272/0.341; bimodal 0.554/0.493 -> 0.555/0.493, 0.478/0.471 ->
-    // 0.488/0.470, 0.445/0.457 -> 0.441/0.457).
-    true,
-  );
-  let refined = first.blockRank;
-  let steps = first.steps;
-  // That rule can leave refinement stuck above the mean (magi seed 906 at 16 ranks: 5.3%): then
-  // refinement goes on from there with home blocks allowed to move.
-  if (computeImbalance(load) > KEEP_HOME_LIMIT && steps < maxSteps) {
-    const again = refine(
+  // One refinement from `start`, with `budget` steps; `keepHome`: partners hand back no block that
+  // sits on its user rank.
+  const refineFrom = (start: Int32Array, budget: number, keepHome: boolean) =>
+    refine(
       blocks,
       weights,
       userOf,
@@ -200,11 +178,24 @@ export function homeFirstPlacement(
       mem,
       world,
       memoryTokens,
-      maxSteps - steps,
+      budget,
       links.nodeSize,
       false,
-      refined,
+      start,
+      keepHome,
     );
+  // Partners hand back no home block (simulated, 3 batches, fwd/bwd MFU at 16/64/256 without ->
+  // with, the redo below included: longtail 0.460/0.456 -> 0.467/0.460, 0.516/0.484 ->
+  // 0.517/0.482, 0.405/0.420 -> 0.435/0.438; magi 0.471/0.456 -> 0.472/0.452, 0.335/0.389 ->
+  // 0.347/0.401, 0.254/0.320 -> 0.272/0.341; bimodal 0.554/0.493 -> 0.555/0.493, 0.478/0.471 ->
+  // 0.488/0.470, 0.445/0.457 -> 0.441/0.457).
+  const first = refineFrom(blockRank, maxSteps, true);
+  let refined = first.blockRank;
+  let steps = first.steps;
+  // That rule can leave refinement stuck above the mean (magi seed 906 at 16 ranks: 5.3%): then
+  // refinement goes on from there with home blocks allowed to move.
+  if (computeImbalance(load) > KEEP_HOME_LIMIT && steps < maxSteps) {
+    const again = refineFrom(refined, maxSteps - steps, false);
     refined = again.blockRank;
     steps += again.steps;
   }
