@@ -16,7 +16,8 @@
  *   backward    backward.ts: the forward's tasks and rounds again, `dkv` and `out` pushes
  *   assemble    the plan file and `meta.stats`
  *
- * Helpers both phases share are in phase.ts. Same problem and options give a byte-identical plan:
+ * The stages themselves are in pipeline.ts, helpers both phases share in phase.ts; this module keeps
+ * the self-tuner and mode (b)'s loader layout. Same problem and options give a byte-identical plan:
  * every stage is deterministic (ties broken by ids) and nothing reads the clock except the stage
  * timings, which are attached to `meta` as a non-enumerable property so that they never reach the
  * plan file.
@@ -24,82 +25,28 @@
 
 import { assert } from '../../core/assert.ts';
 import { kvBytesPerToken } from '../../model/attention.ts';
-import { type Layout, PLAN_FORMAT, type Plan } from '../../plan/types.ts';
+import type { Layout, Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
-import { type BackwardResult, planBackward } from './backward.ts';
-import { type PlanBalance, planBalance } from './balance.ts';
-import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
-import { type ForwardResult, planForward } from './forward.ts';
+import { plannerContext } from './context.ts';
 import { KernelTime } from './kernel-time.ts';
+import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
-  FCP_DEFAULTS,
-  type FcpOptions,
-  type FcpPlannerOptions,
-  optionsToJson,
-  resolveFcpOptions,
-} from './options.ts';
-import type { PhaseStats } from './phase.ts';
+  type FcpResult,
+  type PipelineResult,
+  prepare,
+  runPhases,
+  runPipeline,
+  type StageTimings,
+} from './pipeline.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
 import { levelTokens, TOKEN_BAND, tokenImbalance } from './placement/loader-layout.ts';
-import { type Placed, placeBlocks, tileGeometry } from './placement/place.ts';
-import { fetchRequests } from './transfers/fetch.ts';
+import { placeBlocks } from './placement/place.ts';
 import { linkModel } from './transfers/links.ts';
-import { movedTokens, reshuffleBytes, reshufflePieces } from './transfers/reshuffle.ts';
 
-/** Largest message (K/V or reshuffle piece) when tasks are not tiled, in tokens. */
-const FETCH_CHUNK = 4096;
-
-/** Milliseconds spent in each stage of one planning run. */
-export type StageTimings = Record<
-  'blocks' | 'distribute' | 'layout' | 'forward' | 'backward' | 'total',
-  number
->;
-
-/** FCP's statistics, written to `plan.meta.stats` (read by `fcp plan` and bench/planner.ts). */
-export interface FcpStats {
-  blocks: number;
-  units: number;
-  blockSize: { min: number; max: number };
-  homeRuns: number;
-  tasks: number;
-  balance: 'time' | 'pairs';
-  computeImbalance: number;
-  greedyImbalance: number;
-  refineSteps: number;
-  memoryAttempts: number;
-  maxHomeTokens: number;
-  movedTokens: number;
-  reshuffleBytes: number;
-  forward: PhaseStats;
-  backward: PhaseStats;
-  /** Communication (all bytes, NIC bytes) and home-token balance of the plan (balance.ts). */
-  planBalance: PlanBalance;
-}
-
-/** A plan and how long each stage took. */
-export interface FcpResult {
-  readonly plan: Plan;
-  readonly timings: StageTimings;
-}
-
-/** Runs named stages and records how long each took. */
-class StageClock {
-  private readonly ms = new Map<string, number>();
-
-  run<T>(name: string, stage: () => T): T {
-    const t0 = performance.now();
-    const out = stage();
-    this.ms.set(name, (this.ms.get(name) ?? 0) + performance.now() - t0);
-    return out;
-  }
-
-  get(name: string): number {
-    return this.ms.get(name) ?? 0;
-  }
-}
+export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
 
 /** Plans `problem` with FCP (self-tuned, see {@link tunedPipeline}); returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
@@ -156,9 +103,6 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
   const n = Math.floor((budgetMs - SHARED_MS_PER_RANK * w) / (CANDIDATE_MS_PER_RANK * w));
   return Math.max(1, Math.min(available, n));
 }
-
-/** What one pipeline run returns (the plan, timings, the placement and the planner's own estimate). */
-type PipelineResult = FcpResult & { placed: Placed; estimateMs: { forward: number; backward: number } };
 
 /**
  * Self-tuning (issue 15, deliverable 5), on by default: plans with each candidate the budget
@@ -252,142 +196,6 @@ function loaderRelays(
   if (homeFromUser === null || options.fanOut !== undefined) return false;
   const g = linkModel(problem.cluster, problem.gpusPerNode).nodeSize;
   return g > 1 && problem.world > g;
-}
-
-/** What the candidates of one tuning share: the placement and the layout, and their stage times. */
-interface Prepared {
-  readonly phases: PhaseContext;
-  readonly placed: Placed;
-  readonly ms: { context: number; place: number; layout: number };
-}
-
-/** Stages `context`, `place` and `layout` (none of them reads a phase knob: coalesce, fanOut). */
-function prepare(problem: Problem, options: FcpPlannerOptions, homeFromUser: Int32Array | null): Prepared {
-  const clock = new StageClock();
-  const ctx = clock.run('context', () =>
-    plannerContext(problem, resolveFcpOptions(options), undefined, homeFromUser),
-  );
-  const placed = clock.run('place', () => placeBlocks(ctx));
-  const phases = clock.run('layout', () => layoutStage(ctx, placed));
-  return {
-    phases,
-    placed,
-    ms: { context: clock.get('context'), place: clock.get('place'), layout: clock.get('layout') },
-  };
-}
-
-/**
- * Stages `forward`, `backward` and `assemble` with the phase options `o` over a prepared placement;
- * `first`: this run is charged the shared stages' time (later candidates reuse them for free).
- */
-function runPhases(prep: Prepared, o: FcpOptions, first: boolean): PipelineResult {
-  const clock = new StageClock();
-  const { placed } = prep;
-  const phases: PhaseContext = { ...prep.phases, o };
-  const forward = clock.run('forward', () => planForward(phases));
-  const backward = clock.run('backward', () => planBackward(forward, phases));
-  const plan = clock.run('assemble', () => assemble(phases, placed, forward, backward));
-  const shared = first ? prep.ms : { context: 0, place: 0, layout: 0 };
-  const split = first ? placed.splitMs : 0;
-  const timings: StageTimings = {
-    blocks: shared.context + split,
-    distribute: shared.place - split,
-    layout: shared.layout,
-    forward: clock.get('forward'),
-    backward: clock.get('backward'),
-    total: 0,
-  };
-  timings.total = timings.blocks + timings.distribute + timings.layout + timings.forward + timings.backward;
-  timings.total += clock.get('assemble');
-  // Not enumerable: JSON.stringify skips it, so timings never break byte-identical plan files.
-  Object.defineProperty(plan.meta, 'timings', { value: timings, enumerable: false });
-  const estimateMs = { forward: forward.estimateMs, backward: backward.estimateMs };
-  Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
-  return { plan, timings, placed, estimateMs };
-}
-
-/** The pipeline with the options as given; `homeFromUser`: mode (b), the user layout is the home layout (context.ts). */
-function runPipeline(
-  problem: Problem,
-  options: FcpPlannerOptions,
-  homeFromUser: Int32Array | null,
-): PipelineResult {
-  const prep = prepare(problem, options, homeFromUser);
-  return runPhases(prep, prep.phases.o, true);
-}
-
-/** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */
-function layoutStage(ctx: PlannerContext, placed: Placed): PhaseContext {
-  const { sequences, mask } = ctx.problem;
-  const runs = homeRuns(placed.blocks, placed.placement.blockRank, ctx.world);
-  const chunk = ctx.o.tile > 0 ? ctx.o.tile : FETCH_CHUNK;
-  const pieces = reshufflePieces(runs, ctx.userRows, chunk);
-  return {
-    ...ctx,
-    runs,
-    pieces,
-    sequences,
-    mask,
-    blockSize: placed.blocks.blockSizeOfSeq,
-    grid: tileGeometry(ctx.o),
-    requests: fetchRequests(runs, ctx.userRows, sequences, mask, chunk),
-  };
-}
-
-/** Stage `assemble`: the plan file, with FCP's statistics in `meta.stats`. */
-function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: BackwardResult): Plan {
-  const { problem, sequences, world, runs, pieces, o } = ctx;
-  const { blocks, placement, attempts } = placed;
-  let minBlock = Number.POSITIVE_INFINITY;
-  let maxBlock = 0;
-  for (let s = 0; s < sequences.length; s++) {
-    minBlock = Math.min(minBlock, blocks.blockSizeOfSeq[s]!);
-    maxBlock = Math.max(maxBlock, blocks.blockSizeOfSeq[s]!);
-  }
-  let maxMem = 0;
-  for (let r = 0; r < world; r++) maxMem = Math.max(maxMem, placement.memoryLoad[r]!);
-  const homeLayout = homeLayoutOf(runs);
-  const stats: FcpStats = {
-    blocks: blocks.seq.length,
-    units: blocks.unitSeq.length,
-    blockSize: { min: sequences.length > 0 ? minBlock : 0, max: maxBlock },
-    homeRuns: runs.rank.length,
-    tasks: fwd.tasks.table.rank.length,
-    balance: o.balance,
-    computeImbalance: computeImbalance(placement.computeLoad),
-    greedyImbalance: placement.greedyImbalance,
-    refineSteps: placement.refineSteps,
-    memoryAttempts: attempts,
-    maxHomeTokens: maxMem,
-    movedTokens: movedTokens(pieces),
-    reshuffleBytes: reshuffleBytes(pieces, problem.model),
-    forward: fwd.stats,
-    backward: bwd.stats,
-    planBalance: planBalance(
-      [
-        { phase: fwd.phase, forward: true },
-        { phase: bwd.phase, forward: false },
-      ],
-      homeLayout,
-      world,
-      problem.model,
-      ctx.links.nodeSize,
-    ),
-  };
-  return {
-    format: PLAN_FORMAT,
-    strategy: 'fcp',
-    world,
-    mask: ctx.mask,
-    model: { ...problem.model },
-    sequences,
-    userLayout: problem.userLayout,
-    homeLayout,
-    tasks: fwd.tasks.table,
-    forward: fwd.phase,
-    backward: bwd.phase,
-    meta: { planner: 'fcp', options: optionsToJson(o), stats },
-  };
 }
 
 /** The FCP planner, registered as `fcp`. */
