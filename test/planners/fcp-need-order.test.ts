@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type NeedInput, needOrder, rangePairs } from '../../src/planners/fcp/transfers/need-order.ts';
+import { attendedPairs } from '../../src/model/attention.ts';
+import { type NeedInput, needOrder } from '../../src/planners/fcp/transfers/need-order.ts';
 import { type Colouring, colourEdges, orderRounds } from '../../src/planners/fcp/transfers/rounds.ts';
 
 function input(
@@ -84,7 +85,7 @@ test('with every receiver well fed the order is the old one; always a permutatio
   );
 });
 
-test('rangePairs counts the attended pairs exactly', () => {
+test('attendedPairs (what the need order counts a range unlocks) counts the attended pairs exactly', () => {
   fc.assert(
     fc.property(
       fc.integer({ min: 0, max: 60 }),
@@ -95,7 +96,7 @@ test('rangePairs counts the attended pairs exactly', () => {
       (qa, ql, ka, kl, causal) => {
         let n = 0;
         for (let q = qa; q < qa + ql; q++) for (let k = ka; k < ka + kl; k++) if (!causal || k <= q) n++;
-        assert.equal(rangePairs(qa, qa + ql, ka, ka + kl, causal), n);
+        assert.equal(attendedPairs(causal, qa, ql, ka, kl), n);
       },
     ),
     { seed: 3, numRuns: 300 },

@@ -5,11 +5,11 @@
 
 import { gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
-import { kvBytesPerToken } from '../../model/attention.ts';
+import { attendedPairs, kvBytesPerToken } from '../../model/attention.ts';
 import type { PhaseContext } from './context.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import type { GroupPlacer, TransferList } from './transfers/groups.ts';
-import { type NeedInput, rangePairs } from './transfers/need-order.ts';
+import type { NeedInput } from './transfers/need-order.ts';
 import type { Colouring } from './transfers/rounds.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
 
@@ -74,7 +74,7 @@ export function needInput(
     let pairs = 0;
     for (let p = runs.rsOff[rs]!; p < runs.rsOff[rs + 1]!; p++) {
       const run = runs.byRank[p]!;
-      pairs += rangePairs(runs.start[run]!, runs.start[run]! + runs.length[run]!, ka, kb, causal);
+      pairs += attendedPairs(causal, runs.start[run]!, runs.length[run]!, ka, kb - ka);
     }
     const d = edges.dst[e]!;
     const s = edges.src[e]!;
@@ -91,7 +91,7 @@ export function needInput(
       const run = runs.byRank[p]!;
       const a = runs.start[run]!;
       const b = a + runs.length[run]!;
-      total[runs.rsRank[rs]!]! += rangePairs(a, b, 0, causal ? b : L, causal);
+      total[runs.rsRank[rs]!]! += attendedPairs(causal, a, b - a, 0, causal ? b : L);
     }
   }
   const home = new Float64Array(world);

@@ -161,21 +161,3 @@ export function needOrder(c: Colouring, n: NeedInput): { order: Int32Array; read
   for (let i = 0; i < R; i++) if (taken[fallback[i]!] === 0) order[k++] = fallback[i]!;
   return { order, readyOf };
 }
-
-/** Attended pairs of queries [qa, qb) against keys [ka, kb): causal (key <= query) or full. */
-export function rangePairs(qa: number, qb: number, ka: number, kb: number, causal: boolean): number {
-  if (qb <= qa || kb <= ka) return 0;
-  if (!causal) return (qb - qa) * (kb - ka);
-  let pairs = 0;
-  // Queries in [ka, kb) see 1 .. kb - ka of the keys; queries from kb on see all of them.
-  const x0 = Math.max(qa, ka);
-  const x1 = Math.min(qb, kb);
-  if (x1 > x0) {
-    const lo = x0 + 1 - ka;
-    const hi = x1 - ka;
-    pairs += ((lo + hi) * (hi - lo + 1)) / 2;
-  }
-  const y0 = Math.max(qa, kb);
-  if (qb > y0) pairs += (qb - y0) * (kb - ka);
-  return pairs;
-}
