@@ -56,7 +56,7 @@ import type { Blocks } from './blocks.ts';
 import { packHeavyUnits } from './heavy.ts';
 import { blockUserRanks, type SeqRows } from './layout.ts';
 import { RankHeap } from './rank-heap.ts';
-import { refine } from './refine.ts';
+import { refine, refineStepBudget } from './refine.ts';
 import type { Weights } from './weights.ts';
 
 /** Where every unit lives, and the resulting loads. */
@@ -368,7 +368,7 @@ export function distributeUnits(
     mHeap.increased(pick);
   }
   const greedyImbalance = computeImbalance(load);
-  const maxSteps = o.refineSteps < 0 ? Math.max(2048, 16 * world) : o.refineSteps;
+  const maxSteps = refineStepBudget(o.refineSteps, world);
   const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
   const { blockRank, steps } = refine(
     blocks,

@@ -25,6 +25,7 @@ import type { FcpOptions } from '../options.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
 import { homeFirstPlacement } from './home-first.ts';
+import { refineStepBudget } from './refine.ts';
 import { type Weights, weighBlocks } from './weights.ts';
 
 /** Block splits tried (each with half the previous memory cap on block sizes) before the user layout. */
@@ -102,7 +103,7 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
             memoryTokens,
             links,
             mask === 'causal',
-            o.refineSteps < 0 ? Math.max(2048, 16 * world) : o.refineSteps,
+            refineStepBudget(o.refineSteps, world),
           )
         : distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize, packHeavy);
       return { blocks, weights, placement, attempts: attempt + 1, splitMs };

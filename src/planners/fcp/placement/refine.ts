@@ -273,6 +273,14 @@ export function refine(
   return { blockRank, steps };
 }
 
+/**
+ * Refinement steps allowed for `refineSteps` (the option; -1, the default, means max(2048, 16 x
+ * world)) at `world` ranks: one rule for both placers.
+ */
+export function refineStepBudget(refineSteps: number, world: number): number {
+  return refineSteps < 0 ? Math.max(2048, 16 * world) : refineSteps;
+}
+
 /** Refinement stops when the most loaded rank is within this fraction of the mean compute. */
 const REFINE_GOAL = 0.005;
 /** Partners tried first: the least loaded ranks. */
