@@ -26,6 +26,7 @@
  * sequence needs almost all of its K/V, so without it each rank of a node pulls the same ranges
  * over its own NIC.
  */
+import { freezeColumns, IntColumn, intColumns } from '../../../core/int-column.ts';
 import type { Mask } from '../../../plan/types.ts';
 import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from '../placement/layout.ts';
 import { type Pieces, pieceAt } from './reshuffle.ts';
@@ -118,12 +119,8 @@ export function fetchRequests(
   mask: Mask,
   chunk: number,
 ): FetchRequests {
-  // Typed arrays grown by doubling (number[] pushes and the copies into Int32Arrays cost more).
-  let rsOut = new Int32Array(1024);
-  let startOut = new Int32Array(1024);
-  let lengthOut = new Int32Array(1024);
-  let userOut = new Int32Array(1024);
-  let count = 0;
+  // Growable typed columns (number[] pushes and the copies into Int32Arrays cost more).
+  const out = intColumns(['rs', 'start', 'length', 'user'] as const);
   const owned: number[] = [];
   const remote: number[] = [];
   const RS = runs.rsRank.length;
@@ -146,28 +143,16 @@ export function fetchRequests(
         // rounds balanced in bytes and let compute start on the first chunks.
         for (let x = Math.max(a, ra); x < y; ) {
           const z = Math.min(y, (Math.floor(x / chunk) + 1) * chunk);
-          if (count === rsOut.length) {
-            rsOut = grownTo(rsOut, count + 1);
-            startOut = grownTo(startOut, count + 1);
-            lengthOut = grownTo(lengthOut, count + 1);
-            userOut = grownTo(userOut, count + 1);
-          }
-          rsOut[count] = rs;
-          startOut[count] = x;
-          lengthOut[count] = z - x;
-          userOut[count] = userRows.rank[j]!;
-          count++;
+          out.rs.push(rs);
+          out.start.push(x);
+          out.length.push(z - x);
+          out.user.push(userRows.rank[j]!);
           x = z;
         }
       }
     }
   }
-  return {
-    rs: rsOut.slice(0, count),
-    start: startOut.slice(0, count),
-    length: lengthOut.slice(0, count),
-    user: userOut.slice(0, count),
-  };
+  return freezeColumns(out);
 }
 
 /** NVLink bandwidth over NIC bandwidth (400 over 50 GB/s on Hopper). */
@@ -199,14 +184,6 @@ function byDescendingLength(len: Int32Array): Int32Array {
   key.sort();
   for (let i = 0; i < n; i++) out[i] = key[i]! % n;
   return out;
-}
-
-/** Appends to a growable Int32Array (doubling); returns the array to keep using. */
-function grownTo(a: Int32Array<ArrayBuffer>, size: number): Int32Array<ArrayBuffer> {
-  if (size <= a.length) return a;
-  const b = new Int32Array(Math.max(size, 2 * a.length));
-  b.set(a);
-  return b;
 }
 
 /**
@@ -295,10 +272,9 @@ export function chooseSenders(
   const n = req.rs.length;
   // Home segments of every request (CSR): the home runs it crosses, and the overlap lengths.
   const segOff = new Int32Array(n + 1);
-  // Typed arrays grown by doubling (number[] pushes were a third of this function at 4096 ranks).
-  let segRunA = new Int32Array(Math.max(16, 2 * n));
-  let segLenA = new Int32Array(segRunA.length);
-  let segs = 0;
+  // Growable typed columns (number[] pushes were a third of this function at 4096 ranks).
+  const segRunC = new IntColumn(Math.max(16, 2 * n));
+  const segLenC = new IntColumn(Math.max(16, 2 * n));
   for (let i = 0; i < n; i++) {
     const s = runs.rsSeq[req.rs[i]!]!;
     const a = req.start[i]!;
@@ -307,18 +283,13 @@ export function chooseSenders(
     for (let r = firstEndingAfter(runs.start, runs.length, runs.off[s]!, hi, a); r < hi; r++) {
       const ra = runs.start[r]!;
       if (ra >= b) break;
-      if (segs === segRunA.length) {
-        segRunA = grownTo(segRunA, segs + 1);
-        segLenA = grownTo(segLenA, segs + 1);
-      }
-      segRunA[segs] = r;
-      segLenA[segs] = Math.min(b, ra + runs.length[r]!) - Math.max(a, ra);
-      segs++;
+      segRunC.push(r);
+      segLenC.push(Math.min(b, ra + runs.length[r]!) - Math.max(a, ra));
     }
-    segOff[i + 1] = segs;
+    segOff[i + 1] = segRunC.length;
   }
-  const segRun = segRunA.subarray(0, segs);
-  const segLen = segLenA.subarray(0, segs);
+  const segRun = segRunC.toArray();
+  const segLen = segLenC.toArray();
   const order = byDescendingLength(req.length);
   // Sender load in K/V-token units, starting from the forward `in` each user rank must send
   // (Q,K,V: `inWeight` K/V tokens' worth per token), so that K/V leaves the user ranks of a long

@@ -247,11 +247,6 @@ export class TransferList {
     return this.n;
   }
 
-  /** Number of row chunks; rows of chunk c are transfers c * 2^16 onward, 7 ints each (see `add`). */
-  get chunkCount(): number {
-    return this.chunks.length;
-  }
-
   /**
    * Chunk `c` itself (read it, never write it): sequential passes over every row (the timeline
    * estimate) read it directly rather than through {@link field}. Its first
