@@ -5,13 +5,13 @@
  */
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
+import { runDemo } from '../experiments/demo.ts';
 import {
   DEMO_DEFAULTS,
   type DemoOptions,
   demoSteps,
   resolveDemoOptions,
-  runDemo,
-} from '../experiments/demo.ts';
+} from '../experiments/demo-options.ts';
 import { provenanceOf } from '../report/provenance.ts';
 import type { Results } from '../report/results.ts';
 import { numericsVerdict, summaryText } from '../report/summary.ts';

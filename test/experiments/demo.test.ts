@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { demoOptionsFrom } from '../../src/cli/demo.ts';
-import { ABLATION, demoSteps, resolveDemoOptions, runDemo } from '../../src/experiments/demo.ts';
+import { runDemo } from '../../src/experiments/demo.ts';
+import { ABLATION, demoSteps, resolveDemoOptions } from '../../src/experiments/demo-options.ts';
 import { plannerNames } from '../../src/experiments/strategies.ts';
 import { resultsToJson } from '../../src/report/results.ts';
 import { codeOf } from '../helpers/errors.ts';
