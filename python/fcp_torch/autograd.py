@@ -25,10 +25,19 @@ class _FcpAttentionFn(torch.autograd.Function):
         # The forward state lives with this call (ctx), never on the runtime: layers sharing one
         # FcpAttention each get their own (issue 11 item 1).
         out, ctx.fcp_state = runtime.forward_with_state(q.detach(), k.detach(), v.detach())
-        return out.to(q.dtype)
+        out = out.to(q.dtype)
+        # Zero-copy layouts (zerocopy.py): the state may share storage with q, k, v or with `out`
+        # itself. Saving them through autograd makes an in-place change before backward an error
+        # (version counters) instead of silently wrong gradients.
+        ctx.guard = bool(ctx.fcp_state.get("aliased"))
+        if ctx.guard:
+            ctx.save_for_backward(q, k, v, out)
+        return out
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[override]
+        if ctx.guard:
+            ctx.saved_tensors  # noqa: B018 - raises if a saved tensor was modified in place
         dq, dk, dv = ctx.runtime.backward(do.contiguous(), ctx.fcp_state)
         tq, tk, tv = ctx.dtypes
         return dq.to(tq), dk.to(tk), dv.to(tv), None
@@ -104,4 +113,7 @@ class FcpAttention:
         return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel, softmax_scale=softmax_scale))
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))):
+            # no backward can follow: no state kept, no LSE written where nothing merges (runtime.infer)
+            return self.runtime.infer(q.detach(), k.detach(), v.detach()).to(q.dtype)
         return fcp_attention(q, k, v, self.runtime)

@@ -465,11 +465,13 @@ def forward_buffers(rt, b: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     return b
 
 
-def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True):
+def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True, alias_out: bool = False):
     """After the forward phase: accumulator rows into `Obf`/`LSE`; returns (Ofinal, LSE, o_user).
 
     Ofinal is the rank's own O (without `out` partials received, as the backward expects); o_user
-    (None unless `user`) is the user-layout output, received `out` partials added."""
+    (None unless `user`) is the user-layout output, received `out` partials added. `alias_out`
+    (zerocopy.ZeroCopy.out: user rows = all slots in order, no `out` partial received): o_user is
+    Ofinal itself, not a copy."""
     lay = prepare_merges(rt)
     obf, lse = b["Obf"], b["LSE"]
     if lay.acc_slots.numel():
@@ -477,6 +479,8 @@ def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True):
         lse.index_copy_(0, lay.acc_slots, b["LSEc"])
     b["O"] = b["LSEc"] = None  # the float32 accumulator is done: let it go before the backward
     out = None
+    if user and alias_out and b.get("O_in") is None:
+        return obf, lse, obf
     if user:
         out = obf.index_select(0, rt.user_q)
         inc = b.get("O_in")
@@ -489,25 +493,34 @@ def finish_forward(rt, b: Dict[str, torch.Tensor], user: bool = True):
 
 def forward_with_state(rt, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     """RankRuntime.forward_with_state on the fused path (same inputs, outputs and state)."""
+    from . import zerocopy as _zc
+
     nq, nk = rt.qspace.size, rt.kv_rows["forward"]
     dev, dt = rt.device, rt.dtype
-    b: Dict[str, torch.Tensor] = {
-        "Q": torch.zeros(nq, rt.H, rt.D, device=dev, dtype=dt),
-        "K": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=dt),
-        "V": torch.zeros(nk, rt.Hk, rt.D, device=dev, dtype=dt),
-    }
-    b["Q"].index_copy_(0, rt.user_q, q.to(dev, dt))
-    b["K"].index_copy_(0, rt.user_kv["forward"], k.to(dev, dt))
-    b["V"].index_copy_(0, rt.user_kv["forward"], v.to(dev, dt))
+    zc = _zc.plan(rt)
+    b: Dict[str, torch.Tensor] = {}
+    # zerocopy.py: where the user layout is the slot layout, the caller's tensors are the buffers
+    for name, x, n, heads, idx, ok in (
+        ("Q", q, nq, rt.H, rt.user_q, zc.q),
+        ("K", k, nk, rt.Hk, rt.user_kv["forward"], zc.kv),
+        ("V", v, nk, rt.Hk, rt.user_kv["forward"], zc.kv),
+    ):
+        buf = _zc.as_buffer(x, dev, dt) if ok else None
+        if buf is None:
+            buf = torch.zeros(n, heads, rt.D, device=dev, dtype=dt)
+            buf.index_copy_(0, idx, x.to(dev, dt))
+        b[name] = buf
     forward_buffers(rt, b)
     rt._run_phase("forward", b)
-    ofinal, lse, out = finish_forward(rt, b)
+    ofinal, lse, out = finish_forward(rt, b, alias_out=zc.out)
     state = {
         "Q": b["Q"],
         "Ofinal": ofinal,
         "LSE": lse,
-        "K": b["K"].index_select(0, rt.base_kv["forward"]),
-        "V": b["V"].index_select(0, rt.base_kv["forward"]),
+        "K": b["K"] if zc.state_kv else b["K"].index_select(0, rt.base_kv["forward"]),
+        "V": b["V"] if zc.state_kv else b["V"].index_select(0, rt.base_kv["forward"]),
+        # the state shares storage with the caller's q/k/v or the returned o (autograd.py guards it)
+        "aliased": any(b[n] is x for n, x in (("Q", q), ("K", k), ("V", v))) or out is ofinal,
     }
     return out, state
 
@@ -526,16 +539,28 @@ def _q(rt, b, L, names):
     return rt.fused.gather([b[n] for n in names], L.qidx)
 
 
-def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, dr: Direct) -> None:
+def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse: Optional[torch.Tensor], dr: Direct) -> None:
+    """Rows of single-partial slots into `Obf` (and their LSE; None: an inference call skipped it)."""
     if dr.rng is not None:
         a, e = dr.rng
         obf[a:e].copy_(o)
-        lse_all[a:e].copy_(lse)
+        if lse is not None:
+            lse_all[a:e].copy_(lse)
         return
     if dr.rows is not None:
-        o, lse = o.index_select(0, dr.rows), lse.index_select(0, dr.rows)
+        o = o.index_select(0, dr.rows)
+        lse = lse.index_select(0, dr.rows) if lse is not None else None
     obf.index_copy_(0, dr.dst, o.to(obf.dtype))
-    lse_all.index_copy_(0, dr.dst, lse.float())
+    if lse is not None:
+        lse_all.index_copy_(0, dr.dst, lse.float())
+
+
+def _kernel(rt, L, q, k, v, dr, mp):
+    """The launch's kernel; without the LSE where nothing reads it (`rt._no_lse`: an inference call,
+    no backward; and every row of the launch is single-partial, written straight into Obf)."""
+    if getattr(rt, "_no_lse", False) and dr is not None and dr.rows is None and not mp.rows:
+        return rt.kernels.forward(L, q, k, v, lse=False)
+    return rt.kernels.forward(L, q, k, v)
 
 
 def forward_op(rt, launches) -> None:
@@ -549,7 +574,7 @@ def forward_op(rt, launches) -> None:
     for L, (dr, mp) in zip(launches, per):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
-        o, lse = rt.kernels.forward(L, q, k, v)
+        o, lse = _kernel(rt, L, q, k, v, dr, mp)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
         if mp.rows:
@@ -565,7 +590,7 @@ def _forward_op_deferred(rt, lay: ForwardLayout, launches, per, b) -> None:
     for j, (L, (dr, mp)) in enumerate(zip(launches, per)):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
-        o, lse = rt.kernels.forward(L, q, k, v)
+        o, lse = _kernel(rt, L, q, k, v, dr, mp)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
         if mp.rows:

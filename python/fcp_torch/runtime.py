@@ -28,6 +28,7 @@ import os
 from . import fused as _fused
 from . import kvpool as _kvpool
 from .comm import LocalComm
+from .fusion import fuse_sequences as _fuse_sequences
 from .fusion import fuse_tasks
 from .kernels import Kernels, Pieces, decompose, merge_into, merge_slice, plan_launches
 from .plan import KIND_DKV, KIND_IN, KIND_KV, KIND_OUT, PhaseProgram, PlanError, RankProgram
@@ -97,6 +98,8 @@ class RankRuntime:
         window_rows: Optional[int] = None,
         fuse_tasks: Optional[bool] = None,
         solo_pairs: Optional[int] = None,
+        fuse_sequences: Optional[bool] = None,
+        zero_copy: Optional[bool] = None,
     ):
         self.prog = prog
         # Deferred sums (deferred.py): forward merges and backward dQ adds of up to `merge_window`
@@ -117,6 +120,13 @@ class RankRuntime:
         # Task fusion (fusion.py): an op's tasks of one query range with touching K/V ranges as one
         # task (run 10: fcp-64 forward 80.8 -> 77.5 ms with 4-op windows). Env FCP_FUSE_TASKS.
         self.fuse_tasks = bool(fuse_tasks) if fuse_tasks is not None else os.environ.get("FCP_FUSE_TASKS", "1") == "1"
+        # Whole-sequence fusion (fusion.fuse_sequences): an op's tasks tiling a sequence's whole causal
+        # square run as one causal launch over the sequence. Env FCP_FUSE_SEQUENCES (default on).
+        self.fuse_sequences = (
+            bool(fuse_sequences) if fuse_sequences is not None else os.environ.get("FCP_FUSE_SEQUENCES", "1") == "1"
+        )
+        # Zero-copy buffers where the user layout is the slot layout (zerocopy.py). Env FCP_ZERO_COPY.
+        self.zero_copy = bool(zero_copy) if zero_copy is not None else os.environ.get("FCP_ZERO_COPY", "1") == "1"
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
         # Set before prepare(): launches are built once.
         self.launch_rows = launch_rows
@@ -210,6 +220,8 @@ class RankRuntime:
             cols = (op.seq, op.q_start, op.q_length, op.kv_start, op.kv_length)
             if self.fuse_tasks:
                 cols = fuse_tasks(*cols)
+            if self.fuse_sequences:
+                cols = _fuse_sequences(*cols, self.prog.sequences, self.prog.causal)
             pieces = decompose(*cols, self.prog.causal, self.mode)
             qfirst = self.qspace.locate(pieces.seq, pieces.q0, pieces.lq)
             kfirst = self.kvspace[phase].locate(pieces.seq, pieces.k0, pieces.lk)
@@ -577,6 +589,17 @@ class RankRuntime:
         out, self.saved = self.forward_with_state(q, k, v)
         return out
 
+    def infer(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Like :meth:`forward` for a call that no backward follows (inference, evaluation): keeps no
+        state, and launches whose rows each get one partial skip writing the LSE (cuDNN)."""
+        if self.fused is None:
+            return self.forward_with_state(q, k, v)[0]
+        self._no_lse = True
+        try:
+            return self.forward_with_state(q, k, v)[0]
+        finally:
+            self._no_lse = False
+
     def forward_with_state(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Like :meth:`forward` but returns (o, state) and keeps nothing: pass the state to
         :meth:`backward`. State is Q, final O, LSE and the rank's own K/V of this call only."""
@@ -619,24 +642,35 @@ class RankRuntime:
         self._check_user(do, self.H)
         nq, nk = self.qspace.size, self.kv_rows["backward"]
         dev, dt = self.device, self.dtype
+        from . import zerocopy as _zc
+
+        zc = _zc.plan(self)
         b: Dict[str, torch.Tensor] = {
             "Q": s["Q"],
             "Ofinal": s["Ofinal"],
             "LSE": s["LSE"],
-            "dO": torch.zeros(nq, self.H, self.D, device=dev, dtype=dt),
-            "K": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
-            "V": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt),
             "dQ": torch.zeros(nq, self.H, self.D, device=dev, dtype=torch.float32),
             "dK": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=torch.float32),
             "dV": torch.zeros(nk, self.Hk, self.D, device=dev, dtype=torch.float32),
         }
-        b["dO"].index_copy_(0, self.user_q, do.to(dev, dt))
-        b["K"].index_copy_(0, self.base_kv["backward"], s["K"])
-        b["V"].index_copy_(0, self.base_kv["backward"], s["V"])
+        # zerocopy.py: the caller's dO and the state's K/V serve as buffers where layouts agree
+        d0 = _zc.as_buffer(do, dev, dt) if zc.do else None
+        if d0 is None:
+            d0 = torch.zeros(nq, self.H, self.D, device=dev, dtype=dt)
+            d0.index_copy_(0, self.user_q, do.to(dev, dt))
+        b["dO"] = d0
+        for f in ("K", "V"):
+            if zc.bwd_kv and s[f].shape[0] == nk:
+                b[f] = s[f]
+            else:
+                b[f] = torch.zeros(nk, self.Hk, self.D, device=dev, dtype=dt)
+                b[f].index_copy_(0, self.base_kv["backward"], s[f])
         self._run_phase("backward", b)
 
         def final(f: str, idx: torch.Tensor) -> torch.Tensor:
             x = b[f] + b[f + "_in"] if f + "_in" in b else b[f]
+            if (zc.do if f == "dQ" else zc.bwd_kv) and idx.shape[0] == x.shape[0] and f + "_in" not in b:
+                return x.to(dt)  # identity layout: one conversion, no gather
             return x.index_select(0, idx).to(dt)
 
         kv = self.user_kv["backward"]
