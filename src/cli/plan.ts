@@ -37,6 +37,13 @@ function reshuffleBytesOf(plan: Plan): number {
   return r.forward.bytes.in + r.forward.bytes.out + r.backward.bytes.in + r.backward.bytes.out;
 }
 
+/** What mode (b) records in `meta.loaderLayout` (planners/fcp/index.ts), as far as the summary reads it. */
+interface LoaderLayoutMeta {
+  swapSteps?: number;
+  levelledImbalance?: { forward: number; backward: number };
+  swappedImbalance?: { forward: number; backward: number };
+}
+
 /** The planner-specific lines of the summary (FCP's statistics from `meta`). */
 function fcpLines(plan: Plan): string[] {
   const st = plan.meta?.stats as FcpStats | undefined;
@@ -51,6 +58,13 @@ function fcpLines(plan: Plan): string[] {
     `forward (${st.forward.groups} groups): ${kinds(st.forward)}`,
     `backward (${st.backward.groups} groups): ${kinds(st.backward)}`,
   ];
+  const ll = plan.meta?.loaderLayout as LoaderLayoutMeta | undefined;
+  if (ll?.swapSteps !== undefined && ll.levelledImbalance && ll.swappedImbalance) {
+    const { levelledImbalance: a, swappedImbalance: b } = ll;
+    lines.push(
+      `loader layout: ${ll.swapSteps} token swaps, modelled compute imbalance fwd ${pct(a.forward)} -> ${pct(b.forward)}, bwd ${pct(a.backward)} -> ${pct(b.backward)}`,
+    );
+  }
   const t = plan.meta?.timings as Record<string, number> | undefined;
   if (t)
     lines.push(

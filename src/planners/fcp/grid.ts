@@ -157,3 +157,45 @@ export function rangeMs(
   walkTiles(qa, qb, len, b, causal, g, cost);
   return cost.total;
 }
+
+/**
+ * A {@link TileSink} that sums modelled time per direction (`fwd`, `bwd` ms): the same tiles and
+ * the same square merging as {@link TileCost}, whose total is their sum. The loader layout's
+ * refinement (placement/token-swap.ts) balances the two phases apart, since a layout balanced for
+ * their sum leaves either one unbalanced (the backward runs small pieces and diagonals relatively
+ * slower than the forward).
+ */
+export class PhaseTileCost implements TileSink {
+  fwd = 0;
+  bwd = 0;
+  constructor(
+    private readonly tm: KernelTime,
+    private readonly causal: boolean,
+  ) {}
+  private add(lq: number, lk: number, causal: boolean, n: number): void {
+    this.fwd += n * this.tm.pieceMs('forward', lq, lk, causal);
+    this.bwd += n * this.tm.pieceMs('backward', lq, lk, causal);
+  }
+  squares(_qa: number, side: number, _ka: number, count: number): void {
+    if (!this.tm.mergeSquares(side)) {
+      this.add(side, side, false, count);
+      return;
+    }
+    for (let n = count; n > 0; ) {
+      const w = 2 ** Math.floor(Math.log2(n));
+      this.add(side, w * side, false, 1);
+      n -= w;
+    }
+  }
+  diagonal(_qa: number, side: number, whole: boolean): void {
+    if (!whole) {
+      this.add(side, side, this.causal, 1);
+      return;
+    }
+    this.fwd += this.tm.loneSquarePhaseMs('forward', side, this.causal);
+    this.bwd += this.tm.loneSquarePhaseMs('backward', side, this.causal);
+  }
+  rect(qa: number, qb: number, ka: number, kb: number): void {
+    this.add(qb - qa, kb - ka, false, 1);
+  }
+}

@@ -42,8 +42,9 @@ import {
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
-import { levelTokens, TOKEN_BAND, tokenImbalance } from './placement/loader-layout.ts';
-import { placeBlocks } from './placement/place.ts';
+import { levelTokens, TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layout.ts';
+import { placeBlocks, tileGeometry } from './placement/place.ts';
+import { type PhaseLoads, refineLoaderLayout } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
@@ -229,6 +230,21 @@ function maxOf(load: Float64Array): number {
  */
 const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
 
+/** Most exchanges of the loader layout's refinement (token-swap.ts) at `world` ranks. */
+const swapSteps = (world: number): number => Math.max(64, 2 * world);
+
+/** Tile geometry the refinement assumes when tasks are not tiled (`tile: 0`), as place.ts's weights do. */
+const UNTILED = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
+
+/** Lighter ranks tried as partners of a busiest rank per exchange. */
+const SWAP_PARTNERS = 6;
+
+/** Modelled compute imbalance (max / mean - 1) of each phase, rounded to 1e-4. */
+function phaseImbalance(l: PhaseLoads): { forward: number; backward: number } {
+  const r = (x: number): number => Math.round(x * 1e4) / 1e4;
+  return { forward: r(computeImbalance(l.fwd)), backward: r(computeImbalance(l.bwd)) };
+}
+
 /**
  * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): place the blocks under each of
  * {@link LOADER_CAPS}, level the resulting home layout's tokens to the mean within
@@ -275,14 +291,24 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       best = { layout, blockSize, imbalance, cap, placed: computeImbalance(placed.placement.computeLoad) };
   }
   assert(best !== null, 'at least one cap is tried');
-  const second = tunedPipeline({ ...problem, userLayout: best.layout }, rest, best.blockSize);
+  const total = sequences.reduce((a, b) => a + b, 0);
+  const swap = refineLoaderLayout(
+    best.layout,
+    world,
+    { sequences, mask, blockSize: best.blockSize, grid: tileGeometry(o) ?? UNTILED, kernel },
+    { ...tokenBounds(total, world, TOKEN_BAND), steps: swapSteps(world), partners: SWAP_PARTNERS },
+  );
+  const second = tunedPipeline({ ...problem, userLayout: swap.layout }, rest, best.blockSize);
   const plan = second.plan;
   plan.meta = {
     ...plan.meta,
     loaderLayout: {
-      tokenImbalance: tokenImbalance(best.layout, world),
+      tokenImbalance: tokenImbalance(swap.layout, world),
       tokenCap: Number.isFinite(best.cap) ? best.cap : null,
       placedComputeImbalance: best.placed,
+      swapSteps: swap.steps,
+      levelledImbalance: phaseImbalance(swap.before),
+      swappedImbalance: phaseImbalance(swap.after),
     },
   };
   Object.defineProperty(plan.meta, 'timings', { value: second.timings, enumerable: false });

@@ -87,6 +87,15 @@ export class KernelTime {
     return this.pieceMs('forward', l, l, causal) + this.pieceMs('backward', l, l, causal);
   }
 
+  /**
+   * {@link loneSquareMs} in one direction: the square and, on the dense path, its own launch (the
+   * loader layout's refinement weighs the forward and the backward apart, token-swap.ts).
+   */
+  loneSquarePhaseMs(dir: Direction, l: number, causal: boolean): number {
+    const k = this.kernel;
+    return this.pieceMs(dir, l, l, causal) + (k.isDense(l, l, causal) ? k.launchMs(dir) : 0);
+  }
+
   /** A square of a side no other task shares (a whole short sequence): it pays its own launch on the dense path. */
   loneSquareMs(l: number, causal: boolean): number {
     return this.squareMs(l, causal) + (this.kernel.isDense(l, l, causal) ? this.launchMs : 0);

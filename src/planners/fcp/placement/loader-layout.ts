@@ -19,6 +19,26 @@ import type { Layout, Mask } from '../../../plan/types.ts';
 export const TOKEN_BAND = 0.005;
 
 /**
+ * Every rank's token band: its even share (floor((r+1)T/W) - floor(rT/W)) plus or minus `band` x
+ * the mean, floored ({@link levelTokens} levels into it; token-swap.ts refines within it).
+ */
+export function tokenBounds(
+  total: number,
+  world: number,
+  band = TOKEN_BAND,
+): { lo: Float64Array; hi: Float64Array } {
+  const slack = Math.floor((band * total) / world);
+  const lo = new Float64Array(world);
+  const hi = new Float64Array(world);
+  for (let r = 0; r < world; r++) {
+    const share = Math.floor(((r + 1) * total) / world) - Math.floor((r * total) / world);
+    lo[r] = share - slack;
+    hi[r] = share + slack;
+  }
+  return { lo, hi };
+}
+
+/**
  * `layout` with every rank's tokens within `band` x mean of its even share (floor((r+1)T/W) -
  * floor(rT/W)), moving tokens from the ranks above to the ranks below; deterministic (rank order,
  * ties by sequence and position). Rows are returned in (rank, sequence, start) order.
@@ -41,21 +61,19 @@ export function levelTokens(
     tokens[rank[i]!]! += length[i]!;
     total += length[i]!;
   }
-  const slack = Math.floor((band * total) / world);
-  const share = (r: number): number =>
-    Math.floor(((r + 1) * total) / world) - Math.floor((r * total) / world);
+  const { lo, hi } = tokenBounds(total, world, band);
   // Final token count of each rank: clamped into its band, the residual spread over the ranks that
   // move anyway first (receivers take more, donors give more), then over the rest, in rank order.
   const final = new Float64Array(world);
   let residual = total;
   for (let r = 0; r < world; r++) {
-    final[r] = Math.min(share(r) + slack, Math.max(share(r) - slack, tokens[r]!));
+    final[r] = Math.min(hi[r]!, Math.max(lo[r]!, tokens[r]!));
     residual -= final[r]!;
   }
   const spread = (pass: (r: number) => boolean): void => {
     for (let r = 0; r < world && residual !== 0; r++) {
       if (!pass(r)) continue;
-      const room = residual > 0 ? share(r) + slack - final[r]! : share(r) - slack - final[r]!;
+      const room = residual > 0 ? hi[r]! - final[r]! : lo[r]! - final[r]!;
       const d = residual > 0 ? Math.min(residual, room) : Math.max(residual, room);
       final[r]! += d;
       residual -= d;
