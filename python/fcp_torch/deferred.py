@@ -148,6 +148,8 @@ if HAVE_TRITON:
     import triton
     import triton.language as tl
 
+    from .fused import merge_begin, merge_end, merge_step  # the shared merge loop body
+
     @triton.jit
     def _merge_ptr_kernel(
         acc_o, acc_l, optr, lptr, so_r, so_h, sl_r, sl_h, dst, ptr, src_k, src_r, first,
@@ -160,32 +162,16 @@ if HAVE_TRITON:
         row = tl.load(dst + r).to(tl.int64)
         a = tl.load(ptr + r)
         b = tl.load(ptr + r + 1)
-        f = tl.load(first + r)
-        acc_off = row * (H * D) + h[:, None] * D + d[None, :]
-        ninf = float("-inf")
-        m = tl.load(acc_l + row * H + h, mask=hm & (f == 0), other=ninf)
-        o = tl.load(acc_o + acc_off, mask=hm[:, None] & (f == 0), other=0.0)
-        s = tl.where(m == ninf, 0.0, 1.0)
+        acc_off, o, s, m = merge_begin(acc_o, acc_l, row, h, d, hm, tl.load(first + r), H, D)
         for j in range(a, b):
             k = tl.load(src_k + j)
             sr = tl.load(src_r + j).to(tl.int64)
             po = tl.load(optr + k).to(tl.pointer_type(tl.bfloat16))
             pl = tl.load(lptr + k).to(tl.pointer_type(tl.float32))
-            l = tl.load(pl + sr * tl.load(sl_r + k) + h * tl.load(sl_h + k), mask=hm, other=ninf)
+            l = tl.load(pl + sr * tl.load(sl_r + k) + h * tl.load(sl_h + k), mask=hm, other=float("-inf"))
             x = tl.load(po + sr * tl.load(so_r + k) + h[:, None] * tl.load(so_h + k) + d[None, :], mask=hm[:, None], other=0.0).to(tl.float32)
-            mn = tl.maximum(m, l)
-            ref = tl.where(mn == ninf, 0.0, mn)
-            c_old = tl.exp(m - ref)
-            c_new = tl.exp(l - ref)
-            o = o * c_old[:, None] + x * c_new[:, None]
-            s = s * c_old + c_new
-            m = mn
-        pos = s > 0.0
-        s_safe = tl.where(pos, s, 1.0)
-        o = o / s_safe[:, None]
-        lse = tl.where(pos, m + tl.log(s_safe), ninf)
-        tl.store(acc_o + acc_off, o, mask=hm[:, None])
-        tl.store(acc_l + row * H + h, lse, mask=hm)
+            o, s, m = merge_step(o, s, m, x, l)
+        merge_end(acc_o, acc_l, acc_off, row, h, hm, o, s, m, H)
 
     @triton.jit
     def _add_ptr_kernel(acc, xptr, sx_r, sx_h, dst, ptr, src_k, src_r, H: tl.constexpr, D: tl.constexpr, BH: tl.constexpr):

@@ -135,6 +135,34 @@ def merge_csr_torch(o_acc: torch.Tensor, lse_acc: torch.Tensor, o: torch.Tensor,
 # Triton kernels
 
 if HAVE_TRITON:
+    # The online LSE merge of one accumulator row and block of heads, shared by the per-launch merge
+    # below and deferred.py's window merge (one loop body, two ways of finding the partials).
+
+    @triton.jit
+    def merge_begin(acc_o, acc_l, row, h, d, hm, f, H: tl.constexpr, D: tl.constexpr):
+        """The row's float32 accumulator (o, s, m) to merge into; empty when `f` (first touch)."""
+        acc_off = row * (H * D) + h[:, None] * D + d[None, :]
+        m = tl.load(acc_l + row * H + h, mask=hm & (f == 0), other=float("-inf"))
+        o = tl.load(acc_o + acc_off, mask=hm[:, None] & (f == 0), other=0.0)
+        s = tl.where(m == float("-inf"), 0.0, 1.0)
+        return acc_off, o, s, m
+
+    @triton.jit
+    def merge_step(o, s, m, x, l):
+        """One partial (x [BH, D], lse l [BH]) merged into the running (o, s, m), all float32."""
+        mn = tl.maximum(m, l)
+        ref = tl.where(mn == float("-inf"), 0.0, mn)
+        c_old = tl.exp(m - ref)
+        c_new = tl.exp(l - ref)
+        return o * c_old[:, None] + x * c_new[:, None], s * c_old + c_new, mn
+
+    @triton.jit
+    def merge_end(acc_o, acc_l, acc_off, row, h, hm, o, s, m, H: tl.constexpr):
+        """Normalised O and the merged LSE stored back (-inf where nothing was seen)."""
+        pos = s > 0.0
+        s_safe = tl.where(pos, s, 1.0)
+        tl.store(acc_o + acc_off, o / s_safe[:, None], mask=hm[:, None])
+        tl.store(acc_l + row * H + h, tl.where(pos, m + tl.log(s_safe), float("-inf")), mask=hm)
 
     @triton.jit
     def _merge_kernel(
@@ -149,29 +177,13 @@ if HAVE_TRITON:
         row = tl.load(dst + r).to(tl.int64)
         a = tl.load(ptr + r)
         b = tl.load(ptr + r + 1)
-        f = tl.load(first + r)
-        acc_off = row * (H * D) + h[:, None] * D + d[None, :]
-        ninf = float("-inf")
-        m = tl.load(acc_l + row * H + h, mask=hm & (f == 0), other=ninf)
-        o = tl.load(acc_o + acc_off, mask=hm[:, None] & (f == 0), other=0.0)
-        s = tl.where(m == ninf, 0.0, 1.0)
+        acc_off, o, s, m = merge_begin(acc_o, acc_l, row, h, d, hm, tl.load(first + r), H, D)
         for j in range(a, b):
             sr = tl.load(src + j).to(tl.int64)
-            l = tl.load(pl + sr * s_pl_r + h * s_pl_h, mask=hm, other=ninf).to(tl.float32)
+            l = tl.load(pl + sr * s_pl_r + h * s_pl_h, mask=hm, other=float("-inf")).to(tl.float32)
             x = tl.load(po + sr * s_po_r + h[:, None] * s_po_h + d[None, :], mask=hm[:, None], other=0.0).to(tl.float32)
-            mn = tl.maximum(m, l)
-            ref = tl.where(mn == ninf, 0.0, mn)
-            c_old = tl.exp(m - ref)
-            c_new = tl.exp(l - ref)
-            o = o * c_old[:, None] + x * c_new[:, None]
-            s = s * c_old + c_new
-            m = mn
-        pos = s > 0.0
-        s_safe = tl.where(pos, s, 1.0)
-        o = o / s_safe[:, None]
-        lse = tl.where(pos, m + tl.log(s_safe), ninf)
-        tl.store(acc_o + acc_off, o, mask=hm[:, None])
-        tl.store(acc_l + row * H + h, lse, mask=hm)
+            o, s, m = merge_step(o, s, m, x, l)
+        merge_end(acc_o, acc_l, acc_off, row, h, hm, o, s, m, H)
 
     @triton.jit
     def _gather_kernel(

@@ -112,7 +112,11 @@ def _workspace(prog, phase: str, kernel: str, e: int) -> List[int]:
                 # dq/dk/dv in the compute dtype; fused.add_rows converts them to float32 in chunks
                 # of at most ADD_CHUNK_ELEMS elements (none when the compute dtype is float32)
                 chunk = 0 if e == F32 else max(min(nq, max(1, ADD_CHUNK_ELEMS // QH)) * QH, min(nk, max(1, ADD_CHUNK_ELEMS // KH)) * KH) * F32
-                best = nq * QH * e + 2 * nk * KH * e + chunk
+                # the kernel's own workspace for its largest piece, lq x qHeads x headDim x (4 + e)
+                # bytes (a float32 dQ accumulator and one compute-dtype row buffer): fitted to the
+                # H200's world-1 peaks of run 11 (lq 4096 and 12,248), where zero-copy buffers
+                # left it the largest term; 0.6 GB for a 12K-token sequence of 64 x 128 heads
+                best = nq * QH * e + 2 * nk * KH * e + chunk + int(lq.max()) * QH * (F32 + e)
         out.append(best)
     return out
 
@@ -227,6 +231,22 @@ def _receives(prog, phase: str, kinds) -> bool:
     return any(bool(np.any((g.dst == prog.rank) & np.isin(g.kind, kinds))) for g in getattr(prog, phase).groups)
 
 
+def _zero_copy(prog, nq: int, nkf: int, nkb: int, nbase: int) -> Dict[str, bool]:
+    """zerocopy.plan from the plan alone: which buffers are the caller's tensors (no copy). User and
+    slot rows are both sorted by (sequence, start), so equal counts mean the identity."""
+    U = prog.user_tokens
+    q_id = U == nq
+    state_kv = nbase == nkf
+    return {
+        "q": q_id and not _receives(prog, "forward", (KIND_IN,)),
+        "kv": U == nkf and not _receives(prog, "forward", (KIND_IN, KIND_KV)),
+        "state_kv": state_kv,
+        "out": q_id and not _receives(prog, "forward", (KIND_OUT,)),
+        "do": q_id and not _receives(prog, "backward", (KIND_IN,)),
+        "bwd_kv": state_kv and nkb == nkf and nbase == nkb and not _receives(prog, "backward", (KIND_KV,)),
+    }
+
+
 def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "math", layers: int = 1, messages: str = "device") -> Dict[str, int]:
     """The estimate of one rank (bytes; keys as in src/plan/memory.ts's RankMemory). `messages`:
     where message buffers live, `device` (LocalComm, NCCL, gloo on CPU tensors) or `host`
@@ -251,7 +271,9 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     nq = _union_size(*base)
     nkf, nkb = _kv_size(prog, "forward", base), _kv_size(prog, "backward", base)
     U = prog.user_tokens
-    kept = 2 * nq * QH * e + nq * H * F32 + 2 * nq * KH * e
+    zc = _zero_copy(prog, nq, nkf, nkb, _union_size(*base))
+    # kept: Q (unless it is the caller's q), final O, LSE, own K/V (unless the caller's k, v)
+    kept = (0 if zc["q"] else nq * QH * e) + nq * QH * e + nq * H * F32 + (0 if zc["state_kv"] and zc["kv"] else 2 * nq * KH * e)
     o_in = _receives(prog, "forward", (KIND_OUT,))
     dq_in = _receives(prog, "backward", (KIND_OUT,))
     dkv_in = _receives(prog, "backward", (KIND_OUT, KIND_DKV))
@@ -260,23 +282,27 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
     # float32 accumulator O/LSEc only for the M slots where partials meet (and O_in when outputs arrive)
     M = _acc_rows(prog, prog.causal)
     acc_f = nq * H * F32 + M * (QH + H) * F32 + (M * QH * F32 if o_in else 0)
-    kv_f = 2 * nkf * KH * e
-    buf_f = 2 * nq * QH * e + kv_f + acc_f
+    kv_f = 0 if zc["kv"] else 2 * nkf * KH * e
+    buf_f = (1 if zc["q"] else 2) * nq * QH * e + kv_f + acc_f
     msgs_f, wss_f = _messages(prog, "forward", e), _workspace(prog, "forward", kernel, e)
     msg_f, ws_f = sum(msgs_f), max(wss_f, default=0)
     # finish_forward: accumulator rows cast into Obf; then (accumulators freed) the user output, the
     # received `out` partials added in float32, and the state's own K/V
     ua = min(U, M) if o_in else 0
-    finish_f = max(M * QH * e, U * QH * e + ua * QH * (3 * F32 + e) + 2 * nq * KH * e - M * (QH + H) * F32)
+    out_copy = 0 if zc["out"] else U * QH * e
+    state_kv = 0 if zc["state_kv"] else 2 * nq * KH * e
+    finish_f = max(M * QH * e, out_copy + ua * QH * (3 * F32 + e) + state_kv - M * (QH + H) * F32)
     fwd = buf_f + max(_live_peak(prog, "forward", msgs_f, wss_f, messages == "host"), finish_f)
     # backward
     acc_b = nq * QH * F32 + 2 * nkb * KH * F32 + (nq * QH * F32 if dq_in else 0) + (2 * nkb * KH * F32 if dkv_in else 0)
-    kv_b = 2 * nkb * KH * e
-    buf_b = U * QH * e + nq * QH * e + kv_b + acc_b
+    kv_b = 0 if zc["bwd_kv"] else 2 * nkb * KH * e
+    buf_b = U * QH * e + (0 if zc["do"] else nq * QH * e) + kv_b + acc_b
     msgs_b, wss_b = _messages(prog, "backward", e), _workspace(prog, "backward", kernel, e)
     msg_b, ws_b = sum(msgs_b), max(wss_b, default=0)
     tmp = max(nq * QH * F32 if dq_in else 0, nkb * KH * F32 if dkv_in else 0)
-    finish_b = U * (QH + 2 * KH) * e + tmp + (U * QH * F32 if half else 0)
+    # the user-layout gradients; a float32 gather first unless the layout is the identity (zerocopy)
+    gather = (0 if zc["do"] else U * QH * F32) if half else 0
+    finish_b = U * (QH + 2 * KH) * e + tmp + gather
     bwd = buf_b + max(_live_peak(prog, "backward", msgs_b, wss_b, messages == "host"), finish_b)
     peak = (layers - 1) * kept + max(fwd, kept + bwd)
     return {

@@ -145,5 +145,69 @@ class ZeroCopyTest(unittest.TestCase):
         self.assertIsNotNone(q.grad)
 
 
+class LaunchOrderTest(unittest.TestCase):
+    def test_largest_first_equals_the_plan_order(self):
+        import os
+        from unittest import mock
+
+        from fcp_torch.local import run_local
+
+        from .test_runtime import inputs_for
+
+        for world in (1, 2, 4):
+            plan = plan_from_json(synth.owner_plan([37, 5, 64, 20, 1], world, world, "causal"))
+            for r in range(world):
+                rt = RankRuntime(rank_program(plan, r), kernel="math", local=True)
+                for i in range(len(rt.prog.forward.ops)):
+                    pairs = [L.pairs for L in rt._launches("forward", i)]
+                    with self.subTest(world=world, rank=r, op=i):
+                        self.assertEqual(pairs, sorted(pairs, reverse=True))
+            x = inputs_for(plan, 2)
+            got = {}
+            for order in ("size", "plan"):
+                with mock.patch.dict(os.environ, {"FCP_LAUNCH_ORDER": order}):
+                    got[order] = run_local(plan, x)
+            for f in ("o", "dq", "dk", "dv"):
+                for s in range(len(plan.sequences)):
+                    with self.subTest(world=world, out=f, seq=s):
+                        self.assertLess(_rel(got["size"][f][s], got["plan"][f][s]), TOL)
+
+
+class InferTest(unittest.TestCase):
+    def _spy(self, rt):
+        asked = []
+        kf = rt.kernels.forward
+
+        def spy(L, *a, lse=True):
+            asked.append((id(L), lse))
+            return kf(L, *a, lse=lse)
+
+        rt.kernels.forward = spy
+        return asked
+
+    def test_infer_equals_forward_and_skips_the_lse_only_where_unread(self):
+        plan = plan_from_json(synth.owner_plan([37, 5, 64, 20, 1], 1, 3, "causal"))
+        prog = rank_program(plan, 0)
+        for fuse in (True, False):  # unfused: random key cuts, rows where two partials meet
+            rt = RankRuntime(prog, kernel="math", fuse_tasks=fuse, fuse_sequences=fuse)
+            asked = self._spy(rt)
+            x = _user_inputs(prog, 5)
+            o_inf = rt.infer(*x[:3])
+            self.assertIsNone(rt.saved, "infer keeps no state")
+            n_inf, asked[:] = list(asked), []
+            o_fwd = rt.forward(*x[:3])
+            with self.subTest(fuse=fuse):
+                self.assertLess(_rel(o_inf, o_fwd), TOL)
+                self.assertTrue(all(want for _, want in asked), "forward always asks for the LSE")
+                lay = rt._fwd_layout
+                merged = {id(L) for i in range(len(prog.forward.ops)) for L, (dr, mp) in zip(rt._launches("forward", i), lay.launches[id(rt._launches("forward", i))]) if mp.rows or dr is None or dr.rows is not None}
+                for lid, want in n_inf:
+                    self.assertEqual(want, lid in merged, "LSE skipped exactly where no row merges")
+                if fuse:
+                    self.assertFalse(merged, "world 1 fused: every row has one partial")
+                else:
+                    self.assertTrue(merged, "the unfused plan must have merged rows, or the test proves nothing")
+
+
 if __name__ == "__main__":
     unittest.main()

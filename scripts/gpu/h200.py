@@ -872,7 +872,8 @@ def replay_mode_args(mode: str) -> dict:
     launches of at most 1/2 or 1/N of the query space's rows; winN / winNrR: deferred sums over
     windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
     ranges as one task (fusion.py); solo: big cuDNN pieces one per launch; bhN: deferred-sum
-    kernels' heads per program."""
+    kernels' heads per program; planorder: launches of an op in kernels.plan_launches order (run 10)
+    instead of most pairs first."""
     out: dict = {}
     for part in mode.split("+"):
         if part == "legacy":
@@ -880,7 +881,9 @@ def replay_mode_args(mode: str) -> dict:
         elif part == "fused":  # the runtime's defaults
             pass
         elif part == "base":  # run 9's runtime: per-launch merges and adds, no task fusion, batched cuDNN
-            out.update(merge_window=1, fuse_tasks=False, solo_pairs=-1)
+            out.update(merge_window=1, fuse_tasks=False, solo_pairs=-1, launch_order="plan")
+        elif part == "planorder":  # run 10's launch order (by shape class, ascending), not largest first
+            out["launch_order"] = "plan"
         elif part == "pool":
             out["pool"] = True
         elif part.startswith("cap"):

@@ -15,7 +15,10 @@ rounds (each round runs every variant once, order rotated; median over rounds of
                    per-sequence loop of these kernels gets
   varlen-flash     one varlen flash launch over all sequences
   fcp-copy         FCP's forward as in run 10 (zero-copy off: Q/K/V/O copied in and out)
-  fcp              FCP's forward now (zerocopy.py; whole-sequence fusion)
+  fcp              FCP's forward now (zerocopy.py; whole-sequence fusion; launches largest first)
+  fcp-planorder    the same with run 10's launch order (kernels.plan_launches: by shape, ascending)
+  fcp-infer        fcp without state or LSE (RankRuntime.infer: no backward follows)
+  fcp-cudnn        fcp with every sequence a dense cuDNN launch (kernel cudnn), as the loop
 and forward + backward of loop-sdpa, fcp-copy, fcp. Then torch.profiler tables (GPU kernels by
 total time) of one loop-sdpa forward and one fcp forward. `--smoke`: CPU, a tiny plan.
 
@@ -187,9 +190,10 @@ if gpu and KER.available.get("cudnn") and KER.available.get("flash"):
 
 kern = "auto" if gpu else "math"
 rts = {
-    "fcp-copy": RankRuntime(prog, None, DEV, DT, kern, zero_copy=False),
+    "fcp-copy": RankRuntime(prog, None, DEV, DT, kern, zero_copy=False, launch_order="plan"),
     "fcp": RankRuntime(prog, None, DEV, DT, kern),
 }
+rts["fcp-planorder"] = RankRuntime(prog, None, DEV, DT, kern, launch_order="plan")
 if gpu and KER.available.get("cudnn"):
     rts["fcp-cudnn"] = RankRuntime(prog, None, DEV, DT, "cudnn")
 for name, rt in list(rts.items()):

@@ -7,6 +7,9 @@
  * plans by test/executors/torch-memory.test.ts). The model follows what runtime.py allocates:
  * - `kept` per layer (the autograd context of each call): Q and the final O in the compute dtype,
  *   LSE in float32, the rank's own K/V;
+ * - zero-copy (zerocopy.py): where the user layout is the slot layout and nothing is received into
+ *   a buffer (world 1), Q, K/V, dO and the kept Q/K/V are the caller's tensors and the user output
+ *   is the final O itself: none of them is allocated or counted;
  * - forward (fused.py): Q, K, V (its K/V space: own and received tokens, merged into disjoint
  *   intervals like spaces.TokenSpace), O in the compute dtype, float32 LSE, float32 O/LSE rows only
  *   where partials meet (and O_in when outputs arrive), the messages of the groups
@@ -81,6 +84,32 @@ export interface RankMemory {
 const F32 = 4;
 /** fused.ADD_CHUNK_ELEMS: float32 conversions of a launch's gradients go in chunks of this size. */
 const ADD_CHUNK_ELEMS = 1 << 24;
+
+/**
+ * Which buffers are the caller's own tensors (python/fcp_torch/zerocopy.py, decided from the plan):
+ * user and slot rows are both sorted by (sequence, start), so equal counts mean the identity; a
+ * buffer that rows are received into never aliases. `nq` is also the rank's own-token count.
+ */
+function zeroCopy(
+  r: number,
+  U: number,
+  nq: number,
+  nkf: number,
+  nkb: number,
+  fw: Set<number>[],
+  bw: Set<number>[],
+): { q: boolean; kv: boolean; stateKv: boolean; out: boolean; do: boolean; bwdKv: boolean } {
+  const qId = U === nq;
+  const stateKv = nq === nkf;
+  return {
+    q: qId && !fw[Kind.in]!.has(r),
+    kv: U === nkf && !fw[Kind.in]!.has(r) && !fw[Kind.kv]!.has(r),
+    stateKv,
+    out: qId && !fw[Kind.out]!.has(r),
+    do: qId && !bw[Kind.in]!.has(r),
+    bwdKv: stateKv && nkb === nkf && !bw[Kind.kv]!.has(r),
+  };
+}
 
 /** Sizes of the unions of token ranges per rank (ranges merged when they overlap or touch). */
 function unionSizes(world: number, rank: number[], seq: number[], start: number[], end: number[]): number[] {
@@ -273,6 +302,7 @@ function phaseSizes(
     const r = c.rank[op]!;
     let nq = 0;
     let nk = 0;
+    let maxLq = 0;
     for (let j = c.taskOffsets[op]!; j < c.taskOffsets[op + 1]!; j++) {
       const id = c.taskIds[j]!;
       for (const [lq, lk, isCausal] of pieces(
@@ -284,6 +314,7 @@ function phaseSizes(
       )) {
         nq += lq;
         nk += lk;
+        if (lq > maxLq) maxLq = lq;
         if (o.kernel !== 'math') continue;
         const score = H * lq * lk * F32;
         const mask = isCausal ? 2 * lq * lk : 0;
@@ -307,7 +338,13 @@ function phaseSizes(
               Math.min(nq, Math.max(1, Math.floor(ADD_CHUNK_ELEMS / QH))) * QH,
               Math.min(nk, Math.max(1, Math.floor(ADD_CHUNK_ELEMS / KH))) * KH,
             ) * F32;
-      opWs[op] = name === 'forward' ? nq * (QH * e + H * F32) : nq * QH * e + 2 * nk * KH * e + chunk;
+      // The kernel's own workspace for its largest piece, lq x qHeads x headDim x (4 + e) bytes (a
+      // float32 dQ accumulator and one compute-dtype row buffer): fitted to the H200's world-1 peaks
+      // of run 11 (lq 4096 and 12,248), where zero-copy buffers left it the largest term.
+      opWs[op] =
+        name === 'forward'
+          ? nq * (QH * e + H * F32)
+          : nq * QH * e + 2 * nk * KH * e + chunk + maxLq * QH * (F32 + e);
     }
     if (opWs[op]! > workspace[r]!) workspace[r] = opWs[op]!;
   }
@@ -376,7 +413,10 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
     const nkf = fw.kvTokens[r]!;
     const nkb = bw.kvTokens[r]!;
     const U = user[r]!;
-    const kept = 2 * nq * QH * e + nq * H * F32 + 2 * nq * KH * e;
+    const zc = zeroCopy(r, U, nq, nkf, nkb, fw.receives, bw.receives);
+    // kept: Q (unless it is the caller's q), final O, LSE, own K/V (unless the caller's k, v)
+    const kept =
+      (zc.q ? 0 : nq * QH * e) + nq * QH * e + nq * H * F32 + (zc.stateKv && zc.kv ? 0 : 2 * nq * KH * e);
     const oIn = fw.receives[Kind.out]!.has(r);
     const dqIn = bw.receives[Kind.out]!.has(r);
     const dkvIn = dqIn || bw.receives[Kind.dkv]!.has(r);
@@ -384,21 +424,25 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
     // float32 O/LSEc only for the M slots where partials meet (O_in too when outputs arrive).
     const M = fw.accRows[r]!;
     const accF = nq * H * F32 + M * (QH + H) * F32 + (oIn ? M * QH * F32 : 0);
-    const kvF = 2 * nkf * KH * e;
+    const kvF = zc.kv ? 0 : 2 * nkf * KH * e;
     // finish_forward: accumulator rows cast into Obf; then (accumulators freed) the user output, the
     // received `out` partials added in float32, the state's own K/V.
     const ua = oIn ? Math.min(U, M) : 0;
     const finishF = Math.max(
       M * QH * e,
-      U * QH * e + ua * QH * (3 * F32 + e) + 2 * nq * KH * e - M * (QH + H) * F32,
+      (zc.out ? 0 : U * QH * e) +
+        ua * QH * (3 * F32 + e) +
+        (zc.stateKv ? 0 : 2 * nq * KH * e) -
+        M * (QH + H) * F32,
     );
-    const forward = 2 * nq * QH * e + kvF + accF + Math.max(fw.live[r]!, finishF);
+    const forward = (zc.q ? 1 : 2) * nq * QH * e + kvF + accF + Math.max(fw.live[r]!, finishF);
     const accB =
       nq * QH * F32 + 2 * nkb * KH * F32 + (dqIn ? nq * QH * F32 : 0) + (dkvIn ? 2 * nkb * KH * F32 : 0);
-    const kvB = 2 * nkb * KH * e;
+    const kvB = zc.bwdKv ? 0 : 2 * nkb * KH * e;
     const tmp = Math.max(dqIn ? nq * QH * F32 : 0, dkvIn ? nkb * KH * F32 : 0);
-    const finishB = U * (QH + 2 * KH) * e + tmp + (half ? U * QH * F32 : 0);
-    const backward = U * QH * e + nq * QH * e + kvB + accB + Math.max(bw.live[r]!, finishB);
+    // the user-layout gradients; a float32 gather first unless the layout is the identity (zero-copy)
+    const finishB = U * (QH + 2 * KH) * e + tmp + (half && !zc.do ? U * QH * F32 : 0);
+    const backward = U * QH * e + (zc.do ? 0 : nq * QH * e) + kvB + accB + Math.max(bw.live[r]!, finishB);
     out.push({
       rank: r,
       qTokens: nq,

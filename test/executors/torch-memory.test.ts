@@ -117,14 +117,27 @@ describe('memory estimate: follows the buffers', () => {
     });
     assert.equal(w1!.accumulatorRowsForward, 0);
   });
-  it('one rank holding everything: kept state = Q, O (bf16), LSE (f32), own K/V (bf16) of every token', () => {
+  it("one rank holding everything: kept state = O (bf16), LSE (f32); Q, K/V are the caller's (zero-copy)", () => {
     const p = planOf('fcp', 1, { blockSize: 64 });
     const [r] = estimateMemory(p, { dtype: 'bfloat16', kernel: 'gpu', layers: 1 });
     const T = batch.reduce((a, b) => a + b, 0);
     assert.equal(r!.qTokens, T);
     assert.equal(r!.kvTokensForward, T);
     assert.equal(r!.messagesForward, 0);
-    assert.equal(r!.keptPerLayer, 2 * T * 4 * 16 * 2 + T * 4 * 4 + 2 * T * 2 * 16 * 2);
+    assert.equal(r!.keptPerLayer, T * 4 * 16 * 2 + T * 4 * 4);
+    assert.equal(r!.kvResident, 0, "K/V buffers are the caller's k and v");
+    // a rank that receives K/V rows keeps its own K/V buffers (and copies its K/V for the backward)
+    const w2 = estimateMemory(planOf('fcp', 2, { blockSize: 64 }), {
+      dtype: 'bfloat16',
+      kernel: 'gpu',
+      layers: 1,
+    });
+    const fetching = w2.filter((x) => x.kvTokensForward > x.qTokens);
+    assert.ok(fetching.length > 0, 'the 2-rank plan fetches K/V somewhere');
+    for (const x of fetching) {
+      assert.ok(x.kvResident >= 2 * x.kvTokensForward * 2 * 16 * 2);
+      assert.ok(x.keptPerLayer >= x.qTokens * (4 * 16 * 2 + 4 * 4 + 2 * 2 * 16 * 2));
+    }
   });
 });
 
