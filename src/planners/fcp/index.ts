@@ -230,8 +230,14 @@ function maxOf(load: Float64Array): number {
  */
 const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
 
-/** Most exchanges of the loader layout's refinement (token-swap.ts) at `world` ranks. */
-const swapSteps = (world: number): number => Math.max(64, 2 * world);
+/**
+ * Most exchanges of the loader layout's refinement (token-swap.ts). The first few carry most of
+ * the gain (modelled max fwd + max bwd, longtail seed 1, 8 / 32 / 64 exchanges: 16 ranks 264.6 /
+ * 263.4 / 263.4 ms from 269.2; 128 ranks 244.0 / 242.8 / 241.3 from 246.4; 256 ranks 285.5 /
+ * 285.5 / 285.5 from 288.1), and each costs a few ms of planning (up to ~18 ms at 16 ranks, where
+ * ranks hold the most rows).
+ */
+const SWAP_STEPS = 32;
 
 /** Tile geometry the refinement assumes when tasks are not tiled (`tile: 0`), as place.ts's weights do. */
 const UNTILED = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
@@ -296,7 +302,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
     best.layout,
     world,
     { sequences, mask, blockSize: best.blockSize, grid: tileGeometry(o) ?? UNTILED, kernel },
-    { ...tokenBounds(total, world, TOKEN_BAND), steps: swapSteps(world), partners: SWAP_PARTNERS },
+    { ...tokenBounds(total, world, TOKEN_BAND), steps: SWAP_STEPS, partners: SWAP_PARTNERS },
   );
   const second = tunedPipeline({ ...problem, userLayout: swap.layout }, rest, best.blockSize);
   const plan = second.plan;

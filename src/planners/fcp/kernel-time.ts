@@ -51,7 +51,12 @@ export class KernelTime {
   pieceMs(dir: Direction, lq: number, lk: number, causal: boolean): number {
     if (lq <= 0 || lk <= 0) return 0;
     const flags = (causal ? 1 : 0) | (dir === 'forward' ? 0 : 2);
-    const h = (Math.imul(lq, 0x9e3779b1) ^ Math.imul(lk, 0x85ebca77) ^ flags) >>> (32 - PIECE_CACHE_BITS);
+    // The flags are mixed in before the shift keeps the top bits: xored in as they are (bits 0-1),
+    // a shape's forward and backward shared one slot and evicted each other on every alternation
+    // (weights and phase costs ask for both in turn: 16 of 17 lookups missed).
+    const h =
+      (Math.imul(lq, 0x9e3779b1) ^ Math.imul(lk, 0x85ebca77) ^ Math.imul(flags + 1, 0xc2b2ae35)) >>>
+      (32 - PIECE_CACHE_BITS);
     if (this.hitFlags[h] === flags && this.hitLq[h] === lq && this.hitLk[h] === lk) return this.hitMs[h]!;
     const v = this.pieceMsSlow(dir, lq, lk, causal);
     this.hitLq[h] = lq;

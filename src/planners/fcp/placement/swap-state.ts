@@ -14,6 +14,8 @@ export interface Piece {
   readonly row: number;
   readonly a: number;
   readonly e: number;
+  /** Its loads alone on a rank (memo of {@link SwapLayout.arrive}). */
+  alone?: Delta;
 }
 
 /** A load change: forward and backward ms. */
@@ -36,7 +38,6 @@ export class SwapLayout {
   private readonly S: number;
   private readonly rsRows = new Map<number, number[]>();
   private readonly base = new Map<number, Delta>();
-  private readonly alone = new Map<string, Delta>();
   private readonly cost: PhaseTileCost;
   private readonly qa: number[] = [];
   private readonly qe: number[] = [];
@@ -129,9 +130,9 @@ export class SwapLayout {
 
   /** Change of rank r's loads when the pieces `rem` leave it and `add` arrive. */
   delta(r: number, rem: readonly Piece[], add: readonly Piece[]): Delta {
-    const seqs = new Set<number>();
-    for (const p of rem) seqs.add(this.seq[p.row]!);
-    for (const p of add) seqs.add(this.seq[p.row]!);
+    const seqs: number[] = [];
+    for (const p of rem) if (!seqs.includes(this.seq[p.row]!)) seqs.push(this.seq[p.row]!);
+    for (const p of add) if (!seqs.includes(this.seq[p.row]!)) seqs.push(this.seq[p.row]!);
     let f = 0;
     let b = 0;
     for (const s of seqs) {
@@ -147,16 +148,13 @@ export class SwapLayout {
   arrive(r: number, p: Piece): Delta {
     const s = this.seq[p.row]!;
     if (this.holds(r, s)) return this.delta(r, [], [p]);
-    const key = `${s}:${p.a}:${p.e}`;
-    let v = this.alone.get(key);
-    if (v === undefined) {
+    if (p.alone === undefined) {
       this.cost.fwd = 0;
       this.cost.bwd = 0;
       addRuns(this.m, s, [p.a], [p.e], this.cost);
-      v = [this.cost.fwd, this.cost.bwd];
-      this.alone.set(key, v);
+      p.alone = [this.cost.fwd, this.cost.bwd];
     }
-    return v;
+    return p.alone;
   }
 
   /** Moves the pieces and applies the load changes computed for them (`dFrom`, `dTo` of ranks from and to). */

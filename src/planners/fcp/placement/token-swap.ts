@@ -53,12 +53,30 @@ const EPS = 1e-9;
 
 /** What a step reads of one rank: its pieces with their removal changes, and its rows. */
 interface RankView {
+  readonly rank: number;
   readonly pieces: Piece[];
   readonly rem: Delta[];
   /** Non-empty rows by removal change per token (normalised), dearest first. */
   readonly dear: number[];
   /** Removal change of each whole row. */
   readonly rowRem: Map<number, Delta>;
+  /** The whole-row piece of each row (its memo of loads alone is reused across fills). */
+  readonly whole: Map<number, Piece>;
+  /** Piece ids by size, ascending (ties: id). */
+  readonly bySize: Int32Array;
+}
+
+/** First index of `v.bySize` whose piece holds at least `y` tokens. */
+function firstAtLeast(v: RankView, y: number): number {
+  let lo = 0;
+  let hi = v.bySize.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const p = v.pieces[v.bySize[mid]!]!;
+    if (p.e - p.a < y) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** An exchange: pieces from the busy rank A to B and from B to A, and the load changes of both. */
@@ -142,13 +160,18 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
       const pieces = piecesOf(st, r, m.blockSize);
       const rem = pieces.map((p) => st.delta(r, [p], []));
       const rowRem = new Map<number, Delta>();
+      const whole = new Map<number, Piece>();
       pieces.forEach((p, k) => {
-        if (p.a === start[p.row] && p.e === end[p.row]) rowRem.set(p.row, rem[k]!);
+        if (p.a !== start[p.row] || p.e !== end[p.row]) return;
+        rowRem.set(p.row, rem[k]!);
+        whole.set(p.row, p);
       });
       const per = (i: number): number =>
         (rowRem.get(i)![0] * nf + rowRem.get(i)![1] * nb) / (end[i]! - start[i]!);
       const dear = [...rowRem.keys()].sort((x, y) => per(x) - per(y) || x - y);
-      v = { pieces, rem, dear, rowRem };
+      const size = (k: number): number => pieces[k]!.e - pieces[k]!.a;
+      const bySize = Int32Array.from(pieces.keys()).sort((x, y) => size(x) - size(y) || x - y);
+      v = { rank: r, pieces, rem, dear, rowRem, whole, bySize };
       views.set(r, v);
     }
     return v;
@@ -174,74 +197,78 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
         const oF = topWithout(fwd, tf, A, B);
         const oB = topWithout(bwd, tb, A, B);
         const still = F + Math.max(fwd[A]!, fwd[B]!) + Math.max(bwd[A]!, bwd[B]!);
-        const consider = (give: Piece[], take: Piece[], dA: Delta, dB: Delta): void => {
-          const fA = fwd[A]! + dA[0];
-          const bA = bwd[A]! + dA[1];
-          const fB = fwd[B]! + dB[0];
-          const bB = bwd[B]! + dB[1];
+        /** Score of an exchange with these load changes (Infinity: it would raise the objective or gain nothing). */
+        const scoreOf = (dAf: number, dAb: number, dBf: number, dBb: number): number => {
+          const fA = fwd[A]! + dAf;
+          const bA = bwd[A]! + dAb;
+          const fB = fwd[B]! + dBf;
+          const bB = bwd[B]! + dBb;
           const nF = Math.max(oF, fA, fB) + Math.max(oB, bA, bB);
-          if (nF > F * (1 + EPS)) return;
-          const score = nF + Math.max(fA, fB) + Math.max(bA, bB) + WASTE * (dA[0] + dA[1] + dB[0] + dB[1]);
-          if (score < still * (1 - EPS) && score < bestScore * (1 - EPS)) {
-            best = { A, B, give, take, dA, dB };
-            bestScore = score;
-          }
+          if (nF > F * (1 + EPS)) return Number.POSITIVE_INFINITY;
+          const score = nF + Math.max(fA, fB) + Math.max(bA, bB) + WASTE * (dAf + dAb + dBf + dBb);
+          return score < still * (1 - EPS) && score < bestScore * (1 - EPS)
+            ? score
+            : Number.POSITIVE_INFINITY;
+        };
+        const consider = (give: readonly Piece[], take: readonly Piece[], dA: Delta, dB: Delta): void => {
+          const score = scoreOf(dA[0], dA[1], dB[0], dB[1]);
+          if (score === Number.POSITIVE_INFINITY) return;
+          best = { A, B, give, take, dA, dB };
+          bestScore = score;
         };
         // Net tokens from A to B that keep both in their bands.
         const netLo = Math.max(tokens[A]! - hi(A), lo(B) - tokens[B]!);
         const netHi = Math.min(tokens[A]! - lo(A), hi(B) - tokens[B]!);
-        const fits = (x: number): boolean => x >= netLo && x <= netHi;
         const addB = va.pieces.map((p) => st.arrive(B, p));
         const addA = vb.pieces.map((p) => st.arrive(A, p));
-        /** Exact changes of an exchange whose pieces share a sequence (not separable). */
-        const exchange = (give: Piece[], take: Piece[]): void => {
-          consider(give, take, st.delta(A, give, take), st.delta(B, take, give));
-        };
         const cheap = [...vb.dear].reverse();
+        const takes = new Map<number, Fill | null>();
         for (let p = 0; p < va.pieces.length; p++) {
           const P = va.pieces[p]!;
           const x = P.e - P.a;
           const sP = seq[P.row]!;
-          if (fits(x)) consider([P], [], va.rem[p]!, addB[p]!);
-          for (let q = 0; q < vb.pieces.length; q++) {
+          const rA = va.rem[p]!;
+          const aB = addB[p]!;
+          if (x >= netLo && x <= netHi) consider([P], [], rA, aB);
+          // B's pieces of y tokens with x - y in [netLo, netHi] (vb.bySize: ascending size).
+          for (let k = firstAtLeast(vb, x - netHi); k < vb.bySize.length; k++) {
+            const q = vb.bySize[k]!;
             const Q = vb.pieces[q]!;
-            if (!fits(x - (Q.e - Q.a))) continue;
-            if (seq[Q.row] === sP) exchange([P], [Q]);
-            else consider([P], [Q], sum(va.rem[p]!, addA[q]!), sum(vb.rem[q]!, addB[p]!));
+            if (Q.e - Q.a > x - netLo) break;
+            if (seq[Q.row] === sP) {
+              consider([P], [Q], st.delta(A, [P], [Q]), st.delta(B, [Q], [P]));
+              continue;
+            }
+            const rB = vb.rem[q]!;
+            const aA = addA[q]!;
+            const score = scoreOf(rA[0] + aA[0], rA[1] + aA[1], rB[0] + aB[0], rB[1] + aB[1]);
+            if (score === Number.POSITIVE_INFINITY) continue;
+            best = { A, B, give: [P], take: [Q], dA: sum(rA, aA), dB: sum(rB, aB) };
+            bestScore = score;
           }
-          const take = fill(st, cheap, sP, x - netHi, x - netLo, true, m.blockSize);
-          if (take !== null) fillMove([P], take, va.rem[p]!, addB[p]!, vb, false);
+          // A fill of B's cheapest rows (cached by size; one of its own when it holds sP).
+          let f = takes.get(x);
+          if (f === undefined) {
+            f = fillOf(st, vb, A, cheap, -1, x - netHi, x - netLo, true, m.blockSize);
+            takes.set(x, f);
+          }
+          if (f !== null && f.seqs.has(sP))
+            f = fillOf(st, vb, A, cheap, sP, x - netHi, x - netLo, true, m.blockSize);
+          if (f !== null) consider([P], f.pieces, sum(rA, f.dTo), sum(aB, f.dFrom));
         }
+        const gives = new Map<number, Fill | null>();
         for (let q = 0; q < vb.pieces.length; q++) {
           const Q = vb.pieces[q]!;
           const y = Q.e - Q.a;
-          const give = fill(st, va.dear, seq[Q.row]!, y + netLo, y + netHi, false, m.blockSize);
-          if (give !== null) fillMove(give, [Q], addA[q]!, vb.rem[q]!, va, true);
-        }
-        /**
-         * An exchange of one piece against a fill of distinct other sequences (separable): the
-         * piece's changes on A and on B (d1, d2) plus each fill row's removal from its rank (its
-         * view `vf`) and arrival on the other.
-         */
-        function fillMove(
-          give: Piece[],
-          take: Piece[],
-          d1: Delta,
-          d2: Delta,
-          vf: RankView,
-          fromA: boolean,
-        ): void {
-          const from = fromA ? A : B;
-          const to = fromA ? B : A;
-          let dFrom: Delta = [0, 0];
-          let dTo: Delta = [0, 0];
-          for (const p of fromA ? give : take) {
-            const whole = p.a === start[p.row] && p.e === end[p.row];
-            dFrom = sum(dFrom, whole ? vf.rowRem.get(p.row)! : st.delta(from, [p], []));
-            dTo = sum(dTo, st.arrive(to, p));
+          const sQ = seq[Q.row]!;
+          let f = gives.get(y);
+          if (f === undefined) {
+            f = fillOf(st, va, B, va.dear, -1, y + netLo, y + netHi, false, m.blockSize);
+            gives.set(y, f);
           }
-          if (fromA) consider(give, take, sum(d1, dFrom), sum(d2, dTo));
-          else consider(give, take, sum(d1, dTo), sum(d2, dFrom));
+          if (f !== null && f.seqs.has(sQ))
+            f = fillOf(st, va, B, va.dear, sQ, y + netLo, y + netHi, false, m.blockSize);
+          if (f !== null) consider(f.pieces, [Q], sum(addA[q]!, f.dFrom), sum(vb.rem[q]!, f.dTo));
         }
       }
     }
@@ -281,33 +308,55 @@ function piecesOf(st: SwapLayout, r: number, blockSize: Int32Array): Piece[] {
   return out;
 }
 
+/** A fill: its pieces, their sequences, and the load changes on the rank they leave and the one they reach. */
+interface Fill {
+  readonly pieces: Piece[];
+  readonly seqs: Set<number>;
+  readonly dFrom: Delta;
+  readonly dTo: Delta;
+}
+
 /**
- * A fill of whole rows taken in `order`, of distinct sequences other than `avoid`, with tokens in
- * [yLo, yHi]; the last row is cut to the count (`prefix`: its first tokens, else its last), at a
- * block-grid point where one fits. Null when the rows do not reach yLo.
+ * A fill of the rows of view `v`'s rank taken in `order` for rank `to`, of distinct sequences other
+ * than `avoid`, with tokens in [yLo, yHi]; the last row is cut to the count (`prefix`: its first
+ * tokens, else its last), at a block-grid point where one fits. Null when the rows do not reach
+ * yLo. Its changes are separable (one piece per sequence): each row's removal plus its arrival.
  */
-function fill(
+function fillOf(
   st: SwapLayout,
+  v: RankView,
+  to: number,
   order: readonly number[],
   avoid: number,
   yLo: number,
   yHi: number,
   prefix: boolean,
   blockSize: Int32Array,
-): Piece[] | null {
+): Fill | null {
   if (yHi < 1 || yLo > yHi) return null;
-  const out: Piece[] = [];
-  const used = new Set<number>([avoid]);
+  const from = v.rank;
+  const pieces: Piece[] = [];
+  const seqs = new Set<number>();
+  const dFrom: Delta = [0, 0];
+  const dTo: Delta = [0, 0];
+  const add = (p: Piece, rem: Delta): void => {
+    pieces.push(p);
+    const arrive = st.arrive(to, p);
+    dFrom[0] += rem[0];
+    dFrom[1] += rem[1];
+    dTo[0] += arrive[0];
+    dTo[1] += arrive[1];
+  };
   let acc = 0;
   for (const i of order) {
     if (acc >= yLo) break;
     const s = st.seq[i]!;
     const a = st.start[i]!;
     const e = st.end[i]!;
-    if (used.has(s) || e <= a) continue;
-    used.add(s);
+    if (s === avoid || seqs.has(s) || e <= a) continue;
+    seqs.add(s);
     if (acc + e - a <= yHi) {
-      out.push({ row: i, a, e });
+      add(v.whole.get(i)!, v.rowRem.get(i)!);
       acc += e - a;
       continue;
     }
@@ -315,16 +364,18 @@ function fill(
     const cHi = yHi - acc;
     const b = blockSize[s]!;
     let c = cLo;
+    let p: Piece;
     if (prefix) {
       const g = Math.ceil((a + cLo) / b) * b;
       if (g - a <= cHi) c = g - a;
-      out.push({ row: i, a, e: a + c });
+      p = { row: i, a, e: a + c };
     } else {
       const g = Math.floor((e - cLo) / b) * b;
       if (e - g <= cHi && g > a) c = e - g;
-      out.push({ row: i, a: e - c, e });
+      p = { row: i, a: e - c, e };
     }
+    add(p, st.delta(from, [p], []));
     acc += c;
   }
-  return acc >= yLo && acc <= yHi && out.length > 0 ? out : null;
+  return acc >= yLo && acc <= yHi && pieces.length > 0 ? { pieces, seqs, dFrom, dTo } : null;
 }
