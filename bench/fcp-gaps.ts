@@ -1,0 +1,149 @@
+/**
+ * Where a rank's idle time goes (simulated): for one FCP plan per world, replays each phase on the
+ * simulator and splits every rank's idle time into the wait before its first op, the waits between
+ * ops and the tail after its last op, each charged to the kinds of transfer in the group entry the
+ * op waited for (or, for the tail, the entries still open after the last op). Prints the mean over
+ * ranks and the critical rank (latest end), with its wait list; `--rank R` also prints rank R's
+ * group entries (each flow: kind, sender > receiver, MB, whether it waits for an op) and its ops.
+ *
+ * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout]
+ *                                [--dir forward|backward] [--list 12] [--rank R]
+ */
+
+import { ChunkCoster } from '../src/cost/chunks.ts';
+import { KernelModel } from '../src/cost/kernel.ts';
+import { Network } from '../src/cost/network.ts';
+import { OpCost } from '../src/cost/op-cost.ts';
+import { runPhase } from '../src/executors/sim/engine.ts';
+import { preparePhase } from '../src/executors/sim/prepare.ts';
+import { RATE_DEFAULTS } from '../src/executors/sim/rates.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
+import { chainsAsGroups } from '../src/plan/chains.ts';
+import { computeSlowdown, resolveCluster } from '../src/problem/cluster.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
+
+const args = process.argv.slice(2);
+const val = (k: string, d: string): string => {
+  const i = args.indexOf(k);
+  return i >= 0 ? args[i + 1]! : d;
+};
+const worlds = val('--worlds', '16,64').split(',').map(Number);
+const seeds = val('--seeds', '1').split(',').map(Number);
+const showRank = Number(val('--rank', '-1'));
+const batch = val('--batch', 'longtail');
+const dirs = val('--dir', 'forward,backward').split(',') as ('forward' | 'backward')[];
+const listN = Number(val('--list', '12'));
+const loaderLayout = args.includes('--loader-layout');
+const KINDS = ['in', 'kv', 'out', 'dkv'];
+const f1 = (x: number): string => x.toFixed(1);
+
+/** Kinds of the flows of one entry, as a label ("in+kv"). */
+const kindsOf = (p: ReturnType<typeof preparePhase>, e: number): { label: string; mask: number } => {
+  let mask = 0;
+  for (let k = p.entryFlowOff[e]!; k < p.entryFlowOff[e + 1]!; k++)
+    mask |= 1 << p.flowKind[p.entryFlows[k]!]!;
+  return { label: KINDS.filter((_, i) => mask & (1 << i)).join('+') || '-', mask };
+};
+
+for (const world of worlds)
+  for (const seed of seeds) {
+    const cluster = resolveCluster('hopper-ib', { network: 'fluid' });
+    const problem = resolveProblem({ batch, world, seed, cluster });
+    const plan = getPlanner('fcp').plan(problem, loaderLayout ? { loaderLayout: true } : {});
+    const kernel = new KernelModel(plan.model, {
+      peakTflops: cluster.peakTflops,
+      slowdown: computeSlowdown(cluster),
+      policy: 'auto',
+    });
+    const net = new Network(cluster, plan.world);
+    const ctx = {
+      plan,
+      network: net,
+      op: new OpCost(kernel, plan.mask),
+      chunks: new ChunkCoster(plan, kernel, true),
+    };
+    for (const dir of dirs) {
+      const p = preparePhase(ctx, chainsAsGroups(plan[dir]), dir);
+      const run = runPhase(p, net.capacity, RATE_DEFAULTS, null);
+      const head = new Float64Array(world);
+      const gaps = new Float64Array(world);
+      const tail = new Float64Array(world);
+      const byKind = new Map<string, number>();
+      const add = (k: string, v: number): void => {
+        byKind.set(k, (byKind.get(k) ?? 0) + v);
+      };
+      let crit = 0;
+      for (let r = 0; r < world; r++) if (run.endMs[r]! > run.endMs[crit]!) crit = r;
+      const critList: string[] = [];
+      for (let r = 0; r < world; r++) {
+        let prev = 0;
+        for (let k = p.rankOpOff[r]!; k < p.rankOpOff[r + 1]!; k++) {
+          const op = p.rankOps[k]!;
+          const gap = run.opStart[op]! - prev;
+          const w = p.opWait[op]!;
+          if (gap > 1e-6) {
+            const kinds = w >= 0 ? kindsOf(p, w).label : 'none';
+            add(`${prev === 0 ? 'head' : 'gap'} ${kinds}`, gap);
+            if (prev === 0) head[r] = gap;
+            else gaps[r]! += gap;
+            if (r === crit)
+              critList.push(
+                `  wait ${f1(gap)} ms at ${f1(prev)} for group ${w >= 0 ? p.entryGroup[w] : -1} (${kinds}, entered ${w >= 0 ? f1(run.entryStart[w]!) : '-'})`,
+              );
+          }
+          prev = run.opEnd[op]!;
+        }
+        tail[r] = run.endMs[r]! - prev;
+        if (tail[r]! > 1e-6) {
+          // Kinds of the entries still open after the last op.
+          let mask = 0;
+          for (let e = p.rankEntryOff[r]!; e < p.rankEntryOff[r + 1]!; e++)
+            if (run.entryEnd[e]! > prev + 1e-9) mask |= kindsOf(p, e).mask;
+          add(`tail ${KINDS.filter((_, i) => mask & (1 << i)).join('+')}`, tail[r]!);
+          if (r === crit) critList.push(`  tail ${f1(tail[r]!)} ms after ${f1(prev)}`);
+        }
+      }
+      const mean = (a: Float64Array): string => f1(a.reduce((s, v) => s + v, 0) / world);
+      console.log(
+        `${batch} ${world} seed ${seed} ${dir}${loaderLayout ? ' (b)' : ' (a)'}: makespan ${f1(run.makespanMs)} ms, compute max ${f1(Math.max(...run.computeMs))}; idle per rank mean: head ${mean(head)}, gaps ${mean(gaps)}, tail ${mean(tail)} (simulated)`,
+      );
+      const kinds = [...byKind.entries()].sort((a, b) => b[1] - a[1]);
+      console.log(
+        `  idle by cause (ms per rank): ${kinds.map(([k, v]) => `${k} ${f1(v / world)}`).join(', ')}`,
+      );
+      console.log(
+        `  critical rank ${crit}: end ${f1(run.endMs[crit]!)}, compute ${f1(run.computeMs[crit]!)}, head ${f1(head[crit]!)}, gaps ${f1(gaps[crit]!)}, tail ${f1(tail[crit]!)}`,
+      );
+      for (const line of critList.slice(0, listN)) console.log(line);
+      if (showRank >= 0 && showRank < world) printRank(p, run, plan[dir].compute, showRank);
+    }
+  }
+
+/** Rank r's group entries (flows with kind, ends, MB, op dependency) and its ops, simulated times. */
+function printRank(
+  p: ReturnType<typeof preparePhase>,
+  run: ReturnType<typeof runPhase>,
+  c: { after: Int32Array; taskOffsets: Int32Array },
+  r: number,
+): void {
+  for (let e = p.rankEntryOff[r]!; e < p.rankEntryOff[r + 1]!; e++) {
+    const flows: string[] = [];
+    for (let k = p.entryFlowOff[e]!; k < p.entryFlowOff[e + 1]!; k++) {
+      const f = p.entryFlows[k]!;
+      const dep = p.flowDeps[f]! > 0 ? '(op)' : '';
+      flows.push(
+        `${KINDS[p.flowKind[f]!]}:${p.flowSrc[f]}>${p.flowDst[f]}:${(p.flowBytes[f]! / 1e6).toFixed(0)}MB${dep}`,
+      );
+    }
+    console.log(
+      `  group ${p.entryGroup[e]} ${f1(run.entryStart[e]!)}-${f1(run.entryEnd[e]!)} ms: ${flows.join(' ')}`,
+    );
+  }
+  for (let k = p.rankOpOff[r]!; k < p.rankOpOff[r + 1]!; k++) {
+    const op = p.rankOps[k]!;
+    const n = c.taskOffsets[op + 1]! - c.taskOffsets[op]!;
+    console.log(
+      `  op ${op} after ${c.after[op]} ${f1(run.opStart[op]!)}-${f1(run.opEnd[op]!)} ms, ${n} tasks`,
+    );
+  }
+}
