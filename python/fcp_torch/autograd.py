@@ -113,7 +113,4 @@ class FcpAttention:
         return cls(RankRuntime(rank_program(p, rank), comm, device, dt, kernel, softmax_scale=softmax_scale))
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))):
-            # no backward can follow: no state kept, no LSE written where nothing merges (runtime.infer)
-            return self.runtime.infer(q.detach(), k.detach(), v.detach()).to(q.dtype)
         return fcp_attention(q, k, v, self.runtime)

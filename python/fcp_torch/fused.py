@@ -551,28 +551,16 @@ def _q(rt, b, L, names):
     return rt.fused.gather([b[n] for n in names], L.qidx)
 
 
-def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse: Optional[torch.Tensor], dr: Direct) -> None:
-    """Rows of single-partial slots into `Obf` (and their LSE; None: an inference call skipped it)."""
+def _write_direct(obf: torch.Tensor, lse_all: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, dr: Direct) -> None:
     if dr.rng is not None:
         a, e = dr.rng
         obf[a:e].copy_(o)
-        if lse is not None:
-            lse_all[a:e].copy_(lse)
+        lse_all[a:e].copy_(lse)
         return
     if dr.rows is not None:
-        o = o.index_select(0, dr.rows)
-        lse = lse.index_select(0, dr.rows) if lse is not None else None
+        o, lse = o.index_select(0, dr.rows), lse.index_select(0, dr.rows)
     obf.index_copy_(0, dr.dst, o.to(obf.dtype))
-    if lse is not None:
-        lse_all.index_copy_(0, dr.dst, lse.float())
-
-
-def _kernel(rt, L, q, k, v, dr, mp):
-    """The launch's kernel; without the LSE where nothing reads it (`rt._no_lse`: an inference call,
-    no backward; and every row of the launch is single-partial, written straight into Obf)."""
-    if getattr(rt, "_no_lse", False) and dr is not None and dr.rows is None and not mp.rows:
-        return rt.kernels.forward(L, q, k, v, lse=False)
-    return rt.kernels.forward(L, q, k, v)
+    lse_all.index_copy_(0, dr.dst, lse.float())
 
 
 def forward_op(rt, launches) -> None:
@@ -586,7 +574,7 @@ def forward_op(rt, launches) -> None:
     for L, (dr, mp) in zip(launches, per):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
-        o, lse = _kernel(rt, L, q, k, v, dr, mp)
+        o, lse = rt.kernels.forward(L, q, k, v)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
         if mp.rows:
@@ -602,7 +590,7 @@ def _forward_op_deferred(rt, lay: ForwardLayout, launches, per, b) -> None:
     for j, (L, (dr, mp)) in enumerate(zip(launches, per)):
         (q,) = _q(rt, b, L, ("Q",))
         k, v = _kv(rt, b, L)
-        o, lse = _kernel(rt, L, q, k, v, dr, mp)
+        o, lse = rt.kernels.forward(L, q, k, v)
         if dr is not None:
             _write_direct(b["Obf"], b["LSE"], o, lse, dr)
         if mp.rows:

@@ -433,12 +433,8 @@ class Kernels:
         )
 
     # --- forward -----------------------------------------------------------------------------
-    def forward(self, L: Launch, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: bool = True):
-        """Packed q [n, H, D], k/v [m, Hk, D] -> (o [n, H, D], lse [n, H] float32). `lse=False`: the
-        caller needs no LSE (inference, rows with one partial); cuDNN then skips writing it and the
-        LSE returned is None."""
-        if L.kernel == "cudnn" and not lse:
-            return self._cudnn_fwd(L, q, k, v, lse=False)
+    def forward(self, L: Launch, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Packed q [n, H, D], k/v [m, Hk, D] -> (o [n, H, D], lse [n, H] float32)."""
         if L.kernel == "math":
             return self._math_fwd(L, q, k, v)
         if L.kernel == "flash":
@@ -493,26 +489,25 @@ class Kernels:
             return k
         return k.repeat_interleave(H // Hk, dim=1)
 
-    def _cudnn_fwd(self, L, q, k, v, lse: bool = True):
+    def _cudnn_fwd(self, L, q, k, v):
         lq, lk = int(L.lq[0]), int(L.lk[0])
         H = q.shape[1]
         qd, kd, vd = self._dense(L, q, lq), self._dense(L, k, lk), self._dense(L, v, lk)
         try:
             res = torch.ops.aten._scaled_dot_product_cudnn_attention(
-                qd, self._expand(kd, H), self._expand(vd, H), None, lse, 0.0, L.causal, False, scale=self.scale
+                qd, self._expand(kd, H), self._expand(vd, H), None, True, 0.0, L.causal, False, scale=self.scale
             )
         except RuntimeError:
             if not self.cudnn_gqa or kd.shape[1] == H:
                 raise
             self.cudnn_gqa = False
             res = torch.ops.aten._scaled_dot_product_cudnn_attention(
-                qd, self._expand(kd, H), self._expand(vd, H), None, lse, 0.0, L.causal, False, scale=self.scale
+                qd, self._expand(kd, H), self._expand(vd, H), None, True, 0.0, L.causal, False, scale=self.scale
             )
-        o = res[0].transpose(1, 2).reshape(L.batch * lq, H, -1)
-        if not lse:
-            return o, None
-        ls = res[1].reshape(L.batch, H, lq).transpose(1, 2).reshape(L.batch * lq, H)
-        return o, ls.float()
+        o, lse = res[0], res[1]
+        o = o.transpose(1, 2).reshape(L.batch * lq, H, -1)
+        lse = lse.reshape(L.batch, H, lq).transpose(1, 2).reshape(L.batch * lq, H)
+        return o, lse.float()
 
     # --- backward ----------------------------------------------------------------------------
     def _flash_bwd(self, L, do, q, k, v, o, lse):

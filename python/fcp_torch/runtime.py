@@ -101,6 +101,7 @@ class RankRuntime:
         fuse_sequences: Optional[bool] = None,
         zero_copy: Optional[bool] = None,
         launch_order: Optional[str] = None,
+        phase_sync: Optional[str] = None,
     ):
         self.prog = prog
         # Deferred sums (deferred.py): forward merges and backward dQ adds of up to `merge_window`
@@ -133,6 +134,7 @@ class RankRuntime:
         # busy 10.7 ms, the small cuDNN shapes first, each waiting for the host); "plan" = as
         # kernels.plan_launches groups them (by shape, ascending). Env FCP_LAUNCH_ORDER.
         self.launch_order = launch_order or os.environ.get("FCP_LAUNCH_ORDER", "size")
+        self.phase_sync = phase_sync or os.environ.get("FCP_PHASE_SYNC", "1")
         # Most gathered rows (Q + K/V) of one kernel launch (kernels.split_rows); None: unbounded.
         # Set before prepare(): launches are built once.
         self.launch_rows = launch_rows
@@ -321,12 +323,18 @@ class RankRuntime:
         self._completed = -1
         self._held = {}  # deferred.py: launch outputs waiting for their window
         self._zero = self.pool[phase].zero_at if self.pool is not None else {}
-        if self.cuda:
+        G = 0 if self.local else len(pp.groups)
+        # Host synchronisations around the phase, for its wall time and op events. `phase_sync`
+        # "auto": none in a phase without groups (world 1; never in a local replay, which times
+        # with them): the host then queues the next layer's work while this one runs, and the
+        # phase's stats hold no times. Env FCP_PHASE_SYNC ("1" always, "auto").
+        sync = self.cuda and not (self.phase_sync == "auto" and G == 0 and not self.local)
+        self._timed = self.time_ops and sync
+        if sync:
             torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
         ops = pp.ops
         op_ptr = 0
-        G = 0 if self.local else len(pp.groups)
         for g in range(G):
             spec = self._group(phase, g)
             while op_ptr <= spec.send_after:
@@ -350,10 +358,10 @@ class RankRuntime:
             op_ptr += 1
         if self.stream_comm and G:
             torch.cuda.current_stream(self.device).wait_event(self._done[G - 1])
-        if self.cuda:
+        if sync:
             torch.cuda.synchronize(self.device)
         st.wall_ms = (time.perf_counter() - t0) * 1e3
-        if self.cuda and self.time_ops:
+        if sync and self.time_ops:
             st.compute_ms = sum(a.elapsed_time(b) for a, b in self._op_events)
             st.comm_ms = sum(a.elapsed_time(b) for a, b in self._comm_events)
         self._keep = []
@@ -389,7 +397,7 @@ class RankRuntime:
         z = self._zero.get(("op", i))
         if z is not None:
             _kvpool.zero_rows(self._bufs, z)
-        if self.cuda and self.time_ops:
+        if self.cuda and self._timed:
             e0 = torch.cuda.Event(enable_timing=True)
             e1 = torch.cuda.Event(enable_timing=True)
             e0.record()
@@ -399,7 +407,7 @@ class RankRuntime:
             self._forward_op(launches)
         else:
             self._backward_op(launches)
-        if self.cuda and self.time_ops:
+        if self.cuda and self._timed:
             e1.record()
             self._op_events.append((e0, e1))
         elif not self.cuda:
@@ -596,17 +604,6 @@ class RankRuntime:
         the next :meth:`backward` call without one (one forward/backward at a time)."""
         out, self.saved = self.forward_with_state(q, k, v)
         return out
-
-    def infer(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Like :meth:`forward` for a call that no backward follows (inference, evaluation): keeps no
-        state, and launches whose rows each get one partial skip writing the LSE (cuDNN)."""
-        if self.fused is None:
-            return self.forward_with_state(q, k, v)[0]
-        self._no_lse = True
-        try:
-            return self.forward_with_state(q, k, v)[0]
-        finally:
-            self._no_lse = False
 
     def forward_with_state(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Like :meth:`forward` but returns (o, state) and keeps nothing: pass the state to

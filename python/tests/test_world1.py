@@ -173,41 +173,5 @@ class LaunchOrderTest(unittest.TestCase):
                         self.assertLess(_rel(got["size"][f][s], got["plan"][f][s]), TOL)
 
 
-class InferTest(unittest.TestCase):
-    def _spy(self, rt):
-        asked = []
-        kf = rt.kernels.forward
-
-        def spy(L, *a, lse=True):
-            asked.append((id(L), lse))
-            return kf(L, *a, lse=lse)
-
-        rt.kernels.forward = spy
-        return asked
-
-    def test_infer_equals_forward_and_skips_the_lse_only_where_unread(self):
-        plan = plan_from_json(synth.owner_plan([37, 5, 64, 20, 1], 1, 3, "causal"))
-        prog = rank_program(plan, 0)
-        for fuse in (True, False):  # unfused: random key cuts, rows where two partials meet
-            rt = RankRuntime(prog, kernel="math", fuse_tasks=fuse, fuse_sequences=fuse)
-            asked = self._spy(rt)
-            x = _user_inputs(prog, 5)
-            o_inf = rt.infer(*x[:3])
-            self.assertIsNone(rt.saved, "infer keeps no state")
-            n_inf, asked[:] = list(asked), []
-            o_fwd = rt.forward(*x[:3])
-            with self.subTest(fuse=fuse):
-                self.assertLess(_rel(o_inf, o_fwd), TOL)
-                self.assertTrue(all(want for _, want in asked), "forward always asks for the LSE")
-                lay = rt._fwd_layout
-                merged = {id(L) for i in range(len(prog.forward.ops)) for L, (dr, mp) in zip(rt._launches("forward", i), lay.launches[id(rt._launches("forward", i))]) if mp.rows or dr is None or dr.rows is not None}
-                for lid, want in n_inf:
-                    self.assertEqual(want, lid in merged, "LSE skipped exactly where no row merges")
-                if fuse:
-                    self.assertFalse(merged, "world 1 fused: every row has one partial")
-                else:
-                    self.assertTrue(merged, "the unfused plan must have merged rows, or the test proves nothing")
-
-
 if __name__ == "__main__":
     unittest.main()

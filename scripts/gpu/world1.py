@@ -14,11 +14,15 @@ rounds (each round runs every variant once, order rotated; median over rounds of
   loop-best        per sequence the faster of cuDNN and flash (measured alone first): the best a
                    per-sequence loop of these kernels gets
   varlen-flash     one varlen flash launch over all sequences
+  varlen-cudnn     one packed cuDNN launch over all sequences (aten._cudnn_attention_forward with
+                   offsets; -expand: K/V heads repeated to the query heads first)
   fcp-copy         FCP's forward as in run 10 (zero-copy off: Q/K/V/O copied in and out)
   fcp              FCP's forward now (zerocopy.py; whole-sequence fusion; launches largest first)
   fcp-planorder    the same with run 10's launch order (kernels.plan_launches: by shape, ascending)
-  fcp-infer        fcp without state or LSE (RankRuntime.infer: no backward follows)
   fcp-cudnn        fcp with every sequence a dense cuDNN launch (kernel cudnn), as the loop
+  fcp-nosync       fcp without the host synchronisations around a phase without groups (phase_sync auto)
+  loop-sdpa-graph / fcp-graph   the loop / fcp-nosync captured as one CUDA graph and replayed: the GPU
+                   time with the host out of the way (a ceiling, not a runtime mode)
 and forward + backward of loop-sdpa, fcp-copy, fcp. Then torch.profiler tables (GPU kernels by
 total time) of one loop-sdpa forward and one fcp forward. `--smoke`: CPU, a tiny plan.
 
@@ -149,6 +153,9 @@ def loop_cudnn(lse):
     return torch.cat([cudnn_seq(offs[s], offs[s + 1], lse)[0].transpose(0, 1) for s in range(len(lens))])
 
 
+gpu = DEV.type == "cuda"
+
+
 def kernel_loop(choice):
     outs = []
     for s, kn in enumerate(choice):
@@ -163,9 +170,29 @@ def varlen_flash():
     return KER.forward(L, q, k, v)[0]
 
 
+CU = torch.tensor(offs, dtype=torch.int32, device=DEV)
+
+
+def varlen_cudnn(expand=False, raw=False):
+    """One packed (THD) cuDNN launch over every sequence: aten._cudnn_attention_forward with cumulative
+    offsets (the kernel torch.nn.attention.varlen uses); `expand`: K/V heads repeated to H first."""
+    kk, vv = (x.repeat_interleave(H // Hk, dim=1) if expand else x for x in (k, v))
+    res = torch.ops.aten._cudnn_attention_forward(q, kk, vv, None, CU, CU, max(lens), max(lens), True, 0.0, True, False, scale=scale)
+    return res if raw else res[0]
+
+
 variants = {"loop-sdpa": loop_sdpa, "loop-sdpa-train": loop_sdpa_train}
+if gpu:
+    for name, fn in (("varlen-cudnn", varlen_cudnn), ("varlen-cudnn-expand", lambda: varlen_cudnn(True))):
+        try:
+            res_ = varlen_cudnn(name.endswith("expand"), raw=True)
+            torch.cuda.synchronize()
+            R.setdefault("varlen_cudnn_shapes", {})[name] = [[list(t.shape), list(t.stride())] for t in res_[:2]]
+            variants[name] = fn
+        except Exception as e:  # noqa: BLE001 - this torch may not have it, or not with GQA
+            R["errors"][name] = f"{type(e).__name__}: {e}"[:400]
+            torch.cuda.synchronize()
 fb = {"loop-sdpa": loop_sdpa_fb}
-gpu = DEV.type == "cuda"
 if gpu and KER.available.get("cudnn"):
     variants["loop-cudnn-lse"] = lambda: loop_cudnn(True)
     variants["loop-cudnn-nolse"] = lambda: loop_cudnn(False)
@@ -194,13 +221,12 @@ rts = {
     "fcp": RankRuntime(prog, None, DEV, DT, kern),
 }
 rts["fcp-planorder"] = RankRuntime(prog, None, DEV, DT, kern, launch_order="plan")
+rts["fcp-nosync"] = RankRuntime(prog, None, DEV, DT, kern, phase_sync="auto")
 if gpu and KER.available.get("cudnn"):
     rts["fcp-cudnn"] = RankRuntime(prog, None, DEV, DT, "cudnn")
 for name, rt in list(rts.items()):
     rt.prepare()
     variants[name] = (lambda rt_: lambda: rt_.forward(q, k, v))(rt)
-    if name == "fcp":
-        variants["fcp-infer"] = lambda rt_=rt: rt_.infer(q, k, v)
 
     def fcp_fb(rt_=rt):
         o, st = rt_.forward_with_state(q, k, v)
@@ -209,6 +235,35 @@ for name, rt in list(rts.items()):
     fb[name] = fcp_fb
     R.setdefault("fcp", {})[name] = {"launches": None, "zero_copy": str(rt.__dict__.get("_zc"))}
 
+
+
+def graphed(fn):
+    """fn captured once as a CUDA graph (same inputs every replay): the time without host work."""
+    st = torch.cuda.Stream()
+    st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(st)
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        out = fn()
+    box = [out]
+
+    def replay():
+        gr.replay()
+        return box[0]
+
+    return replay
+
+
+if gpu:  # ceilings: the GPU time of the loop and of FCP's forward once the host is out of the way
+    for name, fn in (("loop-sdpa-graph", loop_sdpa), ("fcp-graph", lambda: rts["fcp-nosync"].forward(q, k, v))):
+        try:
+            variants[name] = graphed(fn)
+        except Exception as e:  # noqa: BLE001 - capture may not work for a path; record why
+            R["errors"][name] = f"{type(e).__name__}: {e}"[:400]
+            torch.cuda.synchronize()
 ref = loop_sdpa().float()
 R["o_rel_err_vs_loop"] = {}
 for name, fn in variants.items():
@@ -280,20 +335,24 @@ if gpu:
     from torch.profiler import ProfilerActivity, profile
 
     R["profile"] = {}
-    for name, fn in (("loop-sdpa", loop_sdpa), ("fcp", variants["fcp"]), ("fcp-copy", variants["fcp-copy"])):
+    for name, fn in (("loop-sdpa", loop_sdpa), ("fcp", variants["fcp"]), ("fcp-nosync", variants["fcp-nosync"]), ("fcp-copy", variants["fcp-copy"])):
         fn()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
             fn()
             torch.cuda.synchronize()
-        rows = []
+        rows, cpu = [], []
         for e in prof.key_averages():
             dt_ = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
             if dt_ > 0:
                 rows.append((dt_, e.count, e.key[:110]))
+            cpu.append((e.self_cpu_time_total, e.count, e.key[:110]))
         rows.sort(reverse=True)
+        cpu.sort(reverse=True)
         R["profile"][name] = [{"us": float(a), "count": int(c), "name": n} for a, c, n in rows[:14]]
         R["profile"][name + "_total_us"] = float(sum(a for a, _, _ in rows))
+        R["profile"][name + "_cpu"] = [{"us": float(a), "count": int(c), "name": n} for a, c, n in cpu[:16]]
+        R["profile"][name + "_cpu_total_us"] = float(sum(a for a, _, _ in cpu))
     save()
 
 lines = [f"world1: {len(lens)} sequences, {T} tokens, longest {max(lens)}"]
@@ -306,8 +365,11 @@ for x, r in R.get("fcp", {}).items():
 if "per_sequence_sum_ms" in R:
     lines.append(f"  per-sequence sums (alone): {json.dumps({a: round(b, 3) for a, b in R['per_sequence_sum_ms'].items()})}")
 for name in ("loop-sdpa", "fcp"):
-    for row in R.get("profile", {}).get(name, [])[:6]:
+    for row in R.get("profile", {}).get(name, [])[:4]:
         lines.append(f"  prof {name:10s} {row['us']:9.1f} us x{row['count']:3d} {row['name']}")
+    lines.append(f"  prof {name:10s} host (self CPU) total {R.get('profile', {}).get(name + '_cpu_total_us', 0):.0f} us; top:")
+    for row in R.get("profile", {}).get(name + "_cpu", [])[:8]:
+        lines.append(f"    cpu {row['us']:9.1f} us x{row['count']:3d} {row['name']}")
 R["summary"] = "\n".join(lines)
 save()
 print(R["summary"], flush=True)
