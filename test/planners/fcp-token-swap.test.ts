@@ -83,7 +83,7 @@ test('refineLoaderLayout: tokens in band, every token once, objective never rise
         const m = model(lengths, mask, block);
         const total = lengths.reduce((a, b) => a + b, 0);
         const bounds = tokenBounds(total, world);
-        const o = { ...bounds, steps: 40, partners: 3 };
+        const o = { ...bounds, steps: 40, partners: 3, nodeSize: 1 + (seed % 4) };
         const out = refineLoaderLayout(input, world, m, o);
         assertCovers(out.layout, m.sequences);
         const t0 = perRank(input, world);
@@ -117,7 +117,7 @@ test('refineLoaderLayout: a layout equal in tokens but not in compute is exchang
   };
   const m = model(lengths, 'causal', 1024);
   const bounds = tokenBounds(16384, 2);
-  const out = refineLoaderLayout(input, 2, m, { ...bounds, steps: 50, partners: 3 });
+  const out = refineLoaderLayout(input, 2, m, { ...bounds, steps: 50, partners: 3, nodeSize: 2 });
   assert.ok(out.steps > 0, 'some exchange is applied');
   const before = objective(out.before);
   const after = objective(out.after);

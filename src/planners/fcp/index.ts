@@ -45,7 +45,7 @@ import { homeLayoutOf, homeRuns } from './placement/layout.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
 import { levelTokens, TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layout.ts';
 import { placeBlocks, tileGeometry } from './placement/place.ts';
-import { type PhaseLoads, refineLoaderLayout } from './placement/token-swap.ts';
+import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
@@ -304,12 +304,26 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   }
   assert(best !== null, 'at least one cap is tried');
   const total = sequences.reduce((a, b) => a + b, 0);
-  const swap = refineLoaderLayout(
-    best.layout,
-    world,
-    { sequences, mask, blockSize: best.blockSize, grid: tileGeometry(o) ?? UNTILED, kernel },
-    { ...tokenBounds(total, world, TOKEN_BAND), steps: SWAP_STEPS, partners: SWAP_PARTNERS },
-  );
+  const swapModel = { sequences, mask, blockSize: best.blockSize, grid: tileGeometry(o) ?? UNTILED, kernel };
+  const bounds = tokenBounds(total, world, TOKEN_BAND);
+  const refine = (nodeSize: number): SwapResult =>
+    refineLoaderLayout(best.layout, world, swapModel, {
+      ...bounds,
+      steps: SWAP_STEPS,
+      partners: SWAP_PARTNERS,
+      nodeSize,
+    });
+  // Swaps kept inside nodes (or to ranks that fetch the sequence already) against swaps anywhere,
+  // kept by modelled compute plus the busiest rank's K/V time, as the caps are: on `magi` the
+  // free swaps balanced compute but added NIC K/V (simulated, 3 batches, fwd MFU at 64 / 128 / 256
+  // ranks: levelled 0.577 / 0.553 / 0.530, free swaps 0.567 / 0.526 / 0.487, node swaps 0.580 /
+  // 0.552 / 0.535), on `longtail` the free ones won.
+  const near = refine(links.nodeSize);
+  const free = links.nodeSize >= world ? near : refine(world);
+  const kvOf = (l: Layout): number =>
+    o.balance === 'time' ? kvTrafficMs(l, sequences, mask, world, links, kvBytes) : 0;
+  const cost = (r: SwapResult): number => maxOf(r.after.fwd) + maxOf(r.after.bwd) + kvOf(r.layout);
+  const swap = free !== near && cost(free) < cost(near) ? free : near;
   const second = tunedPipeline({ ...problem, userLayout: swap.layout }, rest, best.blockSize);
   const plan = second.plan;
   plan.meta = {
