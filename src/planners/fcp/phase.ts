@@ -14,9 +14,11 @@ import type { FcpOptions } from './options.ts';
 import { buildOps, orderOps } from './order.ts';
 import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
+import { hopLevels } from './transfers/forward-tree.ts';
 import type { GroupPlacer, TransferList } from './transfers/groups.ts';
 import { needOrder } from './transfers/need-order.ts';
 import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
+import { handOverKv } from './transfers/same-slot.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
@@ -74,7 +76,9 @@ export function hunger(ctx: PhaseContext): Float64Array {
  * Places the `kv` edges with per-edge ready groups; returns each edge's group. Direct edges are one
  * colouring (Δ rounds); two-hop relay edges (fetch.ts, `fanOut`) a second one, placed after them,
  * each ready one group after the edge that brings its range to its sender (two hops: Δ of the first
- * plus Δ of the second, every round still a matching). `colouring` reuses a previous phase's.
+ * plus Δ of the second, every round still a matching). Forwarded edges (forwarding trees,
+ * forward-tree.ts) are placed hop by hop. Then hot senders hand transfers over to holders within
+ * their rounds (same-slot.ts, handOverKv). `colouring` reuses a previous phase's.
  */
 export function placeKv(
   placer: GroupPlacer,
@@ -98,6 +102,8 @@ export function placeKv(
   }
   const group = new Int32Array(n);
   const round = new Int32Array(n);
+  const slotOf = new Int32Array(n);
+  const idOf = new Int32Array(n);
   const byNeed = needOrdered(ctx, dir);
   const place = (ids: Int32Array, given: Colouring | null, readyOf: (e: number) => number): Colouring => {
     const src = gatherInt32(edges.src, ids);
@@ -112,7 +118,7 @@ export function placeKv(
     const slot = placeColouring(placer, c, order, roundReady, src, dst);
     for (let k = 0; k < ids.length; k++) {
       const e = ids[k]!;
-      list.add(
+      idOf[e] = list.add(
         slot[k]!,
         edges.src[e]!,
         edges.dst[e]!,
@@ -121,6 +127,7 @@ export function placeKv(
         edges.start[e]!,
         edges.length[e]!,
       );
+      slotOf[e] = slot[k]!;
       group[e] = placer.groupOf(slot[k]!);
       round[e] = c.round[k]!;
     }
@@ -136,22 +143,69 @@ export function placeKv(
   };
   const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
   const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
-  if (hop2.length === 0) return { group, colouring: colouring ?? { ...c1, round } };
-  // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
-  // group: each joins the first round after its feed's group where both ends are free.
-  const rdy = new Int32Array(hop2.length);
-  for (let k = 0; k < hop2.length; k++)
-    rdy[k] = Math.max(ready[hop2[k]!]!, group[edges.relay[hop2[k]!]!]! + 1);
-  const order = Int32Array.from(hop2.keys()).sort((a, b) => rdy[a]! - rdy[b]! || a - b);
-  const slots = new Set<number>();
-  for (const k of order) {
-    const e = hop2[k]!;
-    const slot = placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, ctx.o.rounds === 'naive');
-    list.add(slot, edges.src[e]!, edges.dst[e]!, Kind.kv, edges.seq[e]!, edges.start[e]!, edges.length[e]!);
-    group[e] = placer.groupOf(slot);
-    round[e] = -1;
-    slots.add(slot);
+  if (hop2.length === 0) {
+    if (ctx.o.rounds !== 'naive')
+      handOverKv(
+        placer,
+        list,
+        edges,
+        group,
+        slotOf,
+        idOf,
+        ctx.pieces,
+        ctx.model,
+        ctx.links.nodeSize,
+        c1.rounds,
+      );
+    return { group, colouring: colouring ?? { ...c1, round } };
   }
+  // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
+  // group: each joins the first round after its feed's group where both ends are free. Hop by
+  // hop (forwarding trees, forward-tree.ts: a feed may itself be forwarded), so that every
+  // feed's group is known before what it feeds is placed.
+  const level = hopLevels(edges.relay);
+  let maxLevel = 2;
+  for (let k = 0; k < hop2.length; k++) maxLevel = Math.max(maxLevel, level[hop2[k]!]!);
+  const slots = new Set<number>();
+  const rdy = new Int32Array(hop2.length);
+  for (let l = 2; l <= maxLevel; l++) {
+    for (let k = 0; k < hop2.length; k++)
+      if (level[hop2[k]!] === l) rdy[k] = Math.max(ready[hop2[k]!]!, group[edges.relay[hop2[k]!]!]! + 1);
+    const order = Int32Array.from(hop2.keys())
+      .filter((k) => level[hop2[k]!] === l)
+      .sort((a, b) => rdy[a]! - rdy[b]! || a - b);
+    for (const k of order) {
+      const e = hop2[k]!;
+      const slot = placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, ctx.o.rounds === 'naive');
+      idOf[e] = list.add(
+        slot,
+        edges.src[e]!,
+        edges.dst[e]!,
+        Kind.kv,
+        edges.seq[e]!,
+        edges.start[e]!,
+        edges.length[e]!,
+      );
+      slotOf[e] = slot;
+      group[e] = placer.groupOf(slot);
+      round[e] = -1;
+      slots.add(slot);
+    }
+  }
+  // Relayed plans have rounds beyond Δ already: no Δ to keep.
+  if (ctx.o.rounds !== 'naive')
+    handOverKv(
+      placer,
+      list,
+      edges,
+      group,
+      slotOf,
+      idOf,
+      ctx.pieces,
+      ctx.model,
+      ctx.links.nodeSize,
+      0x7fffffff,
+    );
   const all = colouring ?? {
     round,
     rounds: c1.rounds + slots.size,

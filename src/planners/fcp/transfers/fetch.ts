@@ -25,10 +25,13 @@
  * spread over many nodes are where this matters: every rank holding a zig-zag unit of a 512K
  * sequence needs almost all of its K/V, so without it each rank of a node pulls the same ranges
  * over its own NIC.
+ *
+ * With `fanOut` the forward's hot senders also get forwarding trees (forward-tree.ts).
  */
 import { freezeColumns, IntColumn, intColumns } from '../../../core/int-column.ts';
 import type { Mask } from '../../../plan/types.ts';
 import { firstEndingAfter, type HomeRuns, rsEnd, type SeqRows, subtractInto } from '../placement/layout.ts';
+import { forwardTrees, reshuffleLoad, TREE_DEFAULTS } from './forward-tree.ts';
 import { type Pieces, pieceAt } from './reshuffle.ts';
 
 /** Remote key ranges each RS needs, each inside one user row. */
@@ -401,5 +404,8 @@ export function chooseSenders(
   // A relay edge waits for its feed's one message (edges are emitted in request order).
   if (relayReq !== null)
     for (let i = 0; i < n; i++) if (relayReq[i]! >= 0) relay[firstEdge[i]!] = firstEdge[relayReq[i]!]!;
-  return { src, dst, seq, start, length, rs: rsCol, dep, relay };
+  const direct: KvEdges = { src, dst, seq, start, length, rs: rsCol, dep, relay };
+  if (!fanOut || homesReady) return direct;
+  // Forwarding trees for the forward's hot senders (forward-tree.ts).
+  return forwardTrees(direct, world, g, reshuffleLoad(pieces, world, inWeight), TREE_DEFAULTS);
 }

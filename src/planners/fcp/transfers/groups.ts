@@ -138,6 +138,17 @@ export class GroupPlacer {
     return slot;
   }
 
+  /** Whether `rank` sends nothing in `slot` yet. */
+  sendFree(slot: number, rank: number): boolean {
+    return this.send[slot * this.world + rank] === 0;
+  }
+
+  /** Hands `from`'s send in `slot` to `to` (free there): same-slot forwarding (same-slot.ts). */
+  moveSend(slot: number, from: number, to: number): void {
+    this.send[slot * this.world + from] = 0;
+    this.send[slot * this.world + to] = 1;
+  }
+
   /** Number of slots (rounds) placed so far. */
   get slots(): number {
     return this.slotGroup.length;
@@ -240,6 +251,11 @@ export class TransferList {
     d[o + 6] = length;
     this.n = n + 1;
     return n;
+  }
+
+  /** Sets the sender of transfer `i` (same-slot forwarding, same-slot.ts). */
+  setSrc(i: number, src: number): void {
+    this.chunks[i >>> ROW_BITS]![7 * (i & (ROWS - 1)) + 1] = src;
   }
 
   /** Number of transfers. */
