@@ -144,7 +144,7 @@ export function placeKv(
   const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
   const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
   if (hop2.length === 0) {
-    if (ctx.o.rounds !== 'naive')
+    if (handOvers(ctx))
       handOverKv(
         placer,
         list,
@@ -193,7 +193,7 @@ export function placeKv(
     }
   }
   // Relayed plans have rounds beyond Δ already: no Δ to keep.
-  if (ctx.o.rounds !== 'naive')
+  if (handOvers(ctx))
     handOverKv(
       placer,
       list,
@@ -213,6 +213,18 @@ export function placeKv(
     firstRounds: c1.rounds,
   };
   return { group, colouring: all };
+}
+
+/**
+ * Whether a phase's `kv` senders hand transfers over within their rounds (same-slot.ts): with
+ * matching rounds, and without a reshuffle (mode (b)). In mode (a) it lowered the comm imbalance
+ * too (simulated, tuned, longtail, seeds 1-3, fwd: 16/64/256 ranks 48.2/67.7/84.0% ->
+ * 47.4/55.0/66.8%, MFU within 0.001) but cost MFU at 1024 ranks (seed 1, fwd/bwd 0.379/0.380 ->
+ * 0.374/0.373): a holder's `kv` group waits for its own compute and reshuffle, so a receiver fed
+ * by it may start its group later than the owner would have let it.
+ */
+function handOvers(ctx: PhaseContext): boolean {
+  return ctx.o.rounds !== 'naive' && ctx.pieces.moving.length === 0;
 }
 
 /** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */
