@@ -4,8 +4,8 @@
  * on random placed rounds: every receiver keeps its range and round, a new sender holds the range
  * before the transfer's group and in the receiver's node, rounds stay matchings, bytes are
  * unchanged, the busiest load never grows and some rank stays at Δ; and in plans (mode (a) and
- * (b)): valid, congestion-free, kv rounds = Δ, each position received once, and the busiest
- * rank's traffic falls where ranges repeat.
+ * (b), hand-overs in (b) only): valid, congestion-free, kv rounds = Δ, each position received
+ * once, and some transfers are handed over.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -20,10 +20,11 @@
  *
  * With `fanOut` only (fetch.ts): forwards wait a group, so the rounds exceed Δ like the relays'.
  * Measured on top of the relays (simulated, mode (b), longtail, seeds 1-3, untuned, groups of 4
- * rounds, 16/64/256 ranks; forwards across nodes still allowed then): fwd MFU relays alone
- * 0.592/0.608/0.591 -> relays and trees 0.592/0.611/0.595, fwd comm imbalance 46.9/37.9/63.8% ->
- * 24.5/23.5/48.6%; trees without relays 17.9/7.0/20.8% but fwd MFU 0.588/0.608/0.583. The
- * self-tuner's relay candidate (index.ts) was not chosen more often (seeds 1-3, 16-256 ranks).
+ * rounds, 16/64/256 ranks, with same-slot.ts): fwd MFU relays alone 0.592/0.608/0.591 -> relays
+ * and trees 0.592/0.612/0.590, fwd comm imbalance 46.9/37.9/63.8% -> 23.8/23.2/48.5%. Trees
+ * without relays (forwards across nodes allowed then) reached 17.9/7.0/20.8% but fwd MFU
+ * 0.588/0.608/0.583. The self-tuner's relay candidate (index.ts) still loses at 16-256 ranks
+ * (seeds 1-3) and wins at 1024 (seed 1: fwd MFU 0.554 -> 0.578, comm imbalance 85.7% -> 34.0%).
  */
 import type { Pieces } from './reshuffle.ts';
 

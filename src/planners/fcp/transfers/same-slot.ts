@@ -14,17 +14,23 @@
  * its sends (latest group first: it has the most holders) to the least loaded free holder in the
  * receiver's node whose load stays below the busiest one's, until it has none to hand or its load
  * is within `slack` of the mean. In the receiver's node only: a hand-over never adds a NIC
- * crossing, and one that removes one moves the transfer onto NVLink. Holders in other nodes were
- * tried too (simulated, `fcp compare`-like means of seeds 1-3, longtail, 16/64/256 ranks, fwd
- * comm imbalance and MFU): mode (a) 46.2/46.2/41.3% against 47.0/51.4/53.4% in-node, but fwd MFU
- * 0.431 against 0.435 at 256 ranks (their NICs carry their own `kv` and reshuffle in the same
- * group); mode (b) 36.1/14.8/31.2% against 32.5/15.9/31.2%, same MFU.
+ * crossing, and one that removes one moves the transfer onto NVLink. Only the ranks hot at the
+ * start hand over, and a range's holders are sought among the hot rank's own receivers (a range
+ * has one sender in mode (b)); the lists are sorted when a rank first is the busiest. This costs
+ * about 3 ms per phase at 256 ranks (a global index of every range's receivers cost 12 ms).
+ *
+ * Measured (simulated, tuned, longtail, seeds 1-3, 16/64/256 ranks, fwd comm imbalance; MFU
+ * unchanged to 0.001): mode (b) 43.0/35.4/48.0% -> 33.5/19.1/38.8%; with the global index
+ * 32.5/15.9/31.2%; with holders in any node too 36.1/14.8/31.2%. Mode (a) 48.2/67.7/84.0% ->
+ * 47.4/55.0/66.8%, but fwd/bwd MFU 0.379/0.380 -> 0.374/0.373 at 1024 ranks (a holder's `kv` group
+ * waits for its own compute and reshuffle), so the planner hands over in mode (b) only (phase.ts,
+ * handOvers).
  *
  * The rounds stay exactly Δ of the graph (the planner's law: kv rounds = Δ): no hand-over lowers
  * the degree of the last rank at Δ. That often protects the hottest sender itself; without it
- * (rounds would then exceed the final graph's Δ, still congestion-free and no longer than the
- * direct plan's) the imbalance fell further: mode (b) 20.8/5.4/18.8%, mode (a) 33.9/33.1/37.3%
- * (cross-node holders allowed in both).
+ * (rounds would then exceed the final graph's Δ, still congestion-free and no more than the
+ * direct plan's) the imbalance fell further (global index, holders in any node): mode (b)
+ * 20.8/5.4/18.8%, mode (a) 33.9/33.1/37.3%.
  */
 
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
