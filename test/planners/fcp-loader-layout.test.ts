@@ -119,8 +119,21 @@ test('loaderLayout plans: valid, congestion-free, equal tokens per rank, no in/o
         assert.deepEqual(plan.homeLayout, plan.userLayout);
         const imb = tokenImbalance(plan.homeLayout, world);
         assert.ok(imb <= 0.01, `token imbalance ${imb}`);
-        const meta = plan.meta?.loaderLayout as { tokenImbalance: number } | undefined;
+        const meta = plan.meta?.loaderLayout as
+          | {
+              tokenImbalance: number;
+              swapSteps: number;
+              levelledImbalance: { forward: number; backward: number };
+              swappedImbalance: { forward: number; backward: number };
+            }
+          | undefined;
         assert.equal(meta?.tokenImbalance, imb);
+        // The token swaps (token-swap.ts) are recorded: how many, and the modelled per-phase
+        // compute imbalance before and after them.
+        assert.ok(Number.isInteger(meta?.swapSteps) && meta!.swapSteps >= 0);
+        for (const k of ['levelledImbalance', 'swappedImbalance'] as const)
+          for (const ph of ['forward', 'backward'] as const) assert.ok(meta![k][ph] >= 0, `${k}.${ph}`);
+        if (meta!.swapSteps === 0) assert.deepEqual(meta!.swappedImbalance, meta!.levelledImbalance);
       },
     ),
     { seed: 5, numRuns: 30 },
