@@ -141,22 +141,16 @@ export function placeKv(
     for (let k = 0; k < r.length; k++) r[k]! -= offset;
     return { round: r, rounds, delta: colouring.delta };
   };
+  // Same-slot hand-overs (same-slot.ts) of the placed kv sends; `rounds`: handOverKv's round
+  // count to keep (the direct plan's Δ; no bound once relays are placed).
+  const handOver = (rounds: number): void => {
+    if (handOvers(ctx))
+      handOverKv(placer, list, edges, group, slotOf, idOf, ctx.pieces, ctx.model, ctx.links.nodeSize, rounds);
+  };
   const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
   const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
   if (hop2.length === 0) {
-    if (handOvers(ctx))
-      handOverKv(
-        placer,
-        list,
-        edges,
-        group,
-        slotOf,
-        idOf,
-        ctx.pieces,
-        ctx.model,
-        ctx.links.nodeSize,
-        c1.rounds,
-      );
+    handOver(c1.rounds);
     return { group, colouring: colouring ?? { ...c1, round } };
   }
   // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
@@ -193,19 +187,7 @@ export function placeKv(
     }
   }
   // Relayed plans have rounds beyond Δ already: no Δ to keep.
-  if (handOvers(ctx))
-    handOverKv(
-      placer,
-      list,
-      edges,
-      group,
-      slotOf,
-      idOf,
-      ctx.pieces,
-      ctx.model,
-      ctx.links.nodeSize,
-      0x7fffffff,
-    );
+  handOver(0x7fffffff);
   const all = colouring ?? {
     round,
     rounds: c1.rounds + slots.size,
