@@ -26,6 +26,10 @@ interface Row {
   config: Record<string, unknown>;
   tokenImbalance?: number;
   makespans: { forwardMs: number; backwardMs: number };
+  mfuForward: number;
+  mfuBackward: number;
+  kernelMfu?: { forward: number; backward: number };
+  imbalances?: { computeForward: number; commForward: number; computeBackward: number; commBackward: number };
 }
 interface Compare {
   summary: Summary[];
@@ -190,6 +194,38 @@ function tokenTable(batch: string, setting: string): string | null {
   return lines.join('\n');
 }
 
+/**
+ * FCP's own quality per mode and world, means over the batches (issue 15's other acceptance lines):
+ * attention MFU over its kernel MFU (balanced, no communication; target >= 0.85 in mode (b),
+ * >= 0.80 in mode (a) up to 256 ranks), compute imbalance (<= 3%) and communication imbalance
+ * (<= 10%) of the simulated phases, forward / backward.
+ */
+function qualityTable(batch: string, setting: string): string | null {
+  const a = read(`fcp-${batch}-${setting}-a`);
+  const b = read(`fcp-${batch}-${setting}-b`);
+  if (!a || !b) return null;
+  const mean = (rows: Row[], x: (r: Row) => number | undefined) => {
+    const v = rows.map(x).filter((y): y is number => y !== undefined);
+    return v.length ? v.reduce((p, q) => p + q, 0) / v.length : undefined;
+  };
+  const pct = (x?: number) => (x === undefined ? '-' : `${(100 * x).toFixed(1)}%`);
+  const num = (x?: number) => (x === undefined ? '-' : x.toFixed(2));
+  const cells = (c: Compare, w: number) => {
+    const rows = c.rows.filter((r) => r.strategy === 'fcp' && r.world === w);
+    if (rows.length === 0) return '- | - | -';
+    const share = (dir: 'forward' | 'backward') =>
+      mean(rows, (r) => (r.kernelMfu ? (dir === 'forward' ? r.mfuForward : r.mfuBackward) / r.kernelMfu[dir] : undefined));
+    const im = (k: keyof NonNullable<Row['imbalances']>) => mean(rows, (r) => r.imbalances?.[k]);
+    return `${num(share('forward'))} / ${num(share('backward'))} | ${pct(im('computeForward'))} / ${pct(im('computeBackward'))} | ${pct(im('commForward'))} / ${pct(im('commBackward'))}`;
+  };
+  const lines = [
+    '| GPUs | (a) MFU / kernel MFU | (a) compute imbalance | (a) comm imbalance | (b) MFU / kernel MFU | (b) compute imbalance | (b) comm imbalance |',
+    '|---:|---|---|---|---|---|---|',
+  ];
+  for (const w of worldsOf(a, b)) lines.push(`| ${w} | ${cells(a, w)} | ${cells(b, w)} |`);
+  return lines.join('\n');
+}
+
 /** The configuration each baseline's sweep chose, per world. */
 function configs(batch: string, setting: string): string | null {
   const best = read(`best-${batch}-${setting}`);
@@ -304,6 +340,11 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     if (lt)
       console.log(
         `Whole layer on the busiest rank, forward + backward, ms (simulated attention + modelled projections and MLP for the tokens of the layout; src/cost/dense.ts):\n\n${lt}\n`,
+      );
+    const q = qualityTable(batch, setting);
+    if (q && setting === 'fluid')
+      console.log(
+        `FCP's own quality, forward / backward, mean of the batches (targets up to 256 ranks: MFU / kernel MFU >= 0.85 in (b), >= 0.80 in (a); compute imbalance <= 3%; communication imbalance <= 10%):\n\n${q}\n`,
       );
     const c = configs(batch, setting);
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
