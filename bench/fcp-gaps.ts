@@ -10,23 +10,10 @@
  *                                [--dir forward|backward] [--list 12] [--rank R]
  */
 
-import { ChunkCoster } from '../src/cost/chunks.ts';
-import { KernelModel } from '../src/cost/kernel.ts';
-import { Network } from '../src/cost/network.ts';
-import { OpCost } from '../src/cost/op-cost.ts';
-import { runPhase } from '../src/executors/sim/engine.ts';
-import { preparePhase } from '../src/executors/sim/prepare.ts';
-import { RATE_DEFAULTS } from '../src/executors/sim/rates.ts';
-import { getPlanner } from '../src/experiments/strategies.ts';
-import { chainsAsGroups } from '../src/plan/chains.ts';
-import { computeSlowdown, resolveCluster } from '../src/problem/cluster.ts';
-import { resolveProblem } from '../src/problem/problem.ts';
+import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
-const val = (k: string, d: string): string => {
-  const i = args.indexOf(k);
-  return i >= 0 ? args[i + 1]! : d;
-};
+const val = (k: string, d: string): string => argValue(args, k, d);
 const worlds = val('--worlds', '16,64').split(',').map(Number);
 const seeds = val('--seeds', '1').split(',').map(Number);
 const showRank = Number(val('--rank', '-1'));
@@ -38,7 +25,7 @@ const KINDS = ['in', 'kv', 'out', 'dkv'];
 const f1 = (x: number): string => x.toFixed(1);
 
 /** Kinds of the flows of one entry, as a label ("in+kv"). */
-const kindsOf = (p: ReturnType<typeof preparePhase>, e: number): { label: string; mask: number } => {
+const kindsOf = (p: ReturnType<typeof replayPhase>['prep'], e: number): { label: string; mask: number } => {
   let mask = 0;
   for (let k = p.entryFlowOff[e]!; k < p.entryFlowOff[e + 1]!; k++)
     mask |= 1 << p.flowKind[p.entryFlows[k]!]!;
@@ -47,24 +34,17 @@ const kindsOf = (p: ReturnType<typeof preparePhase>, e: number): { label: string
 
 for (const world of worlds)
   for (const seed of seeds) {
-    const cluster = resolveCluster('hopper-ib', { network: 'fluid' });
-    const problem = resolveProblem({ batch, world, seed, cluster });
-    const plan = getPlanner('fcp').plan(problem, loaderLayout ? { loaderLayout: true } : {});
-    const kernel = new KernelModel(plan.model, {
-      peakTflops: cluster.peakTflops,
-      slowdown: computeSlowdown(cluster),
-      policy: 'auto',
+    const replayed = planForReplay({
+      batch,
+      world,
+      seed,
+      clusterName: 'hopper-ib',
+      network: 'fluid',
+      loaderLayout,
     });
-    const net = new Network(cluster, plan.world);
-    const ctx = {
-      plan,
-      network: net,
-      op: new OpCost(kernel, plan.mask),
-      chunks: new ChunkCoster(plan, kernel, true),
-    };
+    const plan = replayed.plan;
     for (const dir of dirs) {
-      const p = preparePhase(ctx, chainsAsGroups(plan[dir]), dir);
-      const run = runPhase(p, net.capacity, RATE_DEFAULTS, null);
+      const { prep: p, run } = replayPhase(replayed, dir, false);
       const head = new Float64Array(world);
       const gaps = new Float64Array(world);
       const tail = new Float64Array(world);
@@ -121,8 +101,8 @@ for (const world of worlds)
 
 /** Rank r's group entries (flows with kind, ends, MB, op dependency) and its ops, simulated times. */
 function printRank(
-  p: ReturnType<typeof preparePhase>,
-  run: ReturnType<typeof runPhase>,
+  p: ReturnType<typeof replayPhase>['prep'],
+  run: ReturnType<typeof replayPhase>['run'],
   c: { after: Int32Array; taskOffsets: Int32Array },
   r: number,
 ): void {

@@ -8,24 +8,12 @@
  *                                    [--loader-layout] [--network fluid|contention] [--cluster hopper-ib]
  */
 
-import { ChunkCoster } from '../src/cost/chunks.ts';
-import { KernelModel } from '../src/cost/kernel.ts';
-import { Network } from '../src/cost/network.ts';
-import { OpCost } from '../src/cost/op-cost.ts';
-import { runPhase } from '../src/executors/sim/engine.ts';
-import { preparePhase } from '../src/executors/sim/prepare.ts';
-import { RATE_DEFAULTS } from '../src/executors/sim/rates.ts';
-import { getPlanner } from '../src/experiments/strategies.ts';
 import { sequencePairs } from '../src/model/attention.ts';
-import { chainsAsGroups } from '../src/plan/chains.ts';
-import { computeSlowdown, type NetworkModel, resolveCluster } from '../src/problem/cluster.ts';
-import { resolveProblem } from '../src/problem/problem.ts';
+import type { NetworkModel } from '../src/problem/cluster.ts';
+import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
-const val = (k: string, d: string): string => {
-  const i = args.indexOf(k);
-  return i >= 0 ? args[i + 1]! : d;
-};
+const val = (k: string, d: string): string => argValue(args, k, d);
 const worlds = val('--worlds', '16,64,256').split(',').map(Number);
 const seeds = val('--seeds', '1').split(',').map(Number);
 const batch = val('--batch', 'longtail');
@@ -53,27 +41,12 @@ console.log(
 for (const world of worlds) {
   const sum = { f: 0, b: 0 };
   for (const seed of seeds) {
-    const cluster = resolveCluster(clusterName, { network });
-    const problem = resolveProblem({ batch, world, seed, cluster });
-    const plan = getPlanner('fcp').plan(problem, loaderLayout ? { loaderLayout: true } : {});
-    const kernel = new KernelModel(plan.model, {
-      peakTflops: cluster.peakTflops,
-      slowdown: computeSlowdown(cluster),
-      policy: 'auto',
-    });
-    const net = new Network(cluster, plan.world);
-    const contention = net.hasContention() ? { mask: net.contended, loss: cluster.contentionLoss } : null;
-    const ctx = {
-      plan,
-      network: net,
-      op: new OpCost(kernel, plan.mask),
-      chunks: new ChunkCoster(plan, kernel, true),
-    };
+    const replayed = planForReplay({ batch, world, seed, clusterName, network, loaderLayout });
+    const { plan, kernel, cluster } = replayed;
     let pairs = 0;
     for (const L of plan.sequences) pairs += sequencePairs(plan.mask === 'causal', L);
     for (const dir of ['forward', 'backward'] as const) {
-      const prep = preparePhase(ctx, chainsAsGroups(plan[dir]), dir);
-      const run = runPhase(prep, net.capacity, RATE_DEFAULTS, contention);
+      const { prep, run } = replayPhase(replayed, dir, true);
       const first = new Float64Array(world).fill(run.makespanMs);
       const last = new Float64Array(world);
       for (let op = 0; op < prep.opCount; op++) {
