@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defaultCalibration } from '../src/cost/calibration.ts';
 import { denseLayerMs } from '../src/cost/dense.ts';
+import { pointPairs } from '../src/cost/efficiency.ts';
 import { KernelModel } from '../src/cost/kernel.ts';
 import { LLAMA3_70B } from '../src/model/attention.ts';
 
@@ -254,8 +255,7 @@ function kernelCeiling(): { forward: number; backward: number } {
   const kernel = new KernelModel(LLAMA3_70B, { calibration: cal });
   const out = { forward: 0, backward: 0 };
   for (const p of [...cal.dense, ...cal.varlen]) {
-    // Attended pairs of `count` segments of lq queries against lk keys (causal: bottom-right aligned).
-    const pairs = p.count * (p.causal ? (p.lq * (p.lq + 1)) / 2 + (p.lk - p.lq) * p.lq : p.lq * p.lk);
+    const pairs = p.count * pointPairs(p.lq, p.lk, p.causal);
     const mfu = (ms: number, dir: 'forward' | 'backward') => kernel.flops(dir, pairs) / (ms * 1e9 * kernel.peakTflops);
     out.forward = Math.max(out.forward, mfu(p.fwdMs, 'forward'));
     if (p.bwdMs !== undefined) out.backward = Math.max(out.backward, mfu(p.bwdMs, 'backward'));
@@ -341,8 +341,8 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
       console.log(
         `Whole layer on the busiest rank, forward + backward, ms (simulated attention + modelled projections and MLP for the tokens of the layout; src/cost/dense.ts):\n\n${lt}\n`,
       );
-    const q = qualityTable(batch, setting);
-    if (q && setting === 'fluid')
+    const q = setting === 'fluid' ? qualityTable(batch, setting) : null;
+    if (q)
       console.log(
         `FCP's own quality, forward / backward, mean of the batches (targets up to 256 ranks: MFU / kernel MFU >= 0.85 in (b), >= 0.80 in (a); compute imbalance <= 3%; communication imbalance <= 10%):\n\n${q}\n`,
       );
