@@ -15,7 +15,8 @@ import type { Problem } from '../../problem/problem.ts';
 import { addDualChunkRing } from '../shared/dual-chunk-ring.ts';
 import { oneRoundPerGroup, PlanBuilder } from '../shared/plan-builder.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
-import { A2A_SPLIT_TOKENS, addA2aP2pRing, addAllGather, checkA2aDegree } from './variants.ts';
+import { addAllGather } from './all-gather.ts';
+import { A2A_SPLIT_TOKENS, addA2aP2pRing, checkA2aDegree } from './variants.ts';
 
 /** Tokens of padding TE adds: each sequence rounded up to a multiple of `padTo`. */
 export function paddingTokens(sequences: ArrayLike<number>, padTo: number): number {

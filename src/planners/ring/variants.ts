@@ -10,7 +10,7 @@
  *   all-to-all inside the group trades heads for tokens, so each rank holds group p's parts
  *   [pa, pa+a) and [2N-pa-a, 2N-pa) for H/a heads (`get_seq_chunk_ids_for_reordering_before_attn`,
  *   line 236), then a p2p ring of P steps runs across groups.
- * - `all_gather` ({@link addAllGather}; `AttnFuncWithCPAndKVAllGather`, line 3014, THD supported
+ * - `all_gather` (all-gather.ts, `addAllGather`; `AttnFuncWithCPAndKVAllGather`, line 3014, THD supported
  *   there): K/V of all ranks are all-gathered, each rank computes its two local query parts
  *   against them, dK/dV are reduce-scattered back (lines 4107-4123).
  *
@@ -29,83 +29,9 @@ import { sequencePairs } from '../../model/attention.ts';
 import { liveParts } from '../../plan/parts.ts';
 import { Kind, type KindCode } from '../../plan/types.ts';
 import type { PlanBuilder } from '../shared/plan-builder.ts';
+import { emitPhase, type Job, type Row, type VariantInfo } from './chunk-rows.ts';
 
-/** One collected chunk transfer: logical group, sub-round inside it, the row and its sendAfter slot. */
-interface Row {
-  group: number;
-  sub: number;
-  src: number;
-  dst: number;
-  kind: KindCode;
-  set: number;
-  parts: number;
-  part: number;
-  afterSlot: number;
-}
-
-/** One compute task (chunk task `id`, rows shared by both phases): rank, slot, logical group it waits for. */
-interface Job {
-  id: number;
-  rank: number;
-  slot: number;
-  after: number;
-}
-
-/**
- * Emits collected rows and jobs of one phase: logical groups without rows are dropped (an op that
- * waited for one waits for the last non-empty group before it), sub-rounds without rows too.
- * Returns groupOfRound.
- */
-function emitPhase(
-  b: PlanBuilder,
-  phase: 'forward' | 'backward',
-  rows: Row[],
-  jobs: Job[],
-  logicalGroups: number,
-): Int32Array {
-  const ph = b[phase];
-  const subs = new Map<number, Set<number>>();
-  for (const r of rows) {
-    const s = subs.get(r.group) ?? new Set<number>();
-    s.add(r.sub);
-    subs.set(r.group, s);
-  }
-  const groupId = new Int32Array(logicalGroups).fill(-1);
-  const roundOf = new Map<string, number>();
-  const groupOfRound: number[] = [];
-  let g = 0;
-  for (let lg = 0; lg < logicalGroups; lg++) {
-    const s = subs.get(lg);
-    if (!s) continue;
-    groupId[lg] = g;
-    for (const sub of [...s].sort((x, y) => x - y)) {
-      roundOf.set(`${lg}:${sub}`, groupOfRound.length);
-      groupOfRound.push(g);
-    }
-    g++;
-  }
-  // Last non-empty group at or before each logical group (-1: none).
-  const upTo = new Int32Array(logicalGroups);
-  let last = -1;
-  for (let lg = 0; lg < logicalGroups; lg++) {
-    if (groupId[lg]! >= 0) last = groupId[lg]!;
-    upTo[lg] = last;
-  }
-  for (const j of jobs) ph.chunkTask(j.rank, j.slot, j.after < 0 ? -1 : upTo[j.after]!, j.id);
-  for (const r of rows) {
-    const id = ph.chunkTransfer(
-      roundOf.get(`${r.group}:${r.sub}`)!,
-      r.src,
-      r.dst,
-      r.kind,
-      r.set,
-      r.parts,
-      r.part,
-    );
-    if (r.afterSlot >= 0 && ph.hasOp(r.src, r.afterSlot)) ph.chunkSendAfter(id, r.src, r.afterSlot);
-  }
-  return Int32Array.from(groupOfRound);
-}
+export type { VariantInfo } from './chunk-rows.ts';
 
 /** FcpError `option.a2aDegree` unless a divides the world and both head counts (TE's a2a split). */
 export function checkA2aDegree(a: number, world: number, qHeads: number, kvHeads: number): void {
@@ -121,12 +47,6 @@ export function checkA2aDegree(a: number, world: number, qHeads: number, kvHeads
       `a2a degree ${a} must divide the query heads (${qHeads}) and the K/V heads (${kvHeads}), as TransformerEngine's all-to-all over heads requires`,
       'a2aDegree',
     );
-}
-
-/** What a variant added: the groupOfRound of both phases. */
-export interface VariantInfo {
-  forwardGroups: Int32Array;
-  backwardGroups: Int32Array;
 }
 
 /**
@@ -339,73 +259,5 @@ export function addA2aP2pRing(
   }
   const forwardGroups = emitPhase(b, 'forward', fRows, jobs, P);
   const backwardGroups = emitPhase(b, 'backward', bRows, jobs, P + 2);
-  return { forwardGroups, backwardGroups };
-}
-
-/**
- * TE `all_gather` over all ranks: forward group 0 all-gathers every rank's two DualChunkSwap parts
- * (sub-round s: rank r sends to r+s); each rank computes its own parts first (no wait), then the
- * rest after group 0. Backward: the same gather, then group 1 reduce-scatters dK/dV: each rank
- * sends its partial of every other rank's part to that part's owner. With `pad` false the parts are
- * not padded (WLB-LLM's per-document sharding: an uneven split, no padding).
- */
-export function addAllGather(b: PlanBuilder, seqs: ArrayLike<number>, pad = true): VariantInfo {
-  const n = b.problem.world;
-  const causal = b.problem.mask === 'causal';
-  const parts = 2 * n;
-  // TE pads every sequence to a multiple of 2N; WLB-LLM's per-document split does not (pad false).
-  const set = b.seqSet(seqs, pad ? parts : 0);
-  const live = liveParts(b.problem.sequences, seqs, parts);
-  const mine = (r: number) => [r, parts - 1 - r].filter((x) => x < live);
-  const ownerOf = (x: number) => (x < n ? x : parts - 1 - x);
-  for (let r = 0; r < n; r++) for (const x of mine(r)) b.homeChunk(r, set, parts, x, true);
-  const fRows: Row[] = [];
-  const bRows: Row[] = [];
-  const jobs: Job[] = [];
-  for (let r = 0; r < n; r++) {
-    const used = new Set<number>();
-    for (const q of mine(r))
-      for (let kv = 0; kv < live; kv++) {
-        if (causal && kv > q) continue;
-        const self = ownerOf(kv) === r;
-        jobs.push({
-          id: b.chunkTask(r, set, parts, q, kv),
-          rank: r,
-          slot: self ? 0 : 1,
-          after: self ? -1 : 0,
-        });
-        if (!self) used.add(kv);
-      }
-    for (const rows of [fRows, bRows])
-      for (let s = 1; s < n; s++)
-        for (const x of mine(r))
-          rows.push({
-            group: 0,
-            sub: s,
-            src: r,
-            dst: (r + s) % n,
-            kind: Kind.kv,
-            set,
-            parts,
-            part: x,
-            afterSlot: -1,
-          });
-    for (const x of used) {
-      const o = ownerOf(x);
-      bRows.push({
-        group: 1,
-        sub: (o - r + n) % n,
-        src: r,
-        dst: o,
-        kind: Kind.dkv,
-        set,
-        parts,
-        part: x,
-        afterSlot: 1,
-      });
-    }
-  }
-  const forwardGroups = emitPhase(b, 'forward', fRows, jobs, 1);
-  const backwardGroups = emitPhase(b, 'backward', bRows, jobs, 2);
   return { forwardGroups, backwardGroups };
 }
