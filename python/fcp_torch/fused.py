@@ -599,9 +599,11 @@ def _forward_op_deferred(rt, lay: ForwardLayout, launches, per, b) -> None:
         if w is not None:
             os_ = [held[i][0] for i in w.launches]
             ls = [held[i][1] for i in w.launches]
-            # freeing the sources right after the launch is safe: one compute stream, and the caching
-            # allocator hands their memory only to work queued after it
-            _df.merge_window(rt.fused, b["O"], b["LSEc"], os_, ls, w, rt._fwd_table)
+            # freeing the sources right after the launch is safe: the caching allocator hands their
+            # memory only to work queued after it on the compute stream, and `_sums` marks them used
+            # on the side stream
+            with rt._sums(*os_, *ls):
+                _df.merge_window(rt.fused, b["O"], b["LSEc"], os_, ls, w, rt._fwd_table)
             for i in w.launches:
                 del held[i]
 
@@ -647,6 +649,8 @@ def backward_op(rt, launches) -> None:
     """One backward op: as RankRuntime._backward_op. Its gathers stay `index_select`: with the Triton
     gathers the backward measured slower on the H200 (fcp-64 replay 241 ms against 230 ms, run 4).
     With deferred adds (rt.merge_window > 1) the launches' dQ is held and added per window."""
+    from . import deferred as _df
+
     b = rt._bufs
     dfr = prepare_adds(rt)
     held = rt.__dict__.setdefault("_held", {}) if dfr is not None else None
@@ -658,20 +662,24 @@ def backward_op(rt, launches) -> None:
         dq, dk, dv = rt.kernels.backward(L, q, k, v, o, do, lse)
         if held is not None:
             held[g0 + j] = dq
-            _add_kv(rt, L, dk, dv)
             w = dfr[1].get(g0 + j)
+            xs = [held[i] for i in w.launches] if w is not None else []
+            with rt._sums(dk, dv, *xs):  # the side stream (RankRuntime.side_stream), or in place
+                _add_kv(rt, L, dk, dv)
+                if w is not None:
+                    _df.add_window(rt.fused, b["dQ"], xs, w, dfr[2])
             if w is not None:
-                from . import deferred as _df
-
-                _df.add_window(rt.fused, b["dQ"], [held[i] for i in w.launches], w, dfr[2])
                 for i in w.launches:
                     del held[i]
+            del xs
         elif rt._sliced(L):
-            rt._add_sliced(L, dq, dk, dv)
+            with rt._sums(dq, dk, dv):
+                rt._add_sliced(L, dq, dk, dv)
         else:
-            add_rows(b["dQ"], L.qidx, dq)
-            add_rows(b["dK"], L.kidx, dk)
-            add_rows(b["dV"], L.kidx, dv)
+            with rt._sums(dq, dk, dv):
+                add_rows(b["dQ"], L.qidx, dq)
+                add_rows(b["dK"], L.kidx, dk)
+                add_rows(b["dV"], L.kidx, dv)
 
 
 def _add_kv(rt, L, dk, dv) -> None:

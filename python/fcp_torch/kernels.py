@@ -585,8 +585,21 @@ class Kernels:
         raise ValueError(L.kernel)
 
 
+_VARIANTS: dict = {}
+
+
 def _cudnn_variants(device):
-    """Argument variants of the cuDNN backward's optional inputs, tried in order (versions differ)."""
+    """Argument variants of the cuDNN backward's optional inputs, tried in order (versions differ).
+    Built once per device: they are only read (no dropout), and building them per launch cost a
+    fill kernel and two allocations on every backward launch."""
+    key = str(device)
+    hit = _VARIANTS.get(key)
+    if hit is None:
+        hit = _VARIANTS[key] = _build_variants(device)
+    return hit
+
+
+def _build_variants(device):
     e = torch.empty(0, device=device)
     z = torch.zeros((), dtype=torch.int64, device=device)
     return [

@@ -97,6 +97,7 @@ def setup(
     solo_pairs: "int | None" = None,
     window_bh: "int | None" = None,
     launch_order: "str | None" = None,
+    side_stream: "bool | None" = None,
 ) -> Setup:
     """Builds a rank's runtime for one mode and runs one warm-up iteration (see replay_rank)."""
     t0 = time.perf_counter()
@@ -104,7 +105,7 @@ def setup(
     # deferred sums (deferred.py) and task fusion (fusion.py) are read when launches are planned
     # None: the runtime's defaults; window_rows "q" / "2q": that many query spaces' rows
     extra = {"merge_window": merge_window, "window_rows": window_rows, "fuse_tasks": fuse_tasks, "solo_pairs": solo_pairs,
-             "launch_order": launch_order}
+             "launch_order": launch_order, "side_stream": side_stream}
     rt = RankRuntime(prog, None, device, dtype, kernel, local=True, kv_pool=False, **extra)
     if pool and max(rt.kvspace[ph].size for ph in rt.kvspace) <= pool_max_space:
         # the runtime's own K/V pool (kvpool.py): launches read pool rows, rows handed on are zeroed
@@ -157,6 +158,7 @@ def setup(
         "fuse_tasks": rt.fuse_tasks,
         "solo_pairs": rt.solo_pairs,
         "window_bh": getattr(rt, "window_bh", None),
+        "side_stream": rt.side_stream,
         "deferred_backend": _deferred_backend(rt),
         "fused_errors": dict(rt.fused.errors) if rt.fused is not None else None,
     }

@@ -873,7 +873,7 @@ def replay_mode_args(mode: str) -> dict:
     windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
     ranges as one task (fusion.py); solo: big cuDNN pieces one per launch; bhN: deferred-sum
     kernels' heads per program; planorder: launches of an op in kernels.plan_launches order (run 10)
-    instead of most pairs first."""
+    instead of most pairs first; noside: sums on the compute stream (runtime.side_stream off, run 11)."""
     out: dict = {}
     for part in mode.split("+"):
         if part == "legacy":
@@ -886,6 +886,8 @@ def replay_mode_args(mode: str) -> dict:
             out["launch_order"] = "plan"
         elif part == "pool":
             out["pool"] = True
+        elif part == "noside":  # sums on the compute stream (run 11's runtime), not the side stream
+            out["side_stream"] = False
         elif part.startswith("cap"):
             out.update(pool=True, launch_rows="q" if part == "cap" else f"q/{part[3:]}")
         elif part == "fuse":
