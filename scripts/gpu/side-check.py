@@ -1,7 +1,9 @@
 """GPU check of the side stream for sums (RankRuntime.side_stream): one replay rank's forward and
 backward with the sums on the side stream against the same rank with them on the compute stream,
-same inputs. The sums are the same operations in the same order on each buffer, so O, LSE, dQ,
-dK and dV must be bitwise equal; a missing wait shows as a difference (or NaN from pool rows).
+same inputs. The sums are the same operations in the same order on each buffer, so O, LSE, dK and
+dV must be bitwise equal; dQ differs between any two runs (cuDNN's backward adds dQ with atomics),
+so it must be within 4x of what two compute-stream runs differ by. A missing wait shows as a
+larger difference (or NaN from pool rows).
 
     python3 scripts/gpu/side-check.py --plans replay-fcp-64,replay-fcp-128 --modes fused,pool
 """
@@ -56,24 +58,29 @@ def main() -> None:
         rank = man[name]["ranks"]["heaviest"]
         for mode in a.modes.split(","):
             got = {}
-            for side in (True, False):
+            for key, side in (("side", True), ("compute", False), ("compute2", False)):
                 s = _rp.setup(plan, rank, pool=mode == "pool", side_stream=side)
                 assert s.rt.side_stream == side
-                got[side] = outputs(s, 7)
-                got[side] = {k: v.float().cpu() for k, v in got[side].items()}
+                got[key] = {k: v.float().cpu() for k, v in outputs(s, 7).items()}
                 del s
                 torch.cuda.empty_cache()
-            diff = {}
-            for k in got[True]:
-                x, y = got[True][k], got[False][k]
+
+            def cmp(x, y):
                 fin = torch.isfinite(x) & torch.isfinite(y)
-                diff[k] = {"max_abs": float((x - y)[fin].abs().max()) if fin.any() else 0.0,
-                           "nonfinite_mismatch": int((torch.isfinite(x) != torch.isfinite(y)).sum()),
-                           "equal": bool(torch.equal(x.nan_to_num(), y.nan_to_num()))}
-            ok = all(d["equal"] for d in diff.values())
+                return {"max_abs": float((x - y)[fin].abs().max()) if fin.any() else 0.0,
+                        "rel_norm": float((x - y)[fin].norm() / (y[fin].norm() + 1e-30)) if fin.any() else 0.0,
+                        "nonfinite_mismatch": int((torch.isfinite(x) != torch.isfinite(y)).sum()),
+                        "equal": bool(torch.equal(x.nan_to_num(), y.nan_to_num()))}
+
+            diff = {k: cmp(got["side"][k], got["compute"][k]) for k in got["side"]}
+            noise = {k: cmp(got["compute2"][k], got["compute"][k]) for k in got["side"]}
+            # cuDNN's backward accumulates dQ with atomics (run to run, not bitwise): dQ may differ by
+            # as much as two compute-stream runs differ; everything else must be bitwise equal
+            ok = all(diff[k]["equal"] for k in diff if k != "dQ") and diff["dQ"]["nonfinite_mismatch"] == 0 and (
+                diff["dQ"]["equal"] or diff["dQ"]["rel_norm"] <= 4 * max(noise["dQ"]["rel_norm"], 1e-9))
             ok_all &= ok
-            res[f"{name}:{mode}"] = {"rank": rank, "bitwise_equal": ok, "diff": diff}
-            print(name, mode, "r", rank, "side vs compute stream bitwise equal:", ok, json.dumps(diff), flush=True)
+            res[f"{name}:{mode}"] = {"rank": rank, "pass": ok, "side_vs_compute": diff, "compute_vs_compute": noise}
+            print(name, mode, "r", rank, "pass:", ok, "side vs compute", json.dumps(diff), "compute vs compute", json.dumps(noise), flush=True)
     print("SIDE-CHECK", "PASS" if ok_all else "FAIL", flush=True)
     if a.out:
         json.dump(res, open(a.out, "w"), indent=1)
