@@ -155,6 +155,7 @@ export function planFromJson(json: unknown): Plan {
       phase.chunkTransfers = table(p.chunkTransfers, `${name}.chunkTransfers`, COLUMNS.chunkTransfers);
     if (p.commGroupOfRound !== undefined)
       phase.commGroupOfRound = toInt(p.commGroupOfRound, `${name}.commGroupOfRound`, issues);
+    if (p.kvOrigin !== undefined) phase.kvOrigin = toInt(p.kvOrigin, `${name}.kvOrigin`, issues);
     out[name] = phase;
   }
   if (issues.length > 0) throw new FcpError(issues);

@@ -9,6 +9,10 @@
  * - Congestion: the most messages one rank sends, or receives, in one round (congestion-free: 1).
  * - kvDelta: Δ of the phase's `kv` graph, the most `kv` messages one rank sends or receives; a
  *   congestion-free decomposition needs exactly that many `kv` rounds (König).
+ * - kvDirectDelta: Δ of the direct fetch graph, each `kv` row sent by its `kvOrigin` entry (the
+ *   same as kvDelta without the field). A plan whose senders hand transfers over within their
+ *   rounds (FCP's same-slot forwarding) keeps the rounds of the direct graph: kvDelta <= kvRounds =
+ *   kvDirectDelta.
  * - Bytes per token: Q, O, dQ, dO qHeads·headDim·b; K+V and dK+dV 2·kvHeads·headDim·b. Forward
  *   `in` carries Q+K+V, `kv` K+V, `out` O; backward `in` dO, `kv` K+V, `dkv` dK+dV, `out` dQ+dK+dV.
  *   Only real tokens count (padding of chunked sequences moves no data here).
@@ -52,6 +56,8 @@ export interface PhaseReport {
   messages: number;
   congestion: number;
   kvDelta: number;
+  /** Δ of the direct `kv` graph (`Phase.kvOrigin`'s senders; kvDelta without it). */
+  kvDirectDelta: number;
   /** Rounds that carry at least one `kv` transfer. */
   kvRounds: number;
   bytes: KindBytes;
@@ -227,13 +233,17 @@ function phaseReport(
   const ctr = ph.chunkTransfers;
   const nTr = tr.round.length;
   const nCtr = ctr ? ctr.round.length : 0;
-  // Message keys (round, src, dst) and whether each carries kv.
+  // Message keys (round, src, dst) and whether each carries kv; `direct`: the same with each
+  // explicit row's `kvOrigin` sender (null without a usable one: kvDirectDelta is then kvDelta).
   const keys = new Float64Array(nTr + nCtr);
   const kvFlag = new Uint8Array(nTr + nCtr);
+  const origin = usableOrigin(ph, W);
+  const direct = origin ? new Float64Array(nTr + nCtr) : null;
   let nKeys = 0;
-  const add = (round: number, src: number, dst: number, kind: number, tok: number): void => {
+  const add = (round: number, src: number, dst: number, kind: number, tok: number, from: number): void => {
     if (tok === 0) return; // a chunk row of parts empty for its whole set moves nothing
     const i = nKeys++;
+    if (direct) direct[i] = (round * W + from) * W + dst;
     const b = tok * perToken[kind as 0 | 1 | 2 | 3];
     bytes[names[kind]!] += b;
     perRankBytes[src]! += b;
@@ -241,7 +251,8 @@ function phaseReport(
     if (kind === Kind.kv) kvFlag[i] = 1;
     keys[i] = (round * W + src) * W + dst;
   };
-  for (let i = 0; i < nTr; i++) add(tr.round[i]!, tr.src[i]!, tr.dst[i]!, tr.kind[i]!, tr.length[i]!);
+  for (let i = 0; i < nTr; i++)
+    add(tr.round[i]!, tr.src[i]!, tr.dst[i]!, tr.kind[i]!, tr.length[i]!, origin ? origin[i]! : tr.src[i]!);
   if (ctr)
     for (let j = 0; j < nCtr; j++)
       add(
@@ -250,8 +261,10 @@ function phaseReport(
         ctr.dst[j]!,
         ctr.kind[j]!,
         stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]!,
+        ctr.src[j]!,
       );
   const m = messageStats(keys.subarray(0, nKeys), kvFlag, W);
+  const kvDirectDelta = direct ? messageStats(direct.subarray(0, nKeys), kvFlag, W).kvDelta : m.kvDelta;
   const report: PhaseReport = {
     rounds: ph.groupOfRound.length,
     groups: groupCount(ph.groupOfRound),
@@ -259,6 +272,7 @@ function phaseReport(
     messages: m.messages,
     congestion: m.congestion,
     kvDelta: m.kvDelta,
+    kvDirectDelta,
     kvRounds: m.kvRounds,
     bytes,
     totalBytes: bytes.in + bytes.kv + bytes.out + bytes.dkv,
@@ -267,6 +281,14 @@ function phaseReport(
     flops,
   };
   return { report, perRankBytes };
+}
+
+/** A phase's `kvOrigin` when the validator accepts its shape (one rank per transfer row), else null. */
+function usableOrigin(ph: Phase, W: number): Int32Array | null {
+  const o = ph.kvOrigin;
+  if (o === undefined || o.length !== ph.transfers.round.length) return null;
+  for (let i = 0; i < o.length; i++) if (o[i]! < 0 || o[i]! >= W) return null;
+  return o;
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -297,6 +319,7 @@ export function formatReport(r: PlanReport): string {
     ['messages', int(f.messages), int(b.messages), int(f.messages + b.messages)],
     ['congestion', int(f.congestion), int(b.congestion), int(r.congestion)],
     ['kv delta / kv rounds', `${f.kvDelta} / ${f.kvRounds}`, `${b.kvDelta} / ${b.kvRounds}`, ''],
+    ['kv direct delta', `${f.kvDirectDelta}`, `${b.kvDirectDelta}`, ''],
     ['bytes in', gb(f.bytes.in), gb(b.bytes.in), gb(f.bytes.in + b.bytes.in)],
     ['bytes kv', gb(f.bytes.kv), gb(b.bytes.kv), gb(f.bytes.kv + b.bytes.kv)],
     ['bytes dkv', gb(f.bytes.dkv), gb(b.bytes.dkv), gb(f.bytes.dkv + b.bytes.dkv)],
@@ -326,6 +349,7 @@ export function zeroReport(plan: Plan): PlanReport {
     messages: 0,
     congestion: 0,
     kvDelta: 0,
+    kvDirectDelta: 0,
     kvRounds: 0,
     bytes: { in: 0, kv: 0, out: 0, dkv: 0 },
     totalBytes: 0,

@@ -122,6 +122,14 @@ export interface Phase {
    * free on the wire. Absent: every round of a group runs concurrently (one comm group per group).
    */
   commGroupOfRound?: Int32Array;
+  /**
+   * Direct senders (optional, one entry per transfer row): the rank that would send each `kv`
+   * transfer in the direct fetch graph the rounds were placed for; a transfer handed over to a
+   * rank that already holds the range (FCP's same-slot forwarding) keeps its original sender here,
+   * every other row its `src`. The report's `kvDirectDelta` is the Δ of that graph. Absent: every
+   * row's sender is its direct sender.
+   */
+  kvOrigin?: Int32Array;
 }
 
 /** A whole plan. Extra fields (e.g. `meta`) are allowed and preserved. */

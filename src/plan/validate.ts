@@ -44,6 +44,7 @@ import { bucketBySeq, RangeIndex } from './validate-index.ts';
 import { IssueSink } from './validate-issues.ts';
 import { checkLayout } from './validate-layout.ts';
 import { checkOrder } from './validate-order.ts';
+import { checkKvOrigin } from './validate-origin.ts';
 import { checkOutputs } from './validate-outputs.ts';
 import { checkStructure } from './validate-structure.ts';
 import { checkTasks, opMembership } from './validate-tasks.ts';
@@ -75,6 +76,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
     return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
 
   checkChains(plan, sink);
+  checkKvOrigin(plan, sink);
   const fo = checkOrder(plan, plan.forward, 'forward', sink);
   const bo = checkOrder(plan, plan.backward, 'backward', sink);
   const fm = opMembership(plan, plan.forward, 'forward', sink);

@@ -29,7 +29,7 @@ function check(plan: Plan, label: string): void {
   assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], `${label}: plan breaks a rule`);
   for (const ph of ['forward', 'backward'] as const) {
     assert.equal(report[ph].congestion, 1, `${label}: ${ph} congestion`);
-    assert.equal(report[ph].kvRounds, report[ph].kvDelta, `${label}: ${ph} kv rounds = Δ`);
+    assert.equal(report[ph].kvRounds, report[ph].kvDirectDelta, `${label}: ${ph} kv rounds = Δ`);
   }
 }
 

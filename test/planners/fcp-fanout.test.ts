@@ -85,7 +85,7 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], label);
         assert.equal(report.attendedPairs, report.expectedPairs, label);
         // The backward fetches directly (backward.ts): exactly Δ kv rounds there.
-        assert.equal(report.backward.kvRounds, report.backward.kvDelta, label);
+        assert.equal(report.backward.kvRounds, report.backward.kvDirectDelta, label);
         for (const dir of ['forward', 'backward'] as const) {
           const ph = plan[dir];
           assert.ok(report[dir].congestion <= 1, `${label} ${dir}: congestion ${report[dir].congestion}`);
@@ -148,7 +148,7 @@ test('self-tuning: candidates by budget, choice recorded, the least estimate win
   assert.ok(plainTuning?.candidates.every((c) => !c.fanOut));
   // (Same-slot forwarding, same-slot.ts, hands sends over within their rounds: kv rounds stay Δ.)
   const r = validatePlan(plain).report;
-  assert.equal(r.forward.kvRounds, r.forward.kvDelta);
+  assert.equal(r.forward.kvRounds, r.forward.kvDirectDelta);
 });
 
 test('bad planBudgetMs and fanOut are option errors', () => {

@@ -113,7 +113,7 @@ test('loaderLayout plans: valid, congestion-free, equal tokens per rank, no in/o
         for (const ph of ['forward', 'backward'] as const) {
           assert.ok(loaded.report[ph].congestion <= 1);
           if (!relayed || ph === 'backward')
-            assert.equal(loaded.report[ph].kvRounds, loaded.report[ph].kvDelta);
+            assert.equal(loaded.report[ph].kvRounds, loaded.report[ph].kvDirectDelta);
           assert.equal(loaded.report[ph].bytes.in + loaded.report[ph].bytes.out, 0, 'nothing reshuffled');
         }
         assert.deepEqual(plan.homeLayout, plan.userLayout);

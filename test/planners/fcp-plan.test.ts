@@ -41,7 +41,11 @@ function checkPlan(plan: Plan, label: string, matching = true): void {
   for (const ph of ['forward', 'backward'] as const) {
     const r = report[ph];
     assert.ok(r.congestion <= 1, `${label}: ${ph} congestion ${r.congestion}`);
-    assert.equal(r.kvRounds, r.kvDelta, `${label}: ${ph} has ${r.kvRounds} kv rounds for Δ ${r.kvDelta}`);
+    assert.equal(
+      r.kvRounds,
+      r.kvDirectDelta,
+      `${label}: ${ph} has ${r.kvRounds} kv rounds for Δ ${r.kvDirectDelta}`,
+    );
     type KvStats = Record<'forward' | 'backward', { rounds: { kv: number }; delta: { kv: number } }>;
     const st = (plan.meta?.stats as KvStats | undefined)?.[ph];
     if (st) assert.equal(st.rounds.kv, st.delta.kv);

@@ -151,11 +151,15 @@ test('mode (b) on several nodes: the tuner adds a relay candidate, keeps the lea
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);
       const { issues, report } = validatePlan(plan);
       assert.deepEqual(issues.slice(0, 3), [], label);
-      assert.equal(report.backward.kvRounds, report.backward.kvDelta, `${label}: backward fetches directly`);
+      assert.equal(
+        report.backward.kvRounds,
+        report.backward.kvDirectDelta,
+        `${label}: backward fetches directly`,
+      );
       if (t.candidates[t.chosen]!.fanOut) relaysChosen++;
       else {
         directChosen++;
-        assert.equal(report.forward.kvRounds, report.forward.kvDelta, `${label}: kv rounds = Δ`);
+        assert.equal(report.forward.kvRounds, report.forward.kvDirectDelta, `${label}: kv rounds = Δ`);
         assert.equal(relayRows(plan, plan.forward).length, 0, `${label}: no relays`);
       }
       assert.equal(

@@ -75,7 +75,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       assert.deepEqual(issues, [], label);
       for (const dir of ['forward', 'backward'] as const)
         if (!c.fanOut || dir === 'backward')
-          assert.equal(report[dir].kvRounds, report[dir].kvDelta, `${label} ${dir}: kv rounds = Δ`);
+          assert.equal(report[dir].kvRounds, report[dir].kvDirectDelta, `${label} ${dir}: kv rounds = Δ`);
       assert.equal(
         planToJson(fcpPlanner.plan(p, { loaderLayout })),
         planToJson(plan),

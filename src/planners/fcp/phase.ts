@@ -141,16 +141,26 @@ export function placeKv(
     for (let k = 0; k < r.length; k++) r[k]! -= offset;
     return { round: r, rounds, delta: colouring.delta };
   };
-  // Same-slot hand-overs (same-slot.ts) of the placed kv sends; `rounds`: handOverKv's round
-  // count to keep (the direct plan's Δ; no bound once relays are placed).
-  const handOver = (rounds: number): void => {
+  // Same-slot hand-overs (same-slot.ts) of the placed kv sends.
+  const handOver = (): void => {
     if (handOvers(ctx))
-      handOverKv(placer, list, edges, group, slotOf, idOf, ctx.pieces, ctx.model, ctx.links.nodeSize, rounds);
+      handOverKv(
+        placer,
+        list,
+        edges,
+        group,
+        slotOf,
+        idOf,
+        ctx.pieces,
+        ctx.model,
+        ctx.links.nodeSize,
+        dir === 'backward',
+      );
   };
   const first = colouring?.firstRounds ?? colouring?.rounds ?? 0;
   const c1 = place(hop1, part(hop1, 0, first), (e) => ready[e]!);
   if (hop2.length === 0) {
-    handOver(c1.rounds);
+    handOver();
     return { group, colouring: colouring ?? { ...c1, round } };
   }
   // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
@@ -186,8 +196,7 @@ export function placeKv(
       slots.add(slot);
     }
   }
-  // Relayed plans have rounds beyond Δ already: no Δ to keep.
-  handOver(0x7fffffff);
+  handOver();
   const all = colouring ?? {
     round,
     rounds: c1.rounds + slots.size,
@@ -199,11 +208,13 @@ export function placeKv(
 
 /**
  * Whether a phase's `kv` senders hand transfers over within their rounds (same-slot.ts): with
- * matching rounds, and without a reshuffle (mode (b)). In mode (a) it lowered the comm imbalance
- * too (simulated, tuned, longtail, seeds 1-3, fwd: 16/64/256 ranks 48.2/67.7/84.0% ->
- * 47.4/55.0/66.8%, MFU within 0.001) but cost MFU at 1024 ranks (seed 1, fwd/bwd 0.379/0.380 ->
- * 0.374/0.373): a holder's `kv` group waits for its own compute and reshuffle, so a receiver fed
- * by it may start its group later than the owner would have let it.
+ * matching rounds, and without a reshuffle (mode (b)). In mode (a) it lowers the comm imbalance
+ * too (simulated, tuned, longtail, fluid, seeds 1-3, 16/64/256 ranks, fwd | bwd: 48.2/67.7/84.0% |
+ * 50.7/57.8/76.0% -> 29.6/31.2/33.8% | 35.4/41.7/59.4%, MFU not lower) but costs MFU at 1024
+ * ranks (seed 1, fwd/bwd 0.379/0.380 -> 0.376/0.379; `npx tsx src/cli.ts compare --strategies fcp
+ * --network fluid --world 1024 --batch longtail --batches 1`): a holder's `kv` group waits for its
+ * own compute and reshuffle, so a receiver fed by it may start its group later than the owner
+ * would have let it.
  */
 function handOvers(ctx: PhaseContext): boolean {
   return ctx.o.rounds !== 'naive' && ctx.pieces.moving.length === 0;

@@ -143,10 +143,9 @@ export class GroupPlacer {
     return this.send[slot * this.world + rank] === 0;
   }
 
-  /** Hands `from`'s send in `slot` to `to` (free there): same-slot forwarding (same-slot.ts). */
-  moveSend(slot: number, from: number, to: number): void {
-    this.send[slot * this.world + from] = 0;
-    this.send[slot * this.world + to] = 1;
+  /** Marks whether `rank` sends in `slot` (same-slot forwarding hands sends over, same-slot.ts). */
+  setSends(slot: number, rank: number, sends: boolean): void {
+    this.send[slot * this.world + rank] = sends ? 1 : 0;
   }
 
   /** Number of slots (rounds) placed so far. */
@@ -218,6 +217,8 @@ export class TransferList {
   /** Chunks of rows of 7 ints: slot, src, dst, kind, seq, start, length. */
   private readonly chunks: Int32Array[] = [new Int32Array(7 * 1024)];
   private n = 0;
+  /** Direct sender of every transfer handed over (id -> sender before the first {@link setSrc}). */
+  private readonly origin = new Map<number, number>();
 
   /** Adds a transfer; returns its provisional id. */
   add(
@@ -253,9 +254,17 @@ export class TransferList {
     return n;
   }
 
-  /** Sets the sender of transfer `i` (same-slot forwarding, same-slot.ts). */
+  /** Sets the sender of transfer `i` (same-slot forwarding, same-slot.ts); its first sender is kept as its origin. */
   setSrc(i: number, src: number): void {
-    this.chunks[i >>> ROW_BITS]![7 * (i & (ROWS - 1)) + 1] = src;
+    const d = this.chunks[i >>> ROW_BITS]!;
+    const o = 7 * (i & (ROWS - 1)) + 1;
+    if (!this.origin.has(i)) this.origin.set(i, d[o]!);
+    d[o] = src;
+  }
+
+  /** Transfers whose sender {@link setSrc} changed, with their first senders (`kvOrigin`). */
+  origins(): ReadonlyMap<number, number> {
+    return this.origin;
   }
 
   /** Number of transfers. */
@@ -376,6 +385,15 @@ export function finishPhase(
     sendAfter: { transfer, compute: comp },
   };
   if (commGroupOfRound) phase.commGroupOfRound = commGroupOfRound;
+  // Direct senders of handed-over transfers (docs/plan-format.md, `kvOrigin`); a transfer
+  // handed back to its own sender needs none.
+  let handed = false;
+  for (const [i, o] of list.origins()) handed ||= src[rowOf[i]!] !== o;
+  if (handed) {
+    const kvOrigin = src.slice();
+    for (const [i, o] of list.origins()) kvOrigin[rowOf[i]!] = o;
+    phase.kvOrigin = kvOrigin;
+  }
   return phase;
 }
 
