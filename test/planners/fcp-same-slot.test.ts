@@ -60,6 +60,8 @@ const placedArb = fc
     }
     const [src, dst, seq, start, length, slot] = cols.map((c) => Int32Array.from(c)) as Int32Array[];
     const group = Int32Array.from(slot!, (s) => Math.floor(s / per));
+    const sendCount = new Int32Array((Math.max(-1, ...slot!) + 1) * world);
+    for (let e = 0; e < slot!.length; e++) sendCount[slot![e]! * world + src![e]!]!++;
     const input: SameSlotInput = {
       src: src!,
       dst: dst!,
@@ -68,7 +70,7 @@ const placedArb = fc
       length: length!,
       group,
       slot: slot!,
-      sends: (s, r) => (busy.has(`${s}:s${r}`) ? 1 : 0),
+      sendCount,
       world,
       gpusPerNode: g,
       baseLoad: null,

@@ -17,20 +17,27 @@
  * as a base: {@link baseLoad}): the busiest rank hands one of its sends (latest group first: it
  * has the most holders) to the least loaded free holder whose load stays below the busiest one's,
  * until it has none to hand or its load is within `slack` of the mean; passes repeat while one
- * moves something (a send skipped once may find a holder freed since). Holders come from a global
- * index of every range's receivers, those in the receiver's node first; one in another node only
- * when the transfer crosses nodes already (a hand-over never adds a NIC crossing). The index costs
- * about 12 ms per phase at 256 ranks (holders among the hot rank's own receivers: 3 ms, and
- * less gain).
+ * moves something (a send skipped once may find a holder whose load fell since). Holders come from
+ * a global index of every range's receivers, those in the receiver's node first; one in another
+ * node only when the transfer crosses nodes already (a hand-over never adds a NIC crossing). At 256
+ * ranks (longtail, seed 1, mode (b), untuned) it costs about 26 ms (fwd) / 33 ms (bwd) per phase,
+ * the fastest of 10 plans on a shared machine (the single-pass hand-over among the hot rank's own
+ * receivers: about 3 ms).
  *
  * Measured (simulated, tuned, longtail, fluid, seeds 1-3, 16/64/256 ranks, comm imbalance fwd |
  * bwd; `npx tsx src/cli.ts compare --strategies fcp --loader-layout --network fluid --world
- * 16,64,256 --batch longtail --batches 3`): mode (b), the earlier single-pass hand-over (holders
- * among the hot rank's receivers, in the receiver's node, the last rank at Δ kept there, reshuffle
- * weighted (q + kv/2)/kv, no `dkv` base) 27.2/23.2/42.4% | 35.9/28.1/40.1% -> 14.5/4.4/28.3% |
- * 20.8/7.9/26.2% (without the backward's `dkv` base: bwd 25.1/19.4/34.2%); fwd/bwd MFU
- * 0.604/0.617/0.599 | 0.478/0.506/0.480 -> 0.606/0.618/0.598 | 0.478/0.506/0.480. What is left
- * is mostly receive-bound: at 16 ranks seed 2 the busiest ranks receive 2/3 of their bytes.
+ * 16,64,256 --batch longtail --batches 3`), mode (b): the earlier single-pass hand-over (holders
+ * among the hot rank's receivers, in the receiver's node, the last rank at Δ kept there, the
+ * reshuffle weighted (q + kv/2)/kv, no `dkv` base) 27.2/23.2/42.4% | 35.9/28.1/40.1% -> this one
+ * 14.5/3.7/27.8% | 20.8/7.7/23.3%; with 4 passes 14.5/4.4/28.3% | 20.8/7.9/26.2%, 32 no better
+ * than 8; without the backward's `dkv` base bwd 25.1/19.4/34.2% (4 passes). Fwd | bwd MFU
+ * 0.604/0.617/0.599 | 0.478/0.506/0.480 -> 0.606/0.618/0.598 | 0.478/0.506/0.480; magi, 64 ranks
+ * 0.573 | 0.473 -> 0.575 | 0.471 (comm imbalance 22.0% | 26.2% -> 12.7% | 20.5%). Holders in any
+ * node (a NIC crossing added where the direct sender shares the receiver's node): fwd
+ * 13.8/4.7/21.0%, but fwd MFU 0.606 -> 0.604 at 16 ranks. What is left is mostly
+ * holder-bound: the ranks of the longest sequence receive most of its blocks and are the only
+ * holders of one another's, so they are all hot together (256 ranks seed 1: half of the busiest
+ * ranks' sends have holders only in other nodes, the other half only loaded ones).
  */
 
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
@@ -51,8 +58,11 @@ export interface SameSlotInput {
   readonly group: Int32Array;
   /** Placer slot of each transfer. */
   readonly slot: Int32Array;
-  /** Sends of `rank` in `slot` so far, any kind (a rank may hand over only its last one). */
-  sends(slot: number, rank: number): number;
+  /**
+   * Sends placed so far (any kind) by slot * world + rank, every slot of `slot` covered: a holder
+   * must have none in the transfer's slot. Read only.
+   */
+  readonly sendCount: Int32Array;
   readonly world: number;
   readonly gpusPerNode: number;
   /** Other traffic of the phase per rank, K/V-token units (null: none). */
@@ -63,8 +73,22 @@ export interface SameSlotInput {
 /** Default slack: hand-overs stop once the busiest rank is within 2% of the mean load. */
 export const SAME_SLOT_SLACK = 0.02;
 
-/** Most greedy passes (each one after the previous one moved something). */
-const MAX_PASSES = 4;
+/**
+ * Most greedy passes, each one after the previous one moved something. A pass skips a send for
+ * good once it finds no holder (holders' loads drop later in the pass); the next pass retries it.
+ * They converge within about 10 passes at 256 ranks.
+ */
+const MAX_PASSES = 8;
+
+/** Stable counting sort of `ids` by `key` (0..keys-1). */
+function sortBy(ids: Int32Array, key: Int32Array, keys: number): Int32Array {
+  const at = new Int32Array(keys + 1);
+  for (let k = 0; k < ids.length; k++) at[key[ids[k]!]! + 1]!++;
+  for (let v = 0; v < keys; v++) at[v + 1]! += at[v]!;
+  const out = new Int32Array(ids.length);
+  for (let k = 0; k < ids.length; k++) out[at[key[ids[k]!]!]!++] = ids[k]!;
+  return out;
+}
 
 /** New sender of every transfer (module comment); `src` itself when nothing changes. */
 export function sameSlotForward(x: SameSlotInput): Int32Array {
@@ -77,48 +101,56 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     load[r] = x.baseLoad ? x.baseLoad[r]! : 0;
     total += load[r]!;
   }
+  let groups = 0;
   for (let e = 0; e < n; e++) {
     load[x.src[e]!]! += length[e]!;
     load[dst[e]!]! += length[e]!;
     total += 2 * length[e]!;
+    if (group[e]! >= groups) groups = group[e]! + 1;
   }
   const target = (1 + x.slack) * (total / world);
   let hot = false;
   for (let r = 0; r < world && !hot; r++) hot = load[r]! > target;
   if (!hot) return x.src;
   const src = x.src.slice();
+  const count = x.sendCount.slice();
   const g = Math.max(1, x.gpusPerNode);
-  // Every range's receivers (the holders): edges by (range, group, id); `runFirst[i]`: the first
+  // Every range's receivers (the holders): edges by (range, group, id), `runFirst[i]` the first
   // position of position i's range, so the holders of edge byRange[i] before its group are
-  // byRange[runFirst[i]..] up to the first of its group or later.
-  const key = new Float64Array(n);
-  for (let e = 0; e < n; e++) key[e] = seq[e]! * 2 ** 31 + start[e]!;
-  const byRange = Int32Array.from({ length: n }, (_, e) => e).sort(
-    (u, v) => key[u]! - key[v]! || group[u]! - group[v]! || u - v,
-  );
+  // byRange[runFirst[i]..] up to the first of its group or later. Ranges numbered by first use.
+  const rangeOf = new Int32Array(n);
+  const ids = new Map<number, number>();
+  for (let e = 0; e < n; e++) {
+    const k = seq[e]! * 2 ** 31 + start[e]!;
+    let id = ids.get(k);
+    if (id === undefined) {
+      id = ids.size;
+      ids.set(k, id);
+    }
+    rangeOf[e] = id;
+  }
+  const all = Int32Array.from({ length: n }, (_, e) => e);
+  const byGroup = sortBy(all, group, groups);
+  const byRange = sortBy(byGroup, rangeOf, ids.size);
   const posOf = new Int32Array(n);
   const runFirst = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const u = byRange[i]!;
     posOf[u] = i;
-    runFirst[i] = i > 0 && key[byRange[i - 1]!] === key[u] ? runFirst[i - 1]! : i;
+    runFirst[i] = i > 0 && rangeOf[byRange[i - 1]!] === rangeOf[u] ? runFirst[i - 1]! : i;
   }
   // Sends of every rank (direct senders), latest group first: it has the most holders.
   const off = new Int32Array(world + 1);
   for (let e = 0; e < n; e++) off[src[e]! + 1]!++;
   for (let r = 0; r < world; r++) off[r + 1]! += off[r]!;
+  const late = new Int32Array(n);
+  for (let e = 0; e < n; e++) late[e] = groups - 1 - group[e]!;
   const scan = new Int32Array(n);
   {
     const fill = off.slice(0, world);
-    const order = Int32Array.from({ length: n }, (_, e) => e).sort((u, v) => group[v]! - group[u]! || u - v);
+    const order = sortBy(all, late, groups);
     for (let k = 0; k < n; k++) scan[fill[src[order[k]!]!]!++] = order[k]!;
   }
-  // Sends added (+1) and taken away (-1) by hand-overs so far, by slot * world + rank.
-  const change = new Map<number, number>();
-  const sends = (sl: number, r: number): number => x.sends(sl, r) + (change.get(sl * world + r) ?? 0);
-  const bump = (sl: number, r: number, by: number): void => {
-    change.set(sl * world + r, (change.get(sl * world + r) ?? 0) + by);
-  };
   const node = (r: number): number => Math.floor(r / g);
   const top = new Float64Array(1);
   for (let pass = 0; pass < MAX_PASSES; pass++) {
@@ -138,7 +170,8 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
         if (src[e] !== s) continue;
         const d = dst[e]!;
         const len = length[e]!;
-        const sl = slot[e]!;
+        const sl = slot[e]! * world;
+        const ge = group[e]!;
         const crosses = node(s) !== node(d);
         // The least loaded free holder, in the receiver's node first; elsewhere only when the
         // transfer crosses nodes already (no hand-over adds a NIC crossing).
@@ -147,20 +180,21 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
         const i = posOf[e]!;
         for (let j = runFirst[i]!; j < i; j++) {
           const h = byRange[j]!;
-          if (group[h]! >= group[e]!) break;
+          if (group[h]! >= ge) break;
           const f = dst[h]!;
           if (f === d || f === s || length[h]! < len || load[f]! + len >= load[s]!) continue;
           const inNode = node(f) === node(d);
           if (!inNode && !crosses) continue;
-          if (best >= 0 && ((bestIn && !inNode) || (bestIn === inNode && load[f]! >= load[best]!))) continue;
-          if (sends(sl, f) !== 0) continue;
+          if (best >= 0 && (bestIn ? !inNode || load[f]! >= load[best]! : !inNode && load[f]! >= load[best]!))
+            continue;
+          if (count[sl + f] !== 0) continue;
           best = f;
           bestIn = inNode;
         }
         if (best < 0) continue;
         src[e] = best;
-        bump(sl, best, 1);
-        bump(sl, s, -1);
+        count[sl + best]!++;
+        count[sl + s]!--;
         load[s]! -= len;
         load[best]! += len;
         moved++;
@@ -192,10 +226,13 @@ export function handOverKv(
   backward: boolean,
 ): void {
   const world = placer.world;
-  const base = baseLoad(edges, pieces, model, world, backward);
   // Sends per (slot, rank) of every transfer placed so far (the placer keeps only whether one is).
   const count = new Int32Array(placer.slots * world);
-  for (let i = 0; i < list.size; i++) count[list.field(i, 0) * world + list.field(i, 1)]!++;
+  for (let c = 0, i = 0; i < list.size; c++) {
+    const d = list.chunk(c);
+    const end = Math.min(list.size, i + d.length / 7);
+    for (let o = 0; i < end; i++, o += 7) count[d[o]! * world + d[o + 1]!]!++;
+  }
   const src = sameSlotForward({
     src: edges.src,
     dst: edges.dst,
@@ -204,25 +241,24 @@ export function handOverKv(
     length: edges.length,
     group,
     slot: slotOf,
-    sends: (s, r) => count[s * world + r]!,
+    sendCount: count,
     world,
     gpusPerNode,
-    baseLoad: base,
+    baseLoad: baseLoad(edges, pieces, model, world, backward),
     slack: SAME_SLOT_SLACK,
   });
   if (src === edges.src) return;
   for (let e = 0; e < src.length; e++)
     if (src[e] !== edges.src[e]) {
-      const sl = slotOf[e]!;
-      count[sl * world + edges.src[e]!]!--;
-      count[sl * world + src[e]!]!++;
+      const sl = slotOf[e]! * world;
+      count[sl + edges.src[e]!]!--;
+      count[sl + src[e]!]!++;
       list.setSrc(idOf[e]!, src[e]!);
     }
   for (let e = 0; e < src.length; e++)
     if (src[e] !== edges.src[e]) {
-      const sl = slotOf[e]!;
-      placer.setSends(sl, edges.src[e]!, count[sl * world + edges.src[e]!]! > 0);
-      placer.setSends(sl, src[e]!, true);
+      placer.setSends(slotOf[e]!, edges.src[e]!, count[slotOf[e]! * world + edges.src[e]!]! > 0);
+      placer.setSends(slotOf[e]!, src[e]!, true);
     }
 }
 
