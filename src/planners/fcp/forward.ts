@@ -4,9 +4,10 @@
  *
  * Order of placement (transfers/groups.ts places each round in the earliest group it may join):
  * 1. `in` rounds (Q,K,V user -> home), ready at once.
- * 2. `kv` rounds, exactly Δ of them (one colouring of the whole kv graph). A round is ready when
- *    its senders hold their ranges: at once for user-rank senders, one group after the `in` that
- *    brings the range to a home sender. Rounds are ordered by that, then by how many receivers with
+ * 2. `kv` rounds, exactly Δ of them (one colouring of the whole direct kv graph; same-slot
+ *    hand-overs keep them, transfers/same-slot.ts). A round is ready when its senders hold their
+ *    ranges: at once for user-rank senders, one group after the `in` that brings the range to a
+ *    home sender. Rounds are ordered by that, then by how many receivers with
  *    little local work they feed (every rank should get work early).
  * 3. Compute: the grid tiles (grid-tasks.ts), each ready after the group that completes its data,
  *    ordered per rank by order.ts: local work while the first data is on its way, exporting work

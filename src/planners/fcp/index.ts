@@ -79,7 +79,8 @@ const TUNE_CANDIDATES: readonly TuneCandidate[] = [
 
 /**
  * Settings the self-tuner tries by default (no `fanOut`): group sizes only, every candidate
- * fetching directly, so a phase's `kv` rounds stay exactly Δ (the law suite's promise). The first
+ * fetching directly, so a phase's `kv` rounds stay exactly Δ of the direct fetch graph (the law
+ * suite's promise; same-slot hand-overs keep the rounds, `kvOrigin`). The first
  * is the untuned default. Groups of 8 rounds were tried too and left out: the estimate often
  * preferred them in mode (a) where they simulated worse (magi, 64 ranks: 0.255 against 0.272
  * forward MFU on seed 1).
@@ -188,7 +189,7 @@ const RELAY_MARGIN = 0.01;
  * of one per rank (simulated, fluid, seed 1, forward MFU direct -> relayed, coalesce 16: longtail
  * 1024 0.495 -> 0.544; magi 256 0.477 -> 0.548; longtail 256 seed 3 0.564 -> 0.547, hence a
  * candidate judged by the estimate, not a rule). Relays add `kv` rounds beyond Δ; without them the
- * plan keeps exactly Δ.
+ * plan keeps exactly Δ of the direct fetch graph.
  */
 function loaderRelays(
   problem: Problem,
