@@ -210,11 +210,14 @@ export function placeKv(
  * Whether a phase's `kv` senders hand transfers over within their rounds (same-slot.ts): with
  * matching rounds, and without a reshuffle (mode (b)). In mode (a) it lowers the comm imbalance
  * too (simulated, tuned, longtail, fluid, seeds 1-3, 16/64/256 ranks, fwd | bwd: 48.2/67.7/84.0% |
- * 50.7/57.8/76.0% -> 29.6/31.2/33.8% | 35.4/41.7/59.4%, MFU not lower) but costs MFU at 1024
- * ranks (seed 1, fwd/bwd 0.379/0.380 -> 0.376/0.379; `npx tsx src/cli.ts compare --strategies fcp
- * --network fluid --world 1024 --batch longtail --batches 1`): a holder's `kv` group waits for its
- * own compute and reshuffle, so a receiver fed by it may start its group later than the owner
- * would have let it.
+ * 50.7/57.8/76.0% -> 29.6/31.0/28.4% | 35.4/41.7/59.3%, MFU not lower) but costs forward MFU at
+ * 1024 ranks (seeds 1-3, fwd 0.379/0.365/0.397 -> 0.369/0.360/0.380, bwd 0.380/0.322/0.372 ->
+ * 0.376/0.317/0.387; `npx tsx src/cli.ts compare --strategies fcp --network fluid --world 1024
+ * --batch longtail --batches 3`, hand-overs switched on for mode (a)): a holder's `kv` group waits
+ * for its own compute and reshuffle, so a receiver fed by it may start its group later than the
+ * owner would have let it. Admitting only holders that the comm-only group estimate
+ * (transfers/timeline.ts) has entering the group no later than the sender did worse (seed 1 fwd
+ * 0.365): the estimate does not see those waits.
  */
 function handOvers(ctx: PhaseContext): boolean {
   return ctx.o.rounds !== 'naive' && ctx.pieces.moving.length === 0;
