@@ -86,12 +86,99 @@ export function refine(
   const avg = weights.total / world;
   const eps = 1e-9 * avg;
   const goal = avg * (1 + REFINE_GOAL);
-  // Most loaded rank: a min-heap on -load; partners in ascending load: a min-heap on load.
+  // Most loaded rank: a min-heap on -load. Partners in ascending (load, rank): every rank in that
+  // order, kept sorted as steps change two loads (O(world) memory moves per step). A heap query
+  // for all ranks, which a step makes when the least loaded few fail, cost O(world log world)
+  // and was a third of the planning time at 2048 ranks in mode (b).
   const negLoad = new Float64Array(world);
   for (let r = 0; r < world; r++) negLoad[r] = -load[r]!;
   const maxHeap = new RankHeap(negLoad, world);
-  const minHeap = new RankHeap(load, world);
-  const partners: number[] = [];
+  const byLoad = new Int32Array(world);
+  for (let r = 0; r < world; r++) byLoad[r] = r;
+  byLoad.sort((x, y) => load[x]! - load[y]! || x - y);
+  const slot = new Int32Array(world);
+  for (let i = 0; i < world; i++) slot[byLoad[i]!] = i;
+  /** Position in `byLoad[0, n)` (sorted) where rank r goes. */
+  const slotFor = (r: number, n: number): number => {
+    const lr = load[r]!;
+    let lo = 0;
+    let hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const q = byLoad[mid]!;
+      if (load[q]! < lr || (load[q] === lr && q < r)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  /** Restores `byLoad` after the loads of ranks a and b (a !== b) changed. */
+  const resort = (a: number, b: number): void => {
+    const pa = slot[a]!;
+    const pb = slot[b]!;
+    const first = Math.min(pa, pb);
+    const second = Math.max(pa, pb);
+    // Take both out (the rest stays sorted), then put each back where it belongs.
+    byLoad.copyWithin(first, first + 1, second);
+    byLoad.copyWithin(second - 1, second + 1, world);
+    const at = slotFor(a, world - 2);
+    byLoad.copyWithin(at + 1, at, world - 2);
+    byLoad[at] = a;
+    const bt = slotFor(b, world - 1);
+    byLoad.copyWithin(bt + 1, bt, world - 1);
+    byLoad[bt] = b;
+    // Only slots between the lowest and highest position touched moved.
+    const hi = Math.min(world - 1, Math.max(second, at + 1, bt));
+    for (let i = Math.min(first, at, bt); i <= hi; i++) slot[byLoad[i]!] = i;
+  };
+  // Partners that cannot take any block of the most loaded rank M at a level (see `eligible`),
+  // skipped unread when all partners are searched: at 2048 ranks in mode (b) half the steps
+  // searched them all, a hundred million block checks of which 0.3% passed. Built once per such
+  // step (`screen`): the nodes of the user ranks of M's blocks that are off their user rank
+  // (level 0), and the ranks holding a sequence of one of M's blocks, off their user rank (stamp
+  // `offAt`) or any (`anyAt`): a block of a sequence of several blocks may only go to a holder at
+  // levels 0, 1 and 3, a block of a one-block sequence anywhere (`singleOff`, `singleAny`).
+  const nodeCount = Math.ceil(world / Math.min(gpusPerNode, world));
+  const nodeOk = new Uint8Array(nodeCount);
+  const offAt = new Int32Array(world).fill(-1);
+  const anyAt = new Int32Array(world).fill(-1);
+  const seqOffAt = new Int32Array(blocks.seqBlocks.length - 1).fill(-1);
+  const seqAnyAt = new Int32Array(blocks.seqBlocks.length - 1).fill(-1);
+  let singleOff = false;
+  let singleAny = false;
+  const markHolders = (s: number, stamp: Int32Array, step: number): void => {
+    for (let c = blocks.seqBlocks[s]!, e = blocks.seqBlocks[s + 1]!; c < e; c++) stamp[blockRank[c]!] = step;
+  };
+  const screen = (step: number): void => {
+    nodeOk.fill(0);
+    singleOff = false;
+    singleAny = false;
+    for (const b of lists[1]![M]!) {
+      if (pairs[b]! <= 0) continue;
+      const off = userOf[b] !== M;
+      if (off) nodeOk[node(userOf[b]!)] = 1;
+      if (single[b] === 1) {
+        singleAny = true;
+        if (off) singleOff = true;
+        continue;
+      }
+      const s = blocks.seq[b]!;
+      if (seqAnyAt[s] !== step) {
+        seqAnyAt[s] = step;
+        markHolders(s, anyAt, step);
+      }
+      if (off && seqOffAt[s] !== step) {
+        seqOffAt[s] = step;
+        markHolders(s, offAt, step);
+      }
+    }
+  };
+  /** Whether partner m may take a block of M at `level` (a necessary condition; `screen` first). */
+  const mayTake = (level: number, m: number): boolean => {
+    if (level === 0) return nodeOk[node(m)] === 1 && (singleOff || offAt[m] === steps);
+    if (level === 1) return singleOff || offAt[m] === steps;
+    if (level === 3) return singleAny || anyAt[m] === steps;
+    return true;
+  };
   const taken = new Uint8Array(B);
   const back: number[] = [];
   let best: number[] = [];
@@ -161,8 +248,6 @@ export function refine(
     negLoad[to] = -load[to]!;
     maxHeap.update(from);
     maxHeap.update(to);
-    minHeap.update(from);
-    minHeap.update(to);
   };
   /**
    * Whether block b may move from `from` to `to` at a level: 0, only a block that is not on its
@@ -184,7 +269,6 @@ export function refine(
         eligible(level, b, from, to) && (single[b] === 1 || sendOk(b, to))
     : eligible;
   let M = -1;
-  const notM = (r: number): boolean => r !== M;
   let steps = 0;
   while (steps < maxSteps) {
     M = maxHeap.top();
@@ -193,11 +277,13 @@ export function refine(
     let bestMax = top - eps;
     let bu = -1;
     let bm = -1;
-    // Partners in ascending load: the least loaded few first, all of them only when those fail;
-    // the first partner with an improving step takes it (its best mover).
+    // Partners in ascending load (`byLoad` without M): the least loaded few first, all of them
+    // only when those fail (screened, see `mayTake`); the first partner with an improving step
+    // takes it (its best mover).
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
-      partners.length = 0;
-      minHeap.smallest(wide === 0 ? PARTNERS : world, notM, partners);
+      if (wide === 1) screen(steps);
+      const pm = slot[M]!;
+      const count = wide === 0 ? Math.min(PARTNERS, world - 1) : world - 1;
       // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway, within its
       // node; 1 such blocks anywhere; 2 whole short sequences; 3 also blocks of sequences that the
       // receiving rank already holds (no new rank joins a sequence's fetch graph); 4 anything.
@@ -205,11 +291,12 @@ export function refine(
         const pass = level === 2 ? 0 : 1;
         const mine = lists[pass]![M]!;
         if (mine.length === 0) continue;
-        for (let k = wide === 0 ? 0 : PARTNERS; k < partners.length && bu < 0; k++) {
-          const m = partners[k]!;
+        for (let k = wide === 0 ? 0 : PARTNERS; k < count && bu < 0; k++) {
+          const m = byLoad[k < pm ? k : k + 1]!;
           const lm = load[m]!;
           const gap = top - lm;
           if (gap <= eps) break;
+          if (wide === 1 && !mayTake(level, m)) continue;
           const cand = lists[pass]![m]!;
           // Blocks of M worth trying: the few whose compute is nearest above and below gap/2.
           let lo = 0;
@@ -268,6 +355,7 @@ export function refine(
     if (bu < 0) break;
     for (const v of best) apply(v, bm, M);
     apply(bu, M, bm);
+    resort(M, bm);
     steps++;
   }
   return { blockRank, steps };
