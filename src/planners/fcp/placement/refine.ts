@@ -132,30 +132,37 @@ export function refine(
   };
   // Partners that cannot take any block of the most loaded rank M at a level (see `eligible`),
   // skipped unread when all partners are searched: at 2048 ranks in mode (b) half the steps
-  // searched them all, a hundred million block checks of which 0.3% passed. Built once per such
-  // step (`screen`): the nodes of the user ranks of M's blocks that are off their user rank
-  // (level 0), and the ranks holding a sequence of one of M's blocks, off their user rank (stamp
-  // `offAt`) or any (`anyAt`): a block of a sequence of several blocks may only go to a holder at
-  // levels 0, 1 and 3, a block of a one-block sequence anywhere (`singleOff`, `singleAny`).
+  // searched them all, a hundred million block checks of which 0.3% passed. Built at every step's
+  // start (`screen`): the nodes of the user ranks of M's blocks that are off their user rank
+  // (level 0), and per rank the bits of M's sequences it holds (`seqMask`, one bit per sequence
+  // of several blocks on M, up to 31; `offBits`: those with a block off its user rank): such a
+  // block may only go to a holder at levels 0, 1 and 3, a block of a one-block sequence anywhere
+  // (`singleOff`, `singleAny`). The bits also answer `holds` for M's blocks without the table.
   const nodeCount = Math.ceil(world / Math.min(gpusPerNode, world));
   const nodeOk = new Uint8Array(nodeCount);
-  const offAt = new Int32Array(world).fill(-1);
-  const anyAt = new Int32Array(world).fill(-1);
-  const seqOffAt = new Int32Array(blocks.seqBlocks.length - 1).fill(-1);
-  const seqAnyAt = new Int32Array(blocks.seqBlocks.length - 1).fill(-1);
+  const seqCount = blocks.seqBlocks.length - 1;
+  const onM = new Int32Array(seqCount).fill(-1);
+  const bitAt = new Int32Array(seqCount).fill(-1);
+  const seqBit = new Int32Array(seqCount);
+  const maskAt = new Int32Array(world).fill(-1);
+  const seqMask = new Int32Array(world);
+  let offBits = 0;
   let singleOff = false;
   let singleAny = false;
-  const markHolders = (s: number, stamp: Int32Array, step: number): void => {
-    for (let c = blocks.seqBlocks[s]!, e = blocks.seqBlocks[s + 1]!; c < e; c++) stamp[blockRank[c]!] = step;
-  };
-  let screened = -1;
-  const onM = new Int32Array(blocks.seqBlocks.length - 1).fill(-1);
+  // Some sequence of M past the 31 bits (then the screen passes every partner at that level).
+  let untracked = false;
+  let untrackedOff = false;
   const screen = (step: number): void => {
-    screened = step;
     nodeOk.fill(0);
     singleOff = false;
     singleAny = false;
+    untracked = false;
+    untrackedOff = false;
+    offBits = 0;
+    let next = 0;
     for (const b of lists[1]![M]!) {
+      const s = blocks.seq[b]!;
+      onM[s] = step;
       if (pairs[b]! <= 0) continue;
       const off = userOf[b] !== M;
       if (off) nodeOk[node(userOf[b]!)] = 1;
@@ -164,22 +171,33 @@ export function refine(
         if (off) singleOff = true;
         continue;
       }
-      const s = blocks.seq[b]!;
-      if (seqAnyAt[s] !== step) {
-        seqAnyAt[s] = step;
-        markHolders(s, anyAt, step);
+      if (bitAt[s] !== step) {
+        bitAt[s] = step;
+        const bit = next < 31 ? 1 << next : 0;
+        next++;
+        seqBit[s] = bit;
+        if (bit === 0) untracked = true;
+        for (let c = blocks.seqBlocks[s]!, e = blocks.seqBlocks[s + 1]!; bit !== 0 && c < e; c++) {
+          const r = blockRank[c]!;
+          if (maskAt[r] !== step) {
+            maskAt[r] = step;
+            seqMask[r] = 0;
+          }
+          seqMask[r]! |= bit;
+        }
       }
-      if (off && seqOffAt[s] !== step) {
-        seqOffAt[s] = step;
-        markHolders(s, offAt, step);
+      if (off) {
+        offBits |= seqBit[s]!;
+        if (seqBit[s] === 0) untrackedOff = true;
       }
     }
   };
   /** Whether partner m may take a block of M at `level` (a necessary condition; `screen` first). */
   const mayTake = (level: number, m: number): boolean => {
-    if (level === 0) return nodeOk[node(m)] === 1 && (singleOff || offAt[m] === steps);
-    if (level === 1) return singleOff || offAt[m] === steps;
-    if (level === 3) return singleAny || anyAt[m] === steps;
+    const mask = maskAt[m] === steps ? seqMask[m]! : 0;
+    if (level === 0) return nodeOk[node(m)] === 1 && (singleOff || untrackedOff || (mask & offBits) !== 0);
+    if (level === 1) return singleOff || untrackedOff || (mask & offBits) !== 0;
+    if (level === 3) return singleAny || untracked || mask !== 0;
     return true;
   };
   const taken = new Uint8Array(B);
@@ -220,12 +238,13 @@ export function refine(
   const holdsNow = (r: number, b: number): boolean => present.get(blocks.seq[b]! * world + r) > 0;
   /**
    * holdsNow for the search of a step, where most reads need no table: M's own sequences are
-   * stamped at the step's start (`onM`), and a screened partner that holds none of M's sequences
-   * (`anyAt`) holds none of its blocks' (only blocks with compute are asked about).
+   * stamped at the step's start (`onM`), and the holders of M's sequences of several blocks carry
+   * their bits (`seqMask`; only blocks with compute are asked about).
    */
   const holds = (r: number, b: number): boolean => {
-    if (r === M) return onM[blocks.seq[b]!] === steps;
-    if (screened === steps && anyAt[r] !== steps) return false;
+    const q = blocks.seq[b]!;
+    if (r === M) return onM[q] === steps;
+    if (bitAt[q] === steps && seqBit[q] !== 0) return maskAt[r] === steps && (seqMask[r]! & seqBit[q]!) !== 0;
     return holdsNow(r, b);
   };
   const apply = (b: number, from: number, to: number): void => {
@@ -339,12 +358,11 @@ export function refine(
     let bestMax = top - eps;
     let bu = -1;
     let bm = -1;
-    for (const b of lists[1]![M]!) onM[blocks.seq[b]!] = steps;
+    screen(steps);
     // Partners in ascending load (`byLoad` without M): the least loaded few first, all of them
     // only when those fail (screened, see `mayTake`); the first partner with an improving step
     // takes it (its best mover).
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
-      if (wide === 1) screen(steps);
       const pm = slot[M]!;
       const count = wide === 0 ? Math.min(PARTNERS, world - 1) : world - 1;
       // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway, within its
