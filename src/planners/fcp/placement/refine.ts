@@ -204,8 +204,11 @@ export function refine(
   const back: number[] = [];
   let best: number[] = [];
   // Blocks of each sequence per rank (key: seq * world + rank), for level 1 below.
-  const present = new PairCounts(B);
-  for (let b = 0; b < B; b++) present.add(blocks.seq[b]! * world + blockRank[b]!, 1);
+  const present = new Map<number, number>();
+  for (let b = 0; b < B; b++) {
+    const k = blocks.seq[b]! * world + blockRank[b]!;
+    present.set(k, (present.get(k) ?? 0) + 1);
+  }
   // Send load (issue 15, communication as a placement dimension): every holder of a sequence sends
   // its tokens' K/V to the sequence's other holders, so rank r sends about
   // sum over s of tokens(r, s) x (holders(s) - 1). A move may not raise the destination's send load
@@ -235,7 +238,7 @@ export function refine(
     return send[to]! + tok[b]! * h <= sendCap;
   };
   /** Whether rank r holds another block of b's sequence. */
-  const holdsNow = (r: number, b: number): boolean => present.get(blocks.seq[b]! * world + r) > 0;
+  const holdsNow = (r: number, b: number): boolean => (present.get(blocks.seq[b]! * world + r) ?? 0) > 0;
   /**
    * holdsNow for the search of a step, where most reads need no table: M's own sequences are
    * stamped at the step's start (`onM`), and the holders of M's sequences of several blocks carry
@@ -253,8 +256,8 @@ export function refine(
     const s = blocks.seq[b]!;
     const wasNew = capSend && !holdsNow(to, b);
     if (capSend) send[from]! -= tok[b]! * (holders[s]! - 1);
-    present.add(kf, -1);
-    present.add(kt, 1);
+    present.set(kf, present.get(kf)! - 1);
+    present.set(kt, (present.get(kt) ?? 0) + 1);
     if (capSend) {
       if (wasNew) holders[s]!++;
       if (present.get(kf) === 0) holders[s]!--;
@@ -464,68 +467,3 @@ const PARTNERS = 16;
 const MOVERS = 3;
 /** Eligibility levels of {@link refine}. */
 const LEVELS = 5;
-
-/**
- * Counts keyed by non-negative integers (refine's seq * world + rank): an open-addressing table in
- * typed arrays. `holds` reads it for nearly every block a step considers; a Map lookup there was
- * 38% of a 4096-rank placement in mode (b).
- */
-class PairCounts {
-  private keys: Float64Array;
-  private counts: Int32Array;
-  private mask: number;
-  private size = 0;
-
-  constructor(expected: number) {
-    let cap = 16;
-    while (cap < 2 * expected) cap *= 2;
-    this.keys = new Float64Array(cap).fill(-1);
-    this.counts = new Int32Array(cap);
-    this.mask = cap - 1;
-  }
-
-  /** Slot of key k, or the empty slot where it would go (linear probing). */
-  private slot(k: number): number {
-    // MurmurHash3's finaliser: keys differ in their low bits (ranks) and in a multiple of world.
-    let h = (k >>> 0) ^ Math.floor(k / 4294967296);
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-    h ^= h >>> 16;
-    let i = h & this.mask;
-    const keys = this.keys;
-    while (keys[i] !== k && keys[i] !== -1) i = (i + 1) & this.mask;
-    return i;
-  }
-
-  /** Count of key k (0 when absent). */
-  get(k: number): number {
-    const i = this.slot(k);
-    return this.keys[i] === k ? this.counts[i]! : 0;
-  }
-
-  /** Adds d to the count of key k (keys stay once added; the table doubles at half full). */
-  add(k: number, d: number): void {
-    const i = this.slot(k);
-    if (this.keys[i] === k) {
-      this.counts[i]! += d;
-      return;
-    }
-    this.keys[i] = k;
-    this.counts[i] = d;
-    if (++this.size * 2 > this.keys.length) this.grow();
-  }
-
-  private grow(): void {
-    const keys = this.keys;
-    const counts = this.counts;
-    this.keys = new Float64Array(keys.length * 2).fill(-1);
-    this.counts = new Int32Array(keys.length * 2);
-    this.mask = keys.length * 2 - 1;
-    for (let j = 0; j < keys.length; j++) {
-      if (keys[j] === -1) continue;
-      const i = this.slot(keys[j]!);
-      this.keys[i] = keys[j]!;
-      this.counts[i] = counts[j]!;
-    }
-  }
-}
