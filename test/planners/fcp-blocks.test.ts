@@ -174,6 +174,8 @@ test('options: defaults in one place, every bad value reported with its code', (
   assert.deepEqual(codes({ rounds: 'fast' as 'naive' }), ['option.rounds']);
   assert.deepEqual(codes({ maxUnitShare: 0 }), ['option.maxUnitShare']);
   assert.deepEqual(codes({ balance: 'flops' as 'time' }), ['option.balance']);
+  assert.deepEqual(codes({ loaderSwaps: 'all' as 'any' }), ['option.loaderSwaps']);
+  assert.deepEqual(codes({ loaderSwaps: 'node' }), []);
   assert.equal(d.balance, 'time');
   assert.deepEqual(codes({ blockSize: -1, coalesce: 1.5 }), ['option.blockSize', 'option.coalesce']);
 });

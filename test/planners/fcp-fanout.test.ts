@@ -79,7 +79,14 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
       for (const loaderLayout of [false, true]) {
         const p = problem(seed, mask);
         const direct = planWith(p, { loaderLayout });
-        const plan = planWith(p, { loaderLayout, fanOut: true, tune: false });
+        // The same loader layout as the tuned direct plan (its swaps are chosen by its estimate).
+        const loaderSwaps = (direct.meta?.loaderLayout as { swaps?: 'node' | 'any' } | undefined)?.swaps;
+        const plan = planWith(p, {
+          loaderLayout,
+          fanOut: true,
+          tune: false,
+          ...(loaderSwaps ? { loaderSwaps } : {}),
+        });
         const { issues, report } = validatePlan(plan);
         const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;
         assert.deepEqual(issues.slice(0, 3).map(formatIssue), [], label);

@@ -68,7 +68,14 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);
       // Sharing one placement between candidates changes none of them.
       const c = t.candidates[t.chosen]!;
-      const opts: FcpPlannerOptions = { loaderLayout, tune: false, coalesce: c.coalesce, fanOut: c.fanOut };
+      const loaderSwaps = (plan.meta?.loaderLayout as { swaps?: 'node' | 'any' } | undefined)?.swaps;
+      const opts: FcpPlannerOptions = {
+        loaderLayout,
+        tune: false,
+        coalesce: c.coalesce,
+        fanOut: c.fanOut,
+        ...(loaderSwaps ? { loaderSwaps } : {}),
+      };
       const alone = fcpPlanner.plan(p, opts);
       assert.equal(withoutTuning(plan), planToJson(alone), `${label}: chosen plan = its candidate alone`);
       const { issues, report } = validatePlan(plan);

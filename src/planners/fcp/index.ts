@@ -314,18 +314,44 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       partners: SWAP_PARTNERS,
       nodeSize,
     });
-  // Swaps kept inside nodes (or to ranks that fetch the sequence already) against swaps anywhere,
-  // kept by modelled compute plus the busiest rank's K/V time, as the caps are: on `magi` the
-  // free swaps balanced compute but added NIC K/V (simulated, 3 batches, fwd MFU at 64 / 128 / 256
-  // ranks: levelled 0.577 / 0.553 / 0.530, free swaps 0.567 / 0.526 / 0.487, node swaps 0.580 /
-  // 0.552 / 0.535), on `longtail` the free ones won.
+  // Swaps kept inside nodes (or to ranks that fetch the sequence already) against swaps anywhere:
+  // both layouts are planned (tuned) and the plan with the lower estimate is kept. Choosing by
+  // modelled compute plus the busiest rank's K/V time, as the caps are, missed what the free swaps
+  // add on the NIC for the other ranks: longtail at 1024 ranks, seed 2, it took the free swaps
+  // (391.5 against 393.8 ms) and the forward fell to 0.463 MFU against 0.566 with the node swaps.
+  // By the plans' estimates (simulated, fluid, 3 batches, fwd/bwd MFU): longtail 1024 0.520/0.455
+  // -> 0.571/0.459, 64 0.618/0.506 -> 0.620/0.505, 256 0.598/0.480 -> 0.596/0.481, 16 unchanged;
+  // magi 64 0.575/0.471 -> 0.577/0.478, 128 0.544/0.450 -> 0.551/0.445, 256 0.524/0.450 ->
+  // 0.535/0.450 (`fcp compare --strategies fcp --loader-layout --batches 3`). It costs one more
+  // tuned pipeline in mode (b) on more than one node. Self-tuning off (`tune: false`: no candidate
+  // is planned beside the one asked for) keeps the modelled choice.
   const near = refine(links.nodeSize);
   const free = links.nodeSize >= world ? near : refine(world);
-  const kvOf = (l: Layout): number =>
-    o.balance === 'time' ? kvTrafficMs(l, sequences, mask, world, links, kvBytes) : 0;
-  const cost = (r: SwapResult): number => maxOf(r.after.fwd) + maxOf(r.after.bwd) + kvOf(r.layout);
-  const swap = free !== near && cost(free) < cost(near) ? free : near;
-  const second = tunedPipeline({ ...problem, userLayout: swap.layout }, rest, best.blockSize);
+  const planOf = (r: SwapResult): PipelineResult =>
+    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize);
+  const pinned = (options as FcpPlannerOptions).loaderSwaps;
+  let swap = near;
+  let second: PipelineResult;
+  if (free === near) second = planOf(near);
+  else if (pinned !== undefined) {
+    swap = pinned === 'any' ? free : near;
+    second = planOf(swap);
+  } else if ((options as FcpPlannerOptions).tune === false) {
+    const kvOf = (l: Layout): number =>
+      o.balance === 'time' ? kvTrafficMs(l, sequences, mask, world, links, kvBytes) : 0;
+    const cost = (r: SwapResult): number => maxOf(r.after.fwd) + maxOf(r.after.bwd) + kvOf(r.layout);
+    if (cost(free) < cost(near)) swap = free;
+    second = planOf(swap);
+  } else {
+    const nearPlan = planOf(near);
+    const freePlan = planOf(free);
+    const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
+    second = nearPlan;
+    if (ms(freePlan) < ms(nearPlan)) {
+      swap = free;
+      second = freePlan;
+    }
+  }
   const plan = second.plan;
   plan.meta = {
     ...plan.meta,
@@ -333,6 +359,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       tokenImbalance: tokenImbalance(swap.layout, world),
       tokenCap: Number.isFinite(best.cap) ? best.cap : null,
       placedComputeImbalance: best.placed,
+      swaps: swap === near ? 'node' : 'any',
       swapSteps: swap.steps,
       levelledImbalance: phaseImbalance(swap.before),
       swappedImbalance: phaseImbalance(swap.after),

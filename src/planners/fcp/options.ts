@@ -27,6 +27,13 @@ export interface FcpPlannerOptions extends PlannerOptions {
   nodePacking?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
+  /**
+   * Mode (b): which token swaps of the loader layout to keep (index.ts, planForLoaderLayout):
+   * `node` (inside nodes, or to ranks that fetch the sequence already) or `any`. Unset: the
+   * self-tuner plans both and keeps the lower estimate (with `tune: false`, the modelled choice).
+   * The choice is recorded in `meta.loaderLayout.swaps`, so a tuned plan can be planned again alone.
+   */
+  loaderSwaps?: 'node' | 'any';
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
   /**
@@ -181,6 +188,14 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const balance = o.balance ?? d.balance;
   if (balance !== 'time' && balance !== 'pairs')
     issues.push(issue('option.balance', `balance must be time or pairs (got ${String(balance)})`, 'balance'));
+  if (o.loaderSwaps !== undefined && o.loaderSwaps !== 'node' && o.loaderSwaps !== 'any')
+    issues.push(
+      issue(
+        'option.loaderSwaps',
+        `loaderSwaps must be node or any (got ${String(o.loaderSwaps)})`,
+        'loaderSwaps',
+      ),
+    );
   const flags = [
     'noPipeline',
     'noReshuffleOverlap',
