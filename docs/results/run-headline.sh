@@ -8,7 +8,8 @@
 # Usage: PART=baselines|fcp|all bash docs/results/run-headline.sh   (default all)
 #   The baseline part does not depend on the FCP planner: rerun only PART=fcp after planner changes.
 #   ONLY="longtail-fluid ..." restricts it to those batch-setting pairs (setting: fluid, contention,
-#   ratio5920 = ratio-5920 fluid, ratio5920-contention).
+#   ratio5920 = ratio-5920 fluid, ratio5920-contention). MODES="b" reruns only FCP's mode (b) folders
+#   (default "a b").
 # Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b, each name
 #   prefixed by PREFIX (docs/results/run-headline-large.sh: PREFIX=large- W=1024, large4096- W=4096).
 set -u
@@ -44,8 +45,12 @@ for batch in longtail magi bimodal; do
       run ${P}best-$batch-$setting --strategies $B --baselines best "${sweep[@]}" "${opts[@]}" --world $W --batch $batch --batches 3
     fi
     if [ "$PART" != baselines ]; then
-      run ${P}fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
-      run ${P}fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
+      if [[ " ${MODES:-a b} " == *" a "* ]]; then
+        run ${P}fcp-$batch-$setting-a --strategies fcp "${opts[@]}" --world $W --batch $batch --batches 3
+      fi
+      if [[ " ${MODES:-a b} " == *" b "* ]]; then
+        run ${P}fcp-$batch-$setting-b --strategies fcp --loader-layout "${opts[@]}" --world $W --batch $batch --batches 3
+      fi
     fi
   done
 done

@@ -12,9 +12,12 @@
  */
 import type { Progress } from '../report/progress.ts';
 
+/** Share of the work done before the time left is estimated (below it the rate is noise). */
+const MIN_DONE = 0.02;
+
 /** Progress of a job of known steps, with fractions inside a step. */
 export interface LiveProgress extends Progress {
-  /** Starts step `label` (the previous one is done). */
+/** Starts step `label` (the previous one is done). */
   step(label: string): void;
   /** Fraction in [0, 1] of the current step; cheap to call often (prints at most every interval). */
   fraction(f: number): void;
@@ -104,11 +107,12 @@ export function createLiveProgress(o: LiveProgressOptions): LiveProgress & { hea
     const f = frac ?? 0;
     if (weights && n >= 1) {
       const done = doneWeight + f * (weights[n - 1] ?? 0);
-      // Too little done for a rate: no estimate rather than a wild one.
-      if (done <= 0 || t - t0 < 500) return undefined;
+      // Too little done for a rate: no estimate rather than a wild one (a step whose fraction only
+      // covers its last part, as compare's simulation after planning, read "450 h left" at 0%).
+      if (done < MIN_DONE * totalWeight || t - t0 < 500) return undefined;
       return ((t - t0) / done) * (totalWeight - done);
     }
-    if (frac !== undefined && f >= 0.02) return ((t - stepStart) * (1 - f)) / f;
+    if (frac !== undefined && f >= MIN_DONE) return ((t - stepStart) * (1 - f)) / f;
     return undefined;
   };
 

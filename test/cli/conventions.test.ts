@@ -350,6 +350,22 @@ describe('rule: long work prints progress on stderr at least every 5 s, with an 
     assert.match(lines[1]!, /first: 50%, about 21 s left\n$/);
     t = 4000;
     p.step('second');
+    // 1% of the whole done (0.04 of weight 3 after weight 1): no estimate yet, not a wild one.
+    const few = createLiveProgress({
+      name: 'fcp z',
+      total: 1,
+      weights: [1],
+      startDelayMs: 0,
+      now: () => t,
+      timer: false,
+      stream: { write: (s: string) => lines.push(s) },
+    });
+    few.step('plan and simulate');
+    t = 4000 + 68000;
+    few.fraction(0.0001);
+    assert.match(lines.at(-1)!, /plan and simulate: 0%\n$/);
+    few.done();
+    lines.length = 3;
     t = 7000;
     p.heartbeat();
     assert.equal(lines.length, 4, 'the heartbeat prints after the interval');
