@@ -26,6 +26,7 @@
  * 0.588/0.608/0.583. The self-tuner's relay candidate (index.ts) still loses at 16-256 ranks
  * (seeds 1-3) and wins at 1024 (seed 1: fwd MFU 0.554 -> 0.578, comm imbalance 85.7% -> 34.0%).
  */
+import { LoadHeap } from './load-heap.ts';
 import type { Pieces } from './reshuffle.ts';
 
 /** The fields of fetch.ts's `KvEdges` the trees read and rewrite (no import: fetch.ts calls this). */
@@ -91,57 +92,6 @@ export function hopLevels(relay: Int32Array): Int32Array {
     }
   }
   return level;
-}
-
-/** A max-heap of ranks by load with lazy deletion (an entry is stale when the load moved). */
-export class LoadHeap {
-  private readonly key: number[] = [];
-  private readonly rank: number[] = [];
-
-  push(load: number, r: number): void {
-    const k = this.key;
-    const v = this.rank;
-    let i = k.length;
-    k.push(load);
-    v.push(r);
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (k[p]! > load || (k[p] === load && v[p]! < r)) break;
-      k[i] = k[p]!;
-      v[i] = v[p]!;
-      i = p;
-    }
-    k[i] = load;
-    v[i] = r;
-  }
-
-  /** Pops the top entry (-1 when empty); `out[0]` gets its load. */
-  pop(out: Float64Array): number {
-    const k = this.key;
-    const v = this.rank;
-    if (k.length === 0) return -1;
-    const top = v[0]!;
-    out[0] = k[0]!;
-    const lk = k.pop()!;
-    const lv = v.pop()!;
-    const n = k.length;
-    if (n > 0) {
-      let i = 0;
-      for (;;) {
-        const a = 2 * i + 1;
-        if (a >= n) break;
-        const b = a + 1;
-        const c = b < n && (k[b]! > k[a]! || (k[b] === k[a] && v[b]! < v[a]!)) ? b : a;
-        if (k[c]! < lk || (k[c] === lk && v[c]! > lv)) break;
-        k[i] = k[c]!;
-        v[i] = v[c]!;
-        i = c;
-      }
-      k[i] = lk;
-      v[i] = lv;
-    }
-    return top;
-  }
 }
 
 /**
@@ -213,14 +163,10 @@ export function forwardTrees<E extends TreeEdges>(
   const dep = edges.dep.slice();
   const relay = edges.relay.slice();
   const g = Math.max(1, gpusPerNode);
-  const heap = new LoadHeap();
-  for (let r = 0; r < world; r++) if (load[r]! > target) heap.push(load[r]!, r);
-  const top = new Float64Array(1);
+  const heap = LoadHeap.above(load, target);
   for (;;) {
-    const s = heap.pop(top);
+    const s = heap.popAbove(load, target);
     if (s < 0) break;
-    if (top[0] !== load[s]) continue; // stale
-    if (load[s]! <= target) break;
     // The busiest rank: move one of its direct sends to a holder of the same range, if any
     // leaves both below its load; else nothing lowers the maximum and the greedy stops.
     let done = false;

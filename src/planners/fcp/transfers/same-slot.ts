@@ -43,8 +43,8 @@
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import type { ModelShape } from '../../../model/shape.ts';
 import type { KvEdges } from './fetch.ts';
-import { LoadHeap } from './forward-tree.ts';
 import type { GroupPlacer, TransferList } from './groups.ts';
+import { LoadHeap } from './load-heap.ts';
 import type { Pieces } from './reshuffle.ts';
 
 /** Inputs of {@link sameSlotForward}: placed `kv` transfers (local ids), per rank base loads. */
@@ -152,18 +152,14 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     for (let k = 0; k < n; k++) scan[fill[src[order[k]!]!]!++] = order[k]!;
   }
   const node = (r: number): number => Math.floor(r / g);
-  const top = new Float64Array(1);
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = 0;
     const ptr = off.slice(0, world);
-    const heap = new LoadHeap();
-    for (let r = 0; r < world; r++) if (load[r]! > target) heap.push(load[r]!, r);
+    const heap = LoadHeap.above(load, target);
     for (;;) {
       // The busiest rank (ties: the lowest id).
-      const s = heap.pop(top);
+      const s = heap.popAbove(load, target);
       if (s < 0) break;
-      if (top[0] !== load[s]) continue; // stale
-      if (load[s]! <= target) break;
       let done = false;
       for (; ptr[s]! < off[s + 1]! && !done; ptr[s]!++) {
         const e = scan[ptr[s]!]!;
