@@ -17,7 +17,7 @@ const MIN_DONE = 0.02;
 
 /** Progress of a job of known steps, with fractions inside a step. */
 export interface LiveProgress extends Progress {
-/** Starts step `label` (the previous one is done). */
+  /** Starts step `label` (the previous one is done). */
   step(label: string): void;
   /** Fraction in [0, 1] of the current step; cheap to call often (prints at most every interval). */
   fraction(f: number): void;
