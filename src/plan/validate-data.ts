@@ -47,13 +47,18 @@ function arrivals(tr: FlatTransfers, kinds: number[]): Holding {
   return h;
 }
 
-/** Checks rule 3 for one phase. */
+/**
+ * Checks rule 3 for one phase. `kvOrigin` (the phase's direct senders, already checked for shape by
+ * validate-origin.ts): each `kv` row's direct sender must hold the range before the row's group as
+ * well (hand-overs change only who sends, so the receivers' holdings are the direct plan's).
+ */
 export function checkDataPresence(
   flat: FlatPlan,
   ph: FlatPhase,
   user: RangeIndex,
   home: RangeIndex,
   sink: IssueSink,
+  kvOrigin?: Int32Array,
 ): void {
   const nSeq = flat.seqLen.length;
   const fwd = ph.name === 'forward';
@@ -119,6 +124,15 @@ export function checkDataPresence(
     } else if (kind === Kind.kv) {
       held = kvSide.covers(s, src, a, b, tr.group[i]! - 1);
       what = `K/V before group ${tr.group[i]}`;
+      const row = tr.origin[i]!;
+      const o = kvOrigin !== undefined && row >= 0 ? kvOrigin[row]! : src;
+      if (o !== src && !kvSide.covers(s, o, a, b, tr.group[i]! - 1))
+        sink.addOnce(
+          'plan.kvOrigin',
+          `${ph.name}.kvOrigin[${row}] is rank ${o}, which does not hold K/V of tokens [${a}, ${b}) of sequence ${s} before group ${tr.group[i]}`,
+          `${ph.name}.kvOrigin`,
+          row,
+        );
     } else if (kind === Kind.out) {
       held = home.covers(s, src, a, b, FOREVER);
       what = fwd ? 'O (home layout)' : 'dQ,dK,dV (home layout)';

@@ -76,7 +76,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
     return { issues: sink.issues, report: zeroReport(plan), omitted: sink.omitted };
 
   checkChains(plan, sink);
-  checkKvOrigin(plan, sink);
+  const originsOk = checkKvOrigin(plan, sink);
   const fo = checkOrder(plan, plan.forward, 'forward', sink);
   const bo = checkOrder(plan, plan.backward, 'backward', sink);
   const fm = opMembership(plan, plan.forward, 'forward', sink);
@@ -96,7 +96,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
   const taskB = { byQuery: bucketBySeq(nSeq, t.seq, t.n, t.qs), byKey: bucketBySeq(nSeq, t.seq, t.n, t.ks) };
   checkTasks(flat, home, taskB.byQuery, sink);
   for (const ph of [flat.forward, flat.backward]) {
-    checkDataPresence(flat, ph, user, home, sink);
+    checkDataPresence(flat, ph, user, home, sink, originsOk ? plan[ph.name].kvOrigin : undefined);
     checkOutputs(flat, ph, userB, homeB, taskB, sink);
   }
   return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };

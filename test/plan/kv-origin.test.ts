@@ -2,8 +2,8 @@
  * Direct senders (`Phase.kvOrigin`, docs/plan-format.md): FCP writes them when it hands `kv`
  * transfers over within their rounds (same-slot.ts); they survive the JSON round trip, the report
  * rebuilds the direct graph's Δ from them (`kvDirectDelta` = kv rounds >= kvDelta), and the
- * validator rejects a wrong length, a non-rank, a non-`kv` row with another sender than its own and
- * an origin that is the row's receiver (code `plan.kvOrigin`).
+ * validator rejects a wrong length, a non-rank, a non-`kv` row with another sender than its own,
+ * an origin that is the row's receiver and one that does not hold the range (code `plan.kvOrigin`).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -70,4 +70,48 @@ test('kvOrigin: the validator rejects a wrong length, non-ranks, other senders o
     }
   }
   assert.ok(nonKv > 0, 'a phase with rows of other kinds (the backward: dkv)');
+});
+
+test('kvOrigin: the validator rejects a direct sender that does not hold the range before its group', () => {
+  for (const name of ['forward', 'backward'] as const) {
+    const ph = plan[name];
+    const o = ph.kvOrigin!;
+    const t = ph.transfers;
+    // A handed-over row's origin moved to a rank that neither keeps the range in the layout nor
+    // receives it before the row's group.
+    let done = false;
+    for (let i = 0; i < o.length && !done; i++) {
+      if (t.kind[i] !== Kind.kv || o[i] === t.src[i]) continue;
+      const holds = (r: number): boolean => {
+        const l = plan.homeLayout;
+        for (let j = 0; j < l.rank.length; j++)
+          if (
+            l.rank[j] === r &&
+            l.seq[j] === t.seq[i] &&
+            l.start[j]! <= t.start[i]! &&
+            l.start[j]! + l.length[j]! >= t.start[i]! + t.length[i]!
+          )
+            return true;
+        for (let k = 0; k < t.src.length; k++)
+          if (
+            t.kind[k] === Kind.kv &&
+            t.dst[k] === r &&
+            t.seq[k] === t.seq[i] &&
+            t.start[k]! <= t.start[i]! &&
+            t.start[k]! + t.length[k]! >= t.start[i]! + t.length[i]!
+          )
+            return true;
+        return false;
+      };
+      for (let r = 0; r < plan.world && !done; r++) {
+        if (r === t.dst[i] || r === t.src[i] || holds(r)) continue;
+        const bad = o.slice();
+        bad[i] = r;
+        const codes = validatePlan({ ...plan, [name]: { ...ph, kvOrigin: bad } }).issues.map((x) => x.code);
+        assert.deepEqual(codes, ['plan.kvOrigin'], `${name} row ${i} origin ${r}`);
+        done = true;
+      }
+    }
+    assert.ok(done, `${name}: a handed-over row and a rank without its range`);
+  }
 });
