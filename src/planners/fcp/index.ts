@@ -329,28 +329,28 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const free = links.nodeSize >= world ? near : refine(world);
   const planOf = (r: SwapResult): PipelineResult =>
     tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize);
-  const pinned = (options as FcpPlannerOptions).loaderSwaps;
-  let swap = near;
-  let second: PipelineResult;
-  if (free === near) second = planOf(near);
-  else if (pinned !== undefined) {
-    swap = pinned === 'any' ? free : near;
-    second = planOf(swap);
-  } else if ((options as FcpPlannerOptions).tune === false) {
+  const fo = options as FcpPlannerOptions;
+  // The swaps kept without planning both: the only ones (one node), the pinned ones, or with
+  // self-tuning off the modelled choice; null: plan both.
+  const decided = (): SwapResult | null => {
+    if (free === near) return near;
+    if (fo.loaderSwaps !== undefined) return fo.loaderSwaps === 'any' ? free : near;
+    if (fo.tune !== false) return null;
     const kvOf = (l: Layout): number =>
       o.balance === 'time' ? kvTrafficMs(l, sequences, mask, world, links, kvBytes) : 0;
     const cost = (r: SwapResult): number => maxOf(r.after.fwd) + maxOf(r.after.bwd) + kvOf(r.layout);
-    if (cost(free) < cost(near)) swap = free;
-    second = planOf(swap);
-  } else {
+    return cost(free) < cost(near) ? free : near;
+  };
+  let swap = decided();
+  let second: PipelineResult;
+  if (swap !== null) second = planOf(swap);
+  else {
     const nearPlan = planOf(near);
     const freePlan = planOf(free);
     const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
-    second = nearPlan;
-    if (ms(freePlan) < ms(nearPlan)) {
-      swap = free;
-      second = freePlan;
-    }
+    const takeFree = ms(freePlan) < ms(nearPlan);
+    swap = takeFree ? free : near;
+    second = takeFree ? freePlan : nearPlan;
   }
   const plan = second.plan;
   plan.meta = {
