@@ -12,6 +12,7 @@
 import type { Blocks } from './blocks.ts';
 
 import { RankHeap } from './rank-heap.ts';
+import { RanksByLoad } from './ranks-by-load.ts';
 import type { Weights } from './weights.ts';
 
 /**
@@ -87,49 +88,11 @@ export function refine(
   const eps = 1e-9 * avg;
   const goal = avg * (1 + REFINE_GOAL);
   // Most loaded rank: a min-heap on -load. Partners in ascending (load, rank): every rank in that
-  // order, kept sorted as steps change two loads (O(world) memory moves per step). A heap query
-  // for all ranks, which a step makes when the least loaded few fail, cost O(world log world)
-  // and was a third of the planning time at 2048 ranks in mode (b).
+  // order (ranks-by-load.ts).
   const negLoad = new Float64Array(world);
   for (let r = 0; r < world; r++) negLoad[r] = -load[r]!;
   const maxHeap = new RankHeap(negLoad, world);
-  const byLoad = new Int32Array(world);
-  for (let r = 0; r < world; r++) byLoad[r] = r;
-  byLoad.sort((x, y) => load[x]! - load[y]! || x - y);
-  const slot = new Int32Array(world);
-  for (let i = 0; i < world; i++) slot[byLoad[i]!] = i;
-  /** Position in `byLoad[0, n)` (sorted) where rank r goes. */
-  const slotFor = (r: number, n: number): number => {
-    const lr = load[r]!;
-    let lo = 0;
-    let hi = n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const q = byLoad[mid]!;
-      if (load[q]! < lr || (load[q] === lr && q < r)) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
-  /** Restores `byLoad` after the loads of ranks a and b (a !== b) changed. */
-  const resort = (a: number, b: number): void => {
-    const pa = slot[a]!;
-    const pb = slot[b]!;
-    const first = Math.min(pa, pb);
-    const second = Math.max(pa, pb);
-    // Take both out (the rest stays sorted), then put each back where it belongs.
-    byLoad.copyWithin(first, first + 1, second);
-    byLoad.copyWithin(second - 1, second + 1, world);
-    const at = slotFor(a, world - 2);
-    byLoad.copyWithin(at + 1, at, world - 2);
-    byLoad[at] = a;
-    const bt = slotFor(b, world - 1);
-    byLoad.copyWithin(bt + 1, bt, world - 1);
-    byLoad[bt] = b;
-    // Only slots between the lowest and highest position touched moved.
-    const hi = Math.min(world - 1, Math.max(second, at + 1, bt));
-    for (let i = Math.min(first, at, bt); i <= hi; i++) slot[byLoad[i]!] = i;
-  };
+  const byLoad = new RanksByLoad(load, world);
   // Partners that cannot take any block of the most loaded rank M at a level (see `eligible`),
   // skipped unread when all partners are searched: at 2048 ranks in mode (b) half the steps
   // searched them all, a hundred million block checks of which 0.3% passed. Built at every step's
@@ -366,7 +329,6 @@ export function refine(
     // only when those fail (screened, see `mayTake`); the first partner with an improving step
     // takes it (its best mover).
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
-      const pm = slot[M]!;
       const count = wide === 0 ? Math.min(PARTNERS, world - 1) : world - 1;
       // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway, within its
       // node; 1 such blocks anywhere; 2 whole short sequences; 3 also blocks of sequences that the
@@ -376,7 +338,7 @@ export function refine(
         const mine = lists[pass]![M]!;
         if (mine.length === 0) continue;
         for (let k = wide === 0 ? 0 : PARTNERS; k < count && bu < 0; k++) {
-          const m = byLoad[k < pm ? k : k + 1]!;
+          const m = byLoad.nthWithout(k, M);
           const lm = load[m]!;
           const gap = top - lm;
           if (gap <= eps) break;
@@ -445,7 +407,7 @@ export function refine(
     if (bu < 0) break;
     for (const v of best) apply(v, bm, M);
     apply(bu, M, bm);
-    resort(M, bm);
+    byLoad.update(M, bm);
     steps++;
   }
   return { blockRank, steps };
