@@ -35,6 +35,8 @@ test('ops hold every task once, never before its data; local ops wait for nothin
         for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
         const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
         const seen = new Uint8Array(ts.length);
+        const exports = new Uint8Array(W);
+        for (const t of ts) if (t.exported) exports[t.rank] = 1;
         let prevRank = -1;
         for (let op = 0; op < compute.rank.length; op++) {
           const r = compute.rank[op]!;
@@ -52,8 +54,13 @@ test('ops hold every task once, never before its data; local ops wait for nothin
             ms += input.ms[i]!;
             if (input.exported[i] || input.ready[i]! >= 0) exported++;
           }
-          // Exporting ops stay near maxOpMs (the last task may overshoot); local ops are -1.
-          if (exported > 0) assert.ok(ms <= maxOp + 3 + 1e-9);
+          // Exporting ops stay near maxOpMs (the last task may overshoot) on a rank that exports;
+          // on one that exports nothing an op holds the tasks of one ready group, whatever their
+          // time; local ops are -1.
+          if (exported > 0 && exports[r]) assert.ok(ms <= maxOp + 3 + 1e-9);
+          else if (exported > 0)
+            for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
+              assert.equal(input.ready[compute.taskIds[k]!], compute.after[op], 'one ready group per op');
           else assert.equal(compute.after[op], -1);
         }
         assert.ok(seen.every((x) => x === 1));
@@ -157,6 +164,31 @@ test('a rank that exports nothing runs all its local work first, even past the f
   const { compute } = orderOps(input, Float64Array.from([0.5]), 1, 1, 10, 10);
   assert.deepEqual([...compute.taskIds], [0, 1, 2, 3]);
   assert.deepEqual([...compute.after], [-1, 0]);
+});
+
+test('a rank that exports nothing holds one op per ready group, however long (no push waits for it)', () => {
+  // Ready groups 0, 0, 1, 1, 2 of 3 ms each, ops cut at 2 ms on a rank that exports.
+  const input = {
+    rank: new Int32Array(5),
+    ready: Int32Array.from([0, 0, 1, 1, 2]),
+    exported: new Uint8Array(5),
+    ms: Float64Array.from([3, 3, 3, 3, 3]),
+    key: Float64Array.from([0, 1, 2, 3, 4]),
+  };
+  const groupEnd = Float64Array.from([1, 2, 3]);
+  const quiet = orderOps(input, groupEnd, 3, 1, 2, 0).compute;
+  assert.deepEqual([...quiet.after], [0, 1, 2]);
+  assert.deepEqual([...quiet.taskOffsets], [0, 2, 4, 5]);
+  // The same tasks on a rank that exports one of them: ops cut by time (2 ms), one task each.
+  const exporting = orderOps(
+    { ...input, exported: Uint8Array.from([0, 0, 0, 0, 1]) },
+    groupEnd,
+    3,
+    1,
+    2,
+    0,
+  ).compute;
+  assert.equal(exporting.after.length, 5);
 });
 
 test('the reserve per rank is what its largest push takes, capped, and 0 for a rank that exports nothing', () => {
