@@ -81,11 +81,18 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         const direct = planWith(p, { loaderLayout });
         // The same loader layout as the tuned direct plan (its swaps are chosen by its estimate).
         const loaderSwaps = (direct.meta?.loaderLayout as { swaps?: 'node' | 'any' } | undefined)?.swaps;
+        // And its group size (mode (b) also tries groups of 8 rounds): NIC bytes of hand-overs
+        // depend on the groups, so relays are compared with direct fetches in the same groups.
+        const tuning = direct.meta?.tuning as
+          | { candidates: { coalesce: number }[]; chosen: number }
+          | undefined;
+        const coalesce = tuning ? tuning.candidates[tuning.chosen]!.coalesce : undefined;
         const plan = planWith(p, {
           loaderLayout,
           fanOut: true,
           tune: false,
           ...(loaderSwaps ? { loaderSwaps } : {}),
+          ...(coalesce !== undefined ? { coalesce } : {}),
         });
         const { issues, report } = validatePlan(plan);
         const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;

@@ -59,7 +59,13 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       // Mode (b) on two nodes adds the relay candidate (fcp-relay.test.ts).
       const relay = t.candidates.filter((c) => c.fanOut).length;
       assert.equal(relay, loaderLayout ? 1 : 0, label);
-      assert.equal(t.candidates.length - relay, tuneCandidates(16, 200, 2), label);
+      // Mode (b) also tries groups of 8 rounds (index.ts, LOADER_CANDIDATES).
+      assert.equal(t.candidates.length - relay, tuneCandidates(16, 200, loaderLayout ? 3 : 2), label);
+      if (loaderLayout)
+        assert.deepEqual(
+          t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce),
+          [16, 4, 8],
+        );
       assert.equal(t.budgetMs, 200);
       // The least direct estimate wins unless the relay plan's is 1% less (index.ts, RELAY_MARGIN).
       const least = Math.min(...t.candidates.filter((c) => !c.fanOut).map((c) => c.estimateMs));

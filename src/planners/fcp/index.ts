@@ -91,6 +91,16 @@ const DEFAULT_CANDIDATES: readonly TuneCandidate[] = [
 ];
 
 /**
+ * Mode (b)'s candidates: {@link DEFAULT_CANDIDATES} and groups of 8 rounds, last so that the
+ * budget drops them first (from 128 ranks). Without a reshuffle the estimate ranks them well
+ * (simulated, mode (b), fluid, 3 batches, fwd/bwd MFU at 16 / 32 / 64 ranks, with and without
+ * them: longtail 0.613/0.478, 0.613/0.489, 0.632/0.505 -> 0.614/0.481, 0.617/0.489, 0.632/0.505;
+ * magi 0.607/0.479, 0.618/0.493, 0.591/0.478 -> 0.607/0.478, 0.619/0.493, 0.599/0.478; bimodal
+ * equal within 0.001); in mode (a) they were left out (above).
+ */
+const LOADER_CANDIDATES: readonly TuneCandidate[] = [...DEFAULT_CANDIDATES, { coalesce: 8, fanOut: false }];
+
+/**
  * Planning time per rank (ms) of what all candidates share (blocks, placement, layout) and of one
  * candidate's two phases: bench/planner.ts at 256 ranks on the idle 2-core machine (62 ms and 111
  * ms), rounded up. A size model, not the clock, decides how many candidates fit the budget, so the
@@ -112,7 +122,7 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
  * allows ({@link tuneCandidates}, `planBudgetMs`, default 200) and keeps the one whose estimated
  * forward plus backward makespan (the planner's own timeline model, transfers/timeline.ts; never
  * the simulator) is least, ties to the earlier candidate. The candidates are
- * {@link DEFAULT_CANDIDATES}, or {@link TUNE_CANDIDATES} with `fanOut` (relays need a second
+ * {@link DEFAULT_CANDIDATES} ({@link LOADER_CANDIDATES} in mode (b)), or {@link TUNE_CANDIDATES} with `fanOut` (relays need a second
  * colouring, so `kv` rounds become Δ of the direct edges plus the relay rounds: only when asked
  * for). They differ only in the phases' knobs, so blocks, placement and layout are planned once
  * and shared. In mode (b) across nodes one more candidate, the chosen group size with relays, is
@@ -128,7 +138,12 @@ function tunedPipeline(
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
   if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser);
-  const list = options.fanOut === true ? TUNE_CANDIDATES : DEFAULT_CANDIDATES;
+  const list =
+    options.fanOut === true
+      ? TUNE_CANDIDATES
+      : homeFromUser !== null
+        ? LOADER_CANDIDATES
+        : DEFAULT_CANDIDATES;
   const budgetMs = options.planBudgetMs ?? 200;
   resolveFcpOptions(options); // a bad budget is an option error before any planning
   const count = tuneCandidates(problem.world, budgetMs, list.length);
