@@ -35,9 +35,8 @@ test('ops hold every task once, never before its data; local ops wait for nothin
         for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
         const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
         const seen = new Uint8Array(ts.length);
-        const exports = new Uint8Array(W);
-        for (const t of ts) if (t.exported) exports[t.rank] = 1;
         let prevRank = -1;
+        let prevQuiet = -1;
         for (let op = 0; op < compute.rank.length; op++) {
           const r = compute.rank[op]!;
           assert.ok(r >= prevRank, 'ops are rank-major');
@@ -54,14 +53,17 @@ test('ops hold every task once, never before its data; local ops wait for nothin
             ms += input.ms[i]!;
             if (input.exported[i] || input.ready[i]! >= 0) exported++;
           }
-          // Exporting ops stay near maxOpMs (the last task may overshoot) on a rank that exports;
-          // on one that exports nothing an op holds the tasks of one ready group, whatever their
-          // time; local ops are -1.
-          if (exported > 0 && exports[r]) assert.ok(ms <= maxOp + 3 + 1e-9);
-          else if (exported > 0)
-            for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
-              assert.equal(input.ready[compute.taskIds[k]!], compute.after[op], 'one ready group per op');
-          else assert.equal(compute.after[op], -1);
+          // Ops holding exporting work stay near maxOpMs (the last task may overshoot); an op of
+          // other work that waits for a group is cut only where the ready group grows, whatever
+          // its time (the next such op of the rank waits for a later group); local ops are -1.
+          let exporting = false;
+          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
+            exporting ||= input.exported[compute.taskIds[k]!] === 1;
+          if (exporting) assert.ok(ms <= maxOp + 3 + 1e-9);
+          else if (exported === 0) assert.equal(compute.after[op], -1);
+          if (!exporting && compute.after[op]! >= 0 && prevQuiet >= 0 && compute.rank[op - 1] === r)
+            assert.ok(compute.after[op]! > compute.after[prevQuiet]!, 'one op per ready group');
+          prevQuiet = !exporting && compute.after[op]! >= 0 ? op : -1;
         }
         assert.ok(seen.every((x) => x === 1));
       },
@@ -166,7 +168,7 @@ test('a rank that exports nothing runs all its local work first, even past the f
   assert.deepEqual([...compute.after], [-1, 0]);
 });
 
-test('a rank that exports nothing holds one op per ready group, however long (no push waits for it)', () => {
+test('work that exports nothing goes in one op per ready group, however long (no push waits for it)', () => {
   // Ready groups 0, 0, 1, 1, 2 of 3 ms each, ops cut at 2 ms on a rank that exports.
   const input = {
     rank: new Int32Array(5),
@@ -179,8 +181,11 @@ test('a rank that exports nothing holds one op per ready group, however long (no
   const quiet = orderOps(input, groupEnd, 3, 1, 2, 0).compute;
   assert.deepEqual([...quiet.after], [0, 1, 2]);
   assert.deepEqual([...quiet.taskOffsets], [0, 2, 4, 5]);
-  // The same tasks on a rank that exports one of them: ops cut by time (2 ms), one task each.
-  const exporting = orderOps(
+  // The same tasks all exporting: ops cut by time (2 ms), one task each.
+  const exporting = orderOps({ ...input, exported: new Uint8Array(5).fill(1) }, groupEnd, 3, 1, 2, 0).compute;
+  assert.equal(exporting.after.length, 5);
+  // Only the last task exports: the others still go by ready group, that one alone.
+  const mixed = orderOps(
     { ...input, exported: Uint8Array.from([0, 0, 0, 0, 1]) },
     groupEnd,
     3,
@@ -188,7 +193,7 @@ test('a rank that exports nothing holds one op per ready group, however long (no
     2,
     0,
   ).compute;
-  assert.equal(exporting.after.length, 5);
+  assert.deepEqual([...mixed.taskOffsets], [0, 2, 4, 5]);
 });
 
 test('the reserve per rank is what its largest push takes, capped, and 0 for a rank that exports nothing', () => {

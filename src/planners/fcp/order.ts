@@ -66,17 +66,21 @@ export function orderOps(
   const opOfTask = new Int32Array(n);
   let opAfter = -2;
   let opMs = 0;
+  /** Whether the open op holds exporting work (1), only other work (0), or nothing yet (-1). */
+  let opExports = -1;
   const open = (r: number, a: number): void => {
     offsets.push(ids.length);
     rank.push(r);
     after.push(a);
     opAfter = a;
     opMs = 0;
+    opExports = -1;
   };
   const add = (task: number): void => {
     opOfTask[task] = rank.length - 1;
     ids.push(task);
     opMs += t.ms[task]!;
+    if (opExports !== 1) opExports = t.exported[task]!;
   };
   // Per rank: local tasks (in id order), exporting tasks by ready group (counting sort, ids
   // ascending inside a group), and a binary min-heap of available tasks by (key, id).
@@ -183,14 +187,19 @@ export function orderOps(
       while (next < ne && readyAt(t.ready[exp[next]!]!, r) <= now) push(exp[next++]!);
       const i = pop();
       const a = t.ready[i]!;
-      // A rank that exports nothing (the forward of a loader layout) opens an op per later ready
-      // group, never by size: no push waits for its ops, and each op pays its own launches (one
-      // per batch shape). Measured, mode (b), simulated, fluid, 3 batches, fwd MFU at 16-256
-      // ranks, ops cut at 2 ms -> per group: longtail 0.606/0.602/0.620/0.602/0.596 ->
+      // An op of exporting work is cut every `maxOpMs` (its pushes wait for its end) and where
+      // work that exports nothing follows or precedes it; an op of work that exports nothing (on
+      // a rank that exports nothing, the forward of a loader layout: all of its ops) is cut only
+      // where the ready group changes: no push waits for it, and each op pays its launches (one
+      // per batch shape). Measured, simulated, fluid, 3 batches, fwd MFU at 16-256 ranks, ops
+      // cut at 2 ms -> this: mode (b) longtail 0.606/0.602/0.620/0.602/0.596 ->
       // 0.613/0.613/0.632/0.615/0.610, magi 0.602/0.605/0.577/0.551/0.535 ->
       // 0.607/0.618/0.591/0.578/0.560, bimodal (16-128) 0.614/0.614/0.611/0.608 ->
-      // 0.628/0.625/0.624/0.624; backward and mode (a) unchanged (their ranks export).
-      const cut = exports ? opMs >= maxOpMs : a > opAfter;
+      // 0.628/0.625/0.624/0.624, backward unchanged; mode (a) fwd/bwd: magi 64 0.337/0.387 ->
+      // 0.348/0.397, longtail 128 0.481 -> 0.485 fwd, bimodal 256 0.449 -> 0.453 fwd, magi 256
+      // 0.272 -> 0.270 fwd, the rest within 0.002.
+      const ex = t.exported[i]!;
+      const cut = opExports === 1 || ex === 1 ? opExports !== ex || opMs >= maxOpMs : a > opAfter;
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
         opAfter = a;
