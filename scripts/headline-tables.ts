@@ -296,6 +296,8 @@ function acceptanceGrid(): string {
   let met = 0;
   let total = 0;
   let aboveCeiling = 0;
+  // Ranges per batch, cluster and scale (fluid and contention together), for the summary table.
+  const summary = new Map<string, number[][]>();
   for (const batch of ['longtail', 'magi', 'bimodal'])
     for (const setting of SETTINGS) {
       const best = read(`best-${batch}-${setting}`);
@@ -323,6 +325,13 @@ function acceptanceGrid(): string {
         };
         const fa = get(a, 'fcp');
         const fb = get(b, 'fcp');
+        const key = `${batch} | ${SETTING_NAME[setting]!.split(' ')[0]} | ${w <= 256 ? '16-256' : w}`;
+        const cols = summary.get(key) ?? [[], [], [], []];
+        const refs = [bf[0], bb[0], bf[0], bb[0]];
+        [fa?.mfuForward.mean, fa?.mfuBackward.mean, fb?.mfuForward.mean, fb?.mfuBackward.mean].forEach((x, i) => {
+          if (x !== undefined && refs[i]! > 0) cols[i]!.push(x / refs[i]!);
+        });
+        summary.set(key, cols);
         lines.push(
           `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0], CEILING.forward)} | ${ratio(fa?.mfuBackward.mean, bb[0], CEILING.backward)} | ${ratio(fb?.mfuForward.mean, bf[0], CEILING.forward)} | ${ratio(fb?.mfuBackward.mean, bb[0], CEILING.backward)} | ${t.toFixed(2)}x |`,
         );
@@ -333,6 +342,22 @@ function acceptanceGrid(): string {
     `Targets met: ${met} of ${total} ratios present (the grid has 3 batches x 4 settings x 7 worlds x 4 = 336). ` +
       `\`(miss, ceiling)\`: ${aboveCeiling} of the misses ask for more MFU than any measured launch of the kernel calibration reaches ` +
       `on the SMs left to compute (${CEILING.forward.toFixed(3)} forward, ${CEILING.backward.toFixed(3)} backward: data/calibration/h200-measured.json's best launch, 6 of 132 SMs reserved for communication as every simulated strategy pays): out of reach for any plan with these kernels.`,
+  );
+  const range = (xs: number[]): string => {
+    if (xs.length === 0) return '-';
+    const lo = Math.min(...xs).toFixed(2);
+    const hi = Math.max(...xs).toFixed(2);
+    return lo === hi ? `${lo}x` : `${lo}-${hi}x`;
+  };
+  lines.push(
+    '',
+    'Summary: FCP / strongest tuned baseline, forward / backward, fluid and contention together:',
+    '',
+    '| batch | cluster | ranks | mode (a) | mode (b) |',
+    '|---|---|---|---|---|',
+    ...[...summary].map(
+      ([k, c]) => `| ${k} | ${range(c[0]!)} / ${range(c[1]!)} | ${range(c[2]!)} / ${range(c[3]!)} |`,
+    ),
   );
   return lines.join('\n');
 }
