@@ -168,6 +168,49 @@ test('a rank that exports nothing runs all its local work first, even past the f
   assert.deepEqual([...compute.after], [-1, 0]);
 });
 
+test('without extend, an exporting op never waits for a later group than its first task', () => {
+  fc.assert(
+    fc.property(fc.array(taskArb, { maxLength: 60 }), (ts) => {
+      const W = 4;
+      const G = 6;
+      const input = {
+        rank: Int32Array.from(ts, (t) => t.rank),
+        ready: Int32Array.from(ts, (t) => t.ready),
+        exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
+        ms: Float64Array.from(ts, (t) => t.ms),
+        key: Float64Array.from(ts, (t) => t.key),
+      };
+      const groupEnd = new Float64Array(G * W);
+      for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
+      const { compute } = orderOps(input, groupEnd, G, W, 5, 1, true, false);
+      for (let op = 0; op < compute.rank.length; op++) {
+        let first = -2;
+        let latest = -1;
+        for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++) {
+          const i = compute.taskIds[k]!;
+          if (input.ready[i]! < 0) continue; // local work filling a wait
+          if (first === -2) first = input.ready[i]!;
+          latest = Math.max(latest, input.ready[i]!);
+        }
+        if (first >= 0) assert.equal(latest, first, 'no task of a later group joins');
+        assert.ok(compute.after[op]! >= latest);
+      }
+    }),
+    { seed: 7, numRuns: 200 },
+  );
+  // Ready groups 0 then 1, both exporting, 1 ms each under a 2 ms cut: one op with extend, two without.
+  const two = {
+    rank: new Int32Array(2),
+    ready: Int32Array.from([0, 1]),
+    exported: Uint8Array.from([1, 1]),
+    ms: Float64Array.from([1, 1]),
+    key: Float64Array.from([0, 1]),
+  };
+  const ends = Float64Array.from([1, 1.5]);
+  assert.deepEqual([...orderOps(two, ends, 2, 1, 2, 0).compute.after], [1]);
+  assert.deepEqual([...orderOps(two, ends, 2, 1, 2, 0, true, false).compute.after], [0, 1]);
+});
+
 test('work that exports nothing goes in one op per ready group, however long (no push waits for it)', () => {
   // Ready groups 0, 0, 1, 1, 2 of 3 ms each, ops cut at 2 ms on a rank that exports.
   const input = {

@@ -39,7 +39,9 @@ export interface OrderInput {
 /**
  * Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r,
  * ms; `reserveMs`: the local work kept for the end, one value or one per rank; `fillGaps`: local
- * work beyond the reserve fills estimated waits between groups (step 2).
+ * work beyond the reserve fills estimated waits between groups (step 2); `extend`: an op of
+ * exporting work under `maxOpMs` may take a task of a later ready group and wait for that group
+ * (else the task opens the next op).
  */
 export function orderOps(
   t: OrderInput,
@@ -49,6 +51,7 @@ export function orderOps(
   maxOpMs: number,
   reserveMs: number | Float64Array,
   fillGaps = true,
+  extend = true,
 ): { compute: ComputeTable; opOfTask: Int32Array } {
   const n = t.rank.length;
   // Tasks by rank (counting sort, ids ascending).
@@ -198,8 +201,13 @@ export function orderOps(
       // 0.628/0.625/0.624/0.624, backward unchanged; mode (a) fwd/bwd: magi 64 0.337/0.387 ->
       // 0.348/0.397, longtail 128 0.481 -> 0.485 fwd, bimodal 256 0.449 -> 0.453 fwd, magi 256
       // 0.272 -> 0.270 fwd, the rest within 0.002.
+      // Without `extend` a task of a later group than its op's opens the next op, so the op's
+      // earlier-ready tasks do not wait for that group's arrival, which the estimate places too
+      // early when `in` transfers share a NIC (mode (a), 16 ranks, longtail seed 1: the critical
+      // rank's first op held a tile ready at 1.7 ms until its next group arrived at 10.1 ms).
       const ex = t.exported[i]!;
-      const cut = opExports === 1 || ex === 1 ? opExports !== ex || opMs >= maxOpMs : a > opAfter;
+      const later = !extend && a > opAfter;
+      const cut = opExports === 1 || ex === 1 ? opExports !== ex || opMs >= maxOpMs || later : a > opAfter;
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
         opAfter = a;
