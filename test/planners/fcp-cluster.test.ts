@@ -11,9 +11,10 @@ import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planFcp } from '../../src/planners/fcp/index.ts';
 import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
-import { GroupPlacer, TransferList } from '../../src/planners/fcp/transfers/groups.ts';
+import { GroupPlacer } from '../../src/planners/fcp/transfers/groups.ts';
 import { linkModel } from '../../src/planners/fcp/transfers/links.ts';
 import { estimateGroups, type TimelineContext } from '../../src/planners/fcp/transfers/timeline.ts';
+import { TransferList } from '../../src/planners/fcp/transfers/transfer-list.ts';
 import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 

@@ -37,9 +37,10 @@ import {
 import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 import { chooseSenders } from './transfers/fetch.ts';
-import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
+import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
 import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
+import { TransferList } from './transfers/transfer-list.ts';
 
 /** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
 interface DkvPushes {

@@ -38,9 +38,10 @@ import {
 } from './phase.ts';
 import { buildTasks, edgesByRs, type Tasks } from './tasks.ts';
 import { chooseSenders, type KvEdges } from './transfers/fetch.ts';
-import { addOutPushes, finishPhase, GroupPlacer, TransferList } from './transfers/groups.ts';
+import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';
 import { type Colouring, placePushes } from './transfers/rounds.ts';
 import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
+import { TransferList } from './transfers/transfer-list.ts';
 
 /** Result of {@link planForward}: the phase, and what the backward reuses (tasks, colourings, K/V edges). */
 export interface ForwardResult {

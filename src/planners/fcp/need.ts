@@ -8,10 +8,11 @@ import type { Direction } from '../../cost/kernel.ts';
 import { attendedPairs, kvBytesPerToken } from '../../model/attention.ts';
 import type { PhaseContext } from './context.ts';
 import type { KvEdges } from './transfers/fetch.ts';
-import type { GroupPlacer, TransferList } from './transfers/groups.ts';
+import type { GroupPlacer } from './transfers/groups.ts';
 import type { NeedInput } from './transfers/need-order.ts';
 import type { Colouring } from './transfers/rounds.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
+import type { TransferList } from './transfers/transfer-list.ts';
 
 /**
  * Whether a phase orders its direct `kv` rounds by their receivers' need (transfers/need-order.ts)

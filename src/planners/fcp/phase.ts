@@ -15,11 +15,12 @@ import { buildOps, orderOps } from './order.ts';
 import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
-import type { GroupPlacer, TransferList } from './transfers/groups.ts';
+import type { GroupPlacer } from './transfers/groups.ts';
 import { needOrder } from './transfers/need-order.ts';
 import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
 import { handOverKv } from './transfers/same-slot.ts';
 import { estimateGroups, type TimelineContext } from './transfers/timeline.ts';
+import type { TransferList } from './transfers/transfer-list.ts';
 
 /** Per-phase statistics recorded in the plan's meta. */
 export interface PhaseStats {

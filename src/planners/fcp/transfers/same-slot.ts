@@ -43,9 +43,10 @@
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import type { ModelShape } from '../../../model/shape.ts';
 import type { KvEdges } from './fetch.ts';
-import type { GroupPlacer, TransferList } from './groups.ts';
+import type { GroupPlacer } from './groups.ts';
 import { LoadHeap } from './load-heap.ts';
 import type { Pieces } from './reshuffle.ts';
+import type { TransferList } from './transfer-list.ts';
 
 /** Inputs of {@link sameSlotForward}: placed `kv` transfers (local ids), per rank base loads. */
 export interface SameSlotInput {

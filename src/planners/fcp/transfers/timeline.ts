@@ -18,8 +18,9 @@ import type { Direction } from '../../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../../plan/types.ts';
 import type { KernelTime } from '../kernel-time.ts';
-import { type GroupPlacer, ROWS, type TransferList } from './groups.ts';
+import type { GroupPlacer } from './groups.ts';
 import { interPortMs, type LinkModel } from './links.ts';
+import { ROWS, type TransferList } from './transfer-list.ts';
 
 /** Per-op launch overhead, ms. */
 const LAUNCH_MS = 0.05;
