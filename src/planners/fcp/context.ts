@@ -10,7 +10,7 @@ import { KernelTime } from './kernel-time.ts';
 import type { FcpOptions } from './options.ts';
 import { rowsBySeq, type SeqRows } from './placement/layout.ts';
 import type { TaskContext } from './tasks.ts';
-import type { FetchRequests } from './transfers/fetch.ts';
+import type { FetchRequests } from './transfers/fetch-requests.ts';
 import { type LinkModel, linkModel } from './transfers/links.ts';
 
 /** What every stage reads: the problem and the models derived from it once. */

@@ -16,7 +16,7 @@ import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { homeLayoutOf, homeRuns } from './placement/layout.ts';
 import { type Placed, placeBlocks, tileGeometry } from './placement/place.ts';
-import { fetchRequests } from './transfers/fetch.ts';
+import { fetchRequests } from './transfers/fetch-requests.ts';
 import { movedTokens, reshuffleBytes, reshufflePieces } from './transfers/reshuffle.ts';
 
 /** Largest message (K/V or reshuffle piece) when tasks are not tiled, in tokens. */
