@@ -269,7 +269,7 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
             f = fillOf(st, vb, A, cheap, -1, x - netHi, x - netLo, true, m.blockSize, may);
             takes.set(x, f);
           }
-          if (f !== null && f.seqs.has(sP))
+          if (f?.seqs.has(sP))
             f = fillOf(st, vb, A, cheap, sP, x - netHi, x - netLo, true, m.blockSize, may);
           if (f !== null) consider([P], f.pieces, sum(rA, f.dTo), sum(aB, f.dFrom));
         }
@@ -284,7 +284,7 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
             f = fillOf(st, va, B, va.dear, -1, y + netLo, y + netHi, false, m.blockSize, may);
             gives.set(y, f);
           }
-          if (f !== null && f.seqs.has(sQ))
+          if (f?.seqs.has(sQ))
             f = fillOf(st, va, B, va.dear, sQ, y + netLo, y + netHi, false, m.blockSize, may);
           if (f !== null) consider(f.pieces, [Q], sum(addA[q]!, f.dFrom), sum(vb.rem[q]!, f.dTo));
         }
