@@ -269,8 +269,7 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
             f = fillOf(st, vb, A, cheap, -1, x - netHi, x - netLo, true, m.blockSize, may);
             takes.set(x, f);
           }
-          if (f?.seqs.has(sP))
-            f = fillOf(st, vb, A, cheap, sP, x - netHi, x - netLo, true, m.blockSize, may);
+          if (f?.seqs.has(sP)) f = fillOf(st, vb, A, cheap, sP, x - netHi, x - netLo, true, m.blockSize, may);
           if (f !== null) consider([P], f.pieces, sum(rA, f.dTo), sum(aB, f.dFrom));
         }
         const gives = new Map<number, Fill | null>();
