@@ -12,8 +12,9 @@
  *    that exports nothing (nothing at its end needs covering);
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
  *    so that partials and rows complete progressively, cut into ops of at most `maxOpMs` so that
- *    each push can leave after a short op rather than a long one (a rank that exports nothing
- *    cuts only where the ready group changes: no push waits, and every op pays its launches);
+ *    each push can leave after a short op rather than a long one (work that exports nothing is
+ *    cut only where the ready group changes: no push waits for it, and every op pays its
+ *    launches; in the forward no op waits for a later group than its first task's);
  *    where the estimate sees the rank wait for the next group, local work beyond the reserve
  *    fills the wait;
  * 3. local work last (at least `reserve` ms of it when there is that much, none on a rank that
