@@ -16,6 +16,22 @@ const taskArb = fc.record({
   key: fc.integer({ min: 0, max: 1000 }),
 });
 
+/** The order's input columns of generated tasks. */
+const inputOf = (ts: { rank: number; ready: number; exported: boolean; ms: number; key: number }[]) => ({
+  rank: Int32Array.from(ts, (t) => t.rank),
+  ready: Int32Array.from(ts, (t) => t.ready),
+  exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
+  ms: Float64Array.from(ts, (t) => t.ms),
+  key: Float64Array.from(ts, (t) => t.key),
+});
+
+/** Estimated group ends: group g ends on rank r at 2 (g + 1) + r ms. */
+const groupEnds = (G: number, W: number): Float64Array => {
+  const out = new Float64Array(G * W);
+  for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) out[g * W + r] = 2 * (g + 1) + r;
+  return out;
+};
+
 test('ops hold every task once, never before its data; local ops wait for nothing', () => {
   fc.assert(
     fc.property(
@@ -24,15 +40,8 @@ test('ops hold every task once, never before its data; local ops wait for nothin
       (ts, maxOp) => {
         const W = 4;
         const G = 6;
-        const input = {
-          rank: Int32Array.from(ts, (t) => t.rank),
-          ready: Int32Array.from(ts, (t) => t.ready),
-          exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
-          ms: Float64Array.from(ts, (t) => t.ms),
-          key: Float64Array.from(ts, (t) => t.key),
-        };
-        const groupEnd = new Float64Array(G * W);
-        for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
+        const input = inputOf(ts);
+        const groupEnd = groupEnds(G, W);
         const { compute, opOfTask } = orderOps(input, groupEnd, G, W, maxOp, 1);
         const seen = new Uint8Array(ts.length);
         let prevRank = -1;
@@ -173,15 +182,8 @@ test('without extend, an exporting op never waits for a later group than its fir
     fc.property(fc.array(taskArb, { maxLength: 60 }), (ts) => {
       const W = 4;
       const G = 6;
-      const input = {
-        rank: Int32Array.from(ts, (t) => t.rank),
-        ready: Int32Array.from(ts, (t) => t.ready),
-        exported: Uint8Array.from(ts, (t) => (t.exported ? 1 : 0)),
-        ms: Float64Array.from(ts, (t) => t.ms),
-        key: Float64Array.from(ts, (t) => t.key),
-      };
-      const groupEnd = new Float64Array(G * W);
-      for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = 2 * (g + 1) + r;
+      const input = inputOf(ts);
+      const groupEnd = groupEnds(G, W);
       const { compute } = orderOps(input, groupEnd, G, W, 5, 1, true, false);
       for (let op = 0; op < compute.rank.length; op++) {
         let first = -2;
