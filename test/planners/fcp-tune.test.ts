@@ -64,7 +64,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       if (loaderLayout)
         assert.deepEqual(
           t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce),
-          [16, 4, 8],
+          [16, 8, 4],
         );
       assert.equal(t.budgetMs, 200);
       // The least direct estimate wins unless the relay plan's is 1% less (index.ts, RELAY_MARGIN).
@@ -95,6 +95,15 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
         `${label}: same bytes`,
       );
     }
+});
+
+test('mode (b) plans at least two group sizes, whatever the budget', () => {
+  const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 2 });
+  for (const budget of [0, 200]) {
+    const t = tuningOf(fcpPlanner.plan(p, { loaderLayout: true, planBudgetMs: budget }));
+    const direct = t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce);
+    assert.deepEqual(direct, budget === 0 ? [16, 8] : [16, 8, 4]);
+  }
 });
 
 test('a zero budget plans the default candidate only; tune: false records no tuning', () => {

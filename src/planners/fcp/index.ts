@@ -91,14 +91,31 @@ const DEFAULT_CANDIDATES: readonly TuneCandidate[] = [
 ];
 
 /**
- * Mode (b)'s candidates: {@link DEFAULT_CANDIDATES} and groups of 8 rounds, last so that the
- * budget drops them first (from 128 ranks). Without a reshuffle the estimate ranks them well
- * (simulated, mode (b), fluid, 3 batches, fwd/bwd MFU at 16 / 32 / 64 ranks, with and without
- * them: longtail 0.613/0.478, 0.613/0.489, 0.632/0.505 -> 0.614/0.481, 0.617/0.489, 0.632/0.505;
- * magi 0.607/0.479, 0.618/0.493, 0.591/0.478 -> 0.607/0.478, 0.619/0.493, 0.599/0.478; bimodal
- * equal within 0.001); in mode (a) they were left out (above).
+ * Mode (b)'s candidates: groups of 16, 8 and 4 rounds. Without a reshuffle the estimate ranks
+ * them well (simulated, mode (b), fluid, 3 batches, fwd/bwd MFU at 16 / 32 / 64 ranks, without and
+ * with groups of 8: longtail 0.613/0.478, 0.613/0.489, 0.632/0.505 -> 0.614/0.481, 0.617/0.489,
+ * 0.632/0.505; magi 0.607/0.479, 0.618/0.493, 0.591/0.478 -> 0.607/0.478, 0.619/0.493,
+ * 0.599/0.478; bimodal equal within 0.001); in mode (a) they were left out (above). Mode (b)
+ * plans at least the first two ({@link LOADER_MIN_CANDIDATES}).
  */
-const LOADER_CANDIDATES: readonly TuneCandidate[] = [...DEFAULT_CANDIDATES, { coalesce: 8, fanOut: false }];
+const LOADER_CANDIDATES: readonly TuneCandidate[] = [
+  { coalesce: 16, fanOut: false },
+  { coalesce: 8, fanOut: false },
+  { coalesce: 4, fanOut: false },
+];
+
+/**
+ * Candidates mode (b) plans whatever the budget: its planning is dominated by its twelve capped
+ * placements and two swap variants, so a second group size costs one more phase pair, and the
+ * choice matters at scale (simulated, fluid, 3 batches, fwd/bwd MFU at 128 / 256 / 1024 ranks,
+ * one candidate (16) or two at 256+ and {16, 4} -> {16, 8} at 128; seeds 1-3: longtail
+ * 0.615/0.491, 0.610/0.481, 0.580/0.459 -> 0.617/0.491, 0.610/0.483, 0.583/0.459, magi
+ * 0.578/0.445, 0.560/0.450, 0.532/0.441 -> 0.578/0.445, 0.568/0.454, 0.539/0.448; held-out
+ * seeds 4-6: longtail 0.615/0.490, 0.599/0.473, 0.548/0.434 -> 0.617/0.492, 0.599/0.473,
+ * 0.544/0.442, magi 0.610/0.478, 0.581/0.443, 0.560/0.445 -> 0.609/0.477, 0.583/0.445,
+ * 0.563/0.449). Groups of 8 alone at 256+ lost 0.030 forward on magi 256 (seeds 4-6).
+ */
+const LOADER_MIN_CANDIDATES = 2;
 
 /**
  * Planning time per rank (ms) of what all candidates share (blocks, placement, layout) and of one
@@ -146,7 +163,8 @@ function tunedPipeline(
         : DEFAULT_CANDIDATES;
   const budgetMs = options.planBudgetMs ?? 200;
   resolveFcpOptions(options); // a bad budget is an option error before any planning
-  const count = tuneCandidates(problem.world, budgetMs, list.length);
+  const fit = tuneCandidates(problem.world, budgetMs, list.length);
+  const count = list === LOADER_CANDIDATES ? Math.max(LOADER_MIN_CANDIDATES, fit) : fit;
   const shared = prepare(problem, options, homeFromUser);
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
