@@ -100,7 +100,8 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
 test('mode (b) plans at least two group sizes, whatever the budget', () => {
   const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 2 });
   for (const budget of [0, 200]) {
-    const t = tuningOf(fcpPlanner.plan(p, { loaderLayout: true, planBudgetMs: budget }));
+    const opts: FcpPlannerOptions = { loaderLayout: true, planBudgetMs: budget };
+    const t = tuningOf(fcpPlanner.plan(p, opts));
     const direct = t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce);
     assert.deepEqual(direct, budget === 0 ? [16, 8] : [16, 8, 4]);
   }
