@@ -122,7 +122,8 @@ const LOADER_MIN_CANDIDATES = 2;
  * candidate's two phases: bench/planner.ts at 256 ranks on the idle 2-core machine (62 ms and 111
  * ms), rounded up. A size model, not the clock, decides how many candidates fit the budget, so the
  * same input still gives a byte-identical plan on any machine; the default budget (200 ms) then
- * tunes up to 128 ranks and plans one candidate at 256 and beyond.
+ * tunes up to 128 ranks and plans one candidate at 256 and beyond (mode (b): at least
+ * {@link LOADER_MIN_CANDIDATES}).
  */
 const SHARED_MS_PER_RANK = 0.25;
 const CANDIDATE_MS_PER_RANK = 0.45;
@@ -136,7 +137,8 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
 
 /**
  * Self-tuning (issue 15, deliverable 5), on by default: plans with each candidate the budget
- * allows ({@link tuneCandidates}, `planBudgetMs`, default 200) and keeps the one whose estimated
+ * allows ({@link tuneCandidates}, `planBudgetMs`, default 200; in mode (b) at least
+ * {@link LOADER_MIN_CANDIDATES}) and keeps the one whose estimated
  * forward plus backward makespan (the planner's own timeline model, transfers/timeline.ts; never
  * the simulator) is least, ties to the earlier candidate. The candidates are
  * {@link DEFAULT_CANDIDATES} ({@link LOADER_CANDIDATES} in mode (b)), or {@link TUNE_CANDIDATES} with `fanOut` (relays need a second
@@ -155,16 +157,16 @@ function tunedPipeline(
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
   if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser);
-  const list =
+  // The candidates and how many of them are planned whatever the budget.
+  const [list, least]: [readonly TuneCandidate[], number] =
     options.fanOut === true
-      ? TUNE_CANDIDATES
+      ? [TUNE_CANDIDATES, 1]
       : homeFromUser !== null
-        ? LOADER_CANDIDATES
-        : DEFAULT_CANDIDATES;
+        ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
+        : [DEFAULT_CANDIDATES, 1];
   const budgetMs = options.planBudgetMs ?? 200;
   resolveFcpOptions(options); // a bad budget is an option error before any planning
-  const fit = tuneCandidates(problem.world, budgetMs, list.length);
-  const count = list === LOADER_CANDIDATES ? Math.max(LOADER_MIN_CANDIDATES, fit) : fit;
+  const count = Math.max(least, tuneCandidates(problem.world, budgetMs, list.length));
   const shared = prepare(problem, options, homeFromUser);
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
