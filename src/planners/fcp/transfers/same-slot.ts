@@ -135,10 +135,18 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
   const byRange = sortBy(byGroup, rangeOf, ids.size);
   const posOf = new Int32Array(n);
   const runFirst = new Int32Array(n);
+  // The holder scan below reads each position's group, receiver and length: copied into position
+  // order, so that it walks three arrays in sequence instead of jumping through `byRange`.
+  const atGroup = new Int32Array(n);
+  const atDst = new Int32Array(n);
+  const atLength = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const u = byRange[i]!;
     posOf[u] = i;
     runFirst[i] = i > 0 && rangeOf[byRange[i - 1]!] === rangeOf[u] ? runFirst[i - 1]! : i;
+    atGroup[i] = group[u]!;
+    atDst[i] = dst[u]!;
+    atLength[i] = length[u]!;
   }
   // Sends of every rank (direct senders), latest group first: it has the most holders.
   const off = new Int32Array(world + 1);
@@ -152,7 +160,8 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     const order = sortBy(all, late, groups);
     for (let k = 0; k < n; k++) scan[fill[src[order[k]!]!]!++] = order[k]!;
   }
-  const node = (r: number): number => Math.floor(r / g);
+  const nodeOf = new Int32Array(world);
+  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / g);
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = 0;
     const ptr = off.slice(0, world);
@@ -169,18 +178,19 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
         const len = length[e]!;
         const sl = slot[e]! * world;
         const ge = group[e]!;
-        const crosses = node(s) !== node(d);
+        const nd = nodeOf[d]!;
+        const crosses = nodeOf[s] !== nd;
+        const ls = load[s]!;
         // The least loaded free holder, in the receiver's node first; elsewhere only when the
         // transfer crosses nodes already (no hand-over adds a NIC crossing).
         let best = -1;
         let bestIn = false;
         const i = posOf[e]!;
         for (let j = runFirst[i]!; j < i; j++) {
-          const h = byRange[j]!;
-          if (group[h]! >= ge) break;
-          const f = dst[h]!;
-          if (f === d || f === s || length[h]! < len || load[f]! + len >= load[s]!) continue;
-          const inNode = node(f) === node(d);
+          if (atGroup[j]! >= ge) break;
+          const f = atDst[j]!;
+          if (f === d || f === s || atLength[j]! < len || load[f]! + len >= ls) continue;
+          const inNode = nodeOf[f] === nd;
           if (!inNode && !crosses) continue;
           if (best >= 0 && (bestIn ? !inNode || load[f]! >= load[best]! : !inNode && load[f]! >= load[best]!))
             continue;
