@@ -128,7 +128,7 @@ export function refine(
       onM[s] = step;
       if (pairs[b]! <= 0) continue;
       const off = userOf[b] !== M;
-      if (off) nodeOk[node(userOf[b]!)] = 1;
+      if (off) nodeOk[userNode[b]!] = 1;
       if (single[b] === 1) {
         singleAny = true;
         if (off) singleOff = true;
@@ -158,7 +158,7 @@ export function refine(
   /** Whether partner m may take a block of M at `level` (a necessary condition; `screen` first). */
   const mayTake = (level: number, m: number): boolean => {
     const mask = maskAt[m] === steps ? seqMask[m]! : 0;
-    if (level === 0) return nodeOk[node(m)] === 1 && (singleOff || untrackedOff || (mask & offBits) !== 0);
+    if (level === 0) return nodeOk[nodeOf[m]!] === 1 && (singleOff || untrackedOff || (mask & offBits) !== 0);
     if (level === 1) return singleOff || untrackedOff || (mask & offBits) !== 0;
     if (level === 3) return singleAny || untracked || mask !== 0;
     return true;
@@ -251,10 +251,14 @@ export function refine(
    * anywhere; 2, a whole short sequence (the list of pass 0); 3, a short sequence or a block of a
    * sequence `to` holds; 4, any block.
    */
-  const node = (r: number): number => Math.floor(r / gpusPerNode);
+  const nodeOf = new Int32Array(world);
+  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / gpusPerNode);
+  // The node of each block's user rank (level 0 asks it of every block it checks).
+  const userNode = new Int32Array(B);
+  for (let b = 0; b < B; b++) userNode[b] = nodeOf[userOf[b]!]!;
   const eligible = (level: number, b: number, from: number, to: number): boolean => {
     if (level === 0)
-      return userOf[b] !== from && node(to) === node(userOf[b]!) && (single[b] === 1 || holds(to, b));
+      return userOf[b] !== from && nodeOf[to] === userNode[b] && (single[b] === 1 || holds(to, b));
     if (level === 1) return userOf[b] !== from && (single[b] === 1 || holds(to, b));
     if (level === 3) return single[b] === 1 || holds(to, b);
     return true;
