@@ -176,17 +176,8 @@ test('refine with capSend keeps the largest send load near the greedy one; witho
         mem[unitRank[blocks.unit[b]!]!]! += blocks.length[b]!;
       }
       const { blockRank } = refine(
-        blocks,
-        weights,
-        userOf,
-        unitRank,
-        load,
-        mem,
-        world,
-        memoryTokens,
-        4096,
-        8,
-        capSend,
+        { blocks, weights, userOf, unitRank, load, mem, world },
+        { memoryTokens, maxSteps: 4096, gpusPerNode: 8, capSend },
       );
       const max = Math.max(...sendLoad(blocks.seq, blocks.length, (b) => blockRank[b]!, world));
       // The cap is kept against the holder counts of the moment; a rank that joins a sequence

@@ -371,20 +371,11 @@ export function distributeUnits(
   const maxSteps = refineStepBudget(o.refineSteps, world);
   const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
   const { blockRank, steps } = refine(
-    blocks,
-    weights,
-    userOf,
-    unitRank,
-    load,
-    mem,
-    world,
-    memoryTokens,
-    maxSteps,
-    gpusPerNode,
+    { blocks, weights, userOf, unitRank, load, mem, world },
     // The send cap goes with the packing (mode (b)): in mode (a) it cost 0.418 -> 0.392 forward MFU at
     // 16 ranks and 0.397 -> 0.362 at 256 (simulated, longtail, 3 batches), its moves being the
     // reshuffle-saving ones.
-    packHeavyFirst,
+    { memoryTokens, maxSteps, gpusPerNode, capSend: packHeavyFirst },
   );
   return { unitRank, blockRank, computeLoad: load, memoryLoad: mem, greedyImbalance, refineSteps: steps };
 }

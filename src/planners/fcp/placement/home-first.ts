@@ -170,19 +170,8 @@ export function homeFirstPlacement(
   // sits on its user rank.
   const refineFrom = (start: Int32Array, budget: number, keepHome: boolean) =>
     refine(
-      blocks,
-      weights,
-      userOf,
-      unitRank,
-      load,
-      mem,
-      world,
-      memoryTokens,
-      budget,
-      links.nodeSize,
-      false,
-      start,
-      keepHome,
+      { blocks, weights, userOf, unitRank, load, mem, world },
+      { memoryTokens, maxSteps: budget, gpusPerNode: links.nodeSize, initial: start, keepHome },
     );
   // Partners hand back no home block (simulated, 3 batches, fwd/bwd MFU at 16/64/256 without ->
   // with, the redo below included: longtail 0.460/0.456 -> 0.467/0.460, 0.516/0.484 ->

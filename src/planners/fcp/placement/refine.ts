@@ -11,35 +11,56 @@
  */
 import type { Blocks } from './blocks.ts';
 
+import { PartnerScreen } from './partner-screen.ts';
 import { RankHeap } from './rank-heap.ts';
 import { RanksByLoad } from './ranks-by-load.ts';
+import { SendLoad } from './send-load.ts';
 import type { Weights } from './weights.ts';
 
+/** The placement a refinement starts from; `load` and `mem` are updated in place. */
+export interface RefineInput {
+  readonly blocks: Blocks;
+  readonly weights: Weights;
+  /** The rank holding most of each block's tokens in the user layout (`blockUserRanks`, layout.ts). */
+  readonly userOf: Int32Array;
+  /** Rank of each unit (the greedy's placement). */
+  readonly unitRank: Int32Array;
+  /** Compute and tokens per rank. */
+  readonly load: Float64Array;
+  readonly mem: Float64Array;
+  readonly world: number;
+}
+
+/** What a refinement may do. */
+export interface RefineRules {
+  /** Tokens a rank may hold. */
+  readonly memoryTokens: number;
+  /** Most steps (refineStepBudget). */
+  readonly maxSteps: number;
+  /** GPUs per node: level 0 keeps a block within its user rank's node (default: one node). */
+  readonly gpusPerNode?: number;
+  /** No move raises a rank's send load above the start's largest (send-load.ts). */
+  readonly capSend?: boolean;
+  /** Start from these block ranks instead of the units' (the home-first placement, home-first.ts). */
+  readonly initial?: Int32Array | null;
+  /** A partner never hands back a block that sits on its user rank. */
+  readonly keepHome?: boolean;
+}
+
 /**
- * Refines a unit placement block by block; `load` and `mem` are updated in place. Why blocks: the
- * units of one long sequence all carry the same compute, so loads built from them are quantised
- * (on `longtail` at 64 ranks a 512K sequence cut at the 256-token floor gives units of ~5% of a
- * rank's share), while its early blocks carry almost nothing and fill gaps finely. Returns the
- * rank of every block and the number of steps applied. `userOf`: the rank holding most of each
- * block's tokens in the user layout (see `blockUserRanks` in layout.ts). `initial`: start from
- * these block ranks instead of the units' (the home-first placement, home-first.ts). `keepHome`:
- * a partner never hands back a block that sits on its user rank.
+ * Refines a unit placement block by block (module comment). Why blocks: the units of one long
+ * sequence all carry the same compute, so loads built from them are quantised (on `longtail` at
+ * 64 ranks a 512K sequence cut at the 256-token floor gives units of ~5% of a rank's share), while
+ * its early blocks carry almost nothing and fill gaps finely. Returns the rank of every block and
+ * the number of steps applied.
  */
-export function refine(
-  blocks: Blocks,
-  weights: Weights,
-  userOf: Int32Array,
-  unitRank: Int32Array,
-  load: Float64Array,
-  mem: Float64Array,
-  world: number,
-  memoryTokens: number,
-  maxSteps: number,
-  gpusPerNode = 1 << 30,
-  capSend = false,
-  initial: Int32Array | null = null,
-  keepHome = false,
-): { blockRank: Int32Array; steps: number } {
+export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int32Array; steps: number } {
+  const { blocks, weights, userOf, unitRank, load, mem, world } = input;
+  const { memoryTokens, maxSteps } = rules;
+  const gpusPerNode = rules.gpusPerNode ?? 1 << 30;
+  const capSend = rules.capSend ?? false;
+  const initial = rules.initial ?? null;
+  const keepHome = rules.keepHome ?? false;
   const B = blocks.seq.length;
   const blockRank = new Int32Array(B);
   if (initial !== null) blockRank.set(initial);
@@ -93,76 +114,10 @@ export function refine(
   for (let r = 0; r < world; r++) negLoad[r] = -load[r]!;
   const maxHeap = new RankHeap(negLoad, world);
   const byLoad = new RanksByLoad(load, world);
-  // Partners that cannot take any block of the most loaded rank M at a level (see `eligible`),
-  // skipped unread when all partners are searched: at 2048 ranks in mode (b) half the steps
-  // searched them all, a hundred million block checks of which 0.3% passed. Built at every step's
-  // start (`screen`): the nodes of the user ranks of M's blocks that are off their user rank
-  // (level 0), and per rank the bits of M's sequences it holds (`seqMask`, one bit per sequence
-  // of several blocks on M, up to 31; `offBits`: those with a block off its user rank): such a
-  // block may only go to a holder at levels 0, 1 and 3, a block of a one-block sequence anywhere
-  // (`singleOff`, `singleAny`). The bits also answer `holds` for M's blocks without the table.
-  const nodeCount = Math.ceil(world / Math.min(gpusPerNode, world));
-  const nodeOk = new Uint8Array(nodeCount);
-  const seqCount = blocks.seqBlocks.length - 1;
-  const onM = new Int32Array(seqCount).fill(-1);
-  const bitAt = new Int32Array(seqCount).fill(-1);
-  const seqBit = new Int32Array(seqCount);
-  const maskAt = new Int32Array(world).fill(-1);
-  const seqMask = new Int32Array(world);
-  let offBits = 0;
-  let singleOff = false;
-  let singleAny = false;
-  // Some sequence of M past the 31 bits (then the screen passes every partner at that level).
-  let untracked = false;
-  let untrackedOff = false;
-  const screen = (step: number): void => {
-    nodeOk.fill(0);
-    singleOff = false;
-    singleAny = false;
-    untracked = false;
-    untrackedOff = false;
-    offBits = 0;
-    let next = 0;
-    for (const b of lists[1]![M]!) {
-      const s = blocks.seq[b]!;
-      onM[s] = step;
-      if (pairs[b]! <= 0) continue;
-      const off = userOf[b] !== M;
-      if (off) nodeOk[userNode[b]!] = 1;
-      if (single[b] === 1) {
-        singleAny = true;
-        if (off) singleOff = true;
-        continue;
-      }
-      if (bitAt[s] !== step) {
-        bitAt[s] = step;
-        const bit = next < 31 ? 1 << next : 0;
-        next++;
-        seqBit[s] = bit;
-        if (bit === 0) untracked = true;
-        for (let c = blocks.seqBlocks[s]!, e = blocks.seqBlocks[s + 1]!; bit !== 0 && c < e; c++) {
-          const r = blockRank[c]!;
-          if (maskAt[r] !== step) {
-            maskAt[r] = step;
-            seqMask[r] = 0;
-          }
-          seqMask[r]! |= bit;
-        }
-      }
-      if (off) {
-        offBits |= seqBit[s]!;
-        if (seqBit[s] === 0) untrackedOff = true;
-      }
-    }
-  };
-  /** Whether partner m may take a block of M at `level` (a necessary condition; `screen` first). */
-  const mayTake = (level: number, m: number): boolean => {
-    const mask = maskAt[m] === steps ? seqMask[m]! : 0;
-    if (level === 0) return nodeOk[nodeOf[m]!] === 1 && (singleOff || untrackedOff || (mask & offBits) !== 0);
-    if (level === 1) return singleOff || untrackedOff || (mask & offBits) !== 0;
-    if (level === 3) return singleAny || untracked || mask !== 0;
-    return true;
-  };
+  // Partners that cannot take any block of M at a level, skipped unread (partner-screen.ts).
+  const nodeOf = new Int32Array(world);
+  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / gpusPerNode);
+  const scr = new PartnerScreen(blocks, pairs, userOf, single, blockRank, nodeOf);
   const taken = new Uint8Array(B);
   const back: number[] = [];
   let best: number[] = [];
@@ -172,34 +127,14 @@ export function refine(
     const k = blocks.seq[b]! * world + blockRank[b]!;
     present.set(k, (present.get(k) ?? 0) + 1);
   }
-  // Send load (issue 15, communication as a placement dimension): every holder of a sequence sends
-  // its tokens' K/V to the sequence's other holders, so rank r sends about
-  // sum over s of tokens(r, s) x (holders(s) - 1). A move may not raise the destination's send load
-  // above the largest one the greedy left (the packed ranks of the longest sequence): refinement
-  // otherwise parks the light early blocks of a 512K sequence on ranks outside it, each of which
-  // then sends them to ~120 holders (simulated, longtail seed 3 at 256 ranks, mode (b): a rank
-  // with 8K such tokens sent 1.2M tokens' K/V, 2.4x the mean, and forward MFU fell to 0.36).
-  // Kept only with `capSend` (nothing else reads it; refinement is a hot loop at scale).
-  const S = blocks.seqBlocks.length - 1;
-  const holders = new Int32Array(capSend ? S : 0);
-  const send = new Float64Array(capSend ? world : 0);
-  let sendCap = 0;
-  if (capSend) {
-    const tokOn = new Map<number, number>();
-    for (let b = 0; b < B; b++) {
-      const k = blocks.seq[b]! * world + blockRank[b]!;
-      tokOn.set(k, (tokOn.get(k) ?? 0) + tok[b]!);
-    }
-    for (const k of tokOn.keys()) holders[Math.floor(k / world)]!++;
-    for (const [k, t] of tokOn) send[k % world]! += t * (holders[Math.floor(k / world)]! - 1);
-    for (let r = 0; r < world; r++) sendCap = Math.max(sendCap, send[r]!);
-  }
+  // Send load (send-load.ts): kept only with `capSend` (nothing else reads it; refinement is a hot
+  // loop at scale).
+  const sendLoad = capSend
+    ? new SendLoad(blocks.seq, tok, blockRank, blocks.seqBlocks.length - 1, world)
+    : null;
   /** Whether moving block b to `to` keeps `to`'s send load within the cap. */
-  const sendOk = (b: number, to: number): boolean => {
-    const s = blocks.seq[b]!;
-    const h = holders[s]! - 1 + (holds(to, b) ? 0 : 1);
-    return send[to]! + tok[b]! * h <= sendCap;
-  };
+  const sendOk = (b: number, to: number): boolean =>
+    sendLoad!.fits(blocks.seq[b]!, tok[b]!, to, !holds(to, b));
   /** Whether rank r holds another block of b's sequence. */
   const holdsNow = (r: number, b: number): boolean => (present.get(blocks.seq[b]! * world + r) ?? 0) > 0;
   /**
@@ -209,23 +144,19 @@ export function refine(
    */
   const holds = (r: number, b: number): boolean => {
     const q = blocks.seq[b]!;
-    if (r === M) return onM[q] === steps;
-    if (bitAt[q] === steps && seqBit[q] !== 0) return maskAt[r] === steps && (seqMask[r]! & seqBit[q]!) !== 0;
-    return holdsNow(r, b);
+    if (r === M) return scr.onMost(q);
+    const k = scr.knownHolds(r, q);
+    return k < 0 ? holdsNow(r, b) : k === 1;
   };
   const apply = (b: number, from: number, to: number): void => {
     const kf = blocks.seq[b]! * world + from;
     const kt = blocks.seq[b]! * world + to;
     const s = blocks.seq[b]!;
-    const wasNew = capSend && !holdsNow(to, b);
-    if (capSend) send[from]! -= tok[b]! * (holders[s]! - 1);
+    const joined = sendLoad !== null && !holdsNow(to, b);
+    sendLoad?.leave(s, tok[b]!, from);
     present.set(kf, present.get(kf)! - 1);
     present.set(kt, (present.get(kt) ?? 0) + 1);
-    if (capSend) {
-      if (wasNew) holders[s]!++;
-      if (present.get(kf) === 0) holders[s]!--;
-      send[to]! += tok[b]! * (holders[s]! - 1);
-    }
+    sendLoad?.arrive(s, tok[b]!, to, joined, present.get(kf) === 0);
     for (let pass = single[b] === 1 ? 0 : 1; pass < 2; pass++) {
       const lf = lists[pass]![from]!;
       lf.splice(where(lf, b), 1);
@@ -251,14 +182,9 @@ export function refine(
    * anywhere; 2, a whole short sequence (the list of pass 0); 3, a short sequence or a block of a
    * sequence `to` holds; 4, any block.
    */
-  const nodeOf = new Int32Array(world);
-  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / gpusPerNode);
-  // The node of each block's user rank (level 0 asks it of every block it checks).
-  const userNode = new Int32Array(B);
-  for (let b = 0; b < B; b++) userNode[b] = nodeOf[userOf[b]!]!;
   const eligible = (level: number, b: number, from: number, to: number): boolean => {
     if (level === 0)
-      return userOf[b] !== from && nodeOf[to] === userNode[b] && (single[b] === 1 || holds(to, b));
+      return userOf[b] !== from && nodeOf[to] === scr.userNodeOf(b) && (single[b] === 1 || holds(to, b));
     if (level === 1) return userOf[b] !== from && (single[b] === 1 || holds(to, b));
     if (level === 3) return single[b] === 1 || holds(to, b);
     return true;
@@ -328,7 +254,7 @@ export function refine(
     let bestMax = top - eps;
     let bu = -1;
     let bm = -1;
-    screen(steps);
+    scr.build(M, lists[1]![M]!, steps);
     // Partners in ascending load (`byLoad` without M): the least loaded few first, all of them
     // only when those fail (screened, see `mayTake`); the first partner with an improving step
     // takes it (its best mover).
@@ -346,7 +272,7 @@ export function refine(
           const lm = load[m]!;
           const gap = top - lm;
           if (gap <= eps) break;
-          if (wide === 1 && !mayTake(level, m)) continue;
+          if (wide === 1 && !scr.mayTake(level, m)) continue;
           const cand = lists[pass]![m]!;
           visit++;
           // Blocks of M worth trying: the few whose compute is nearest above and below gap/2.
