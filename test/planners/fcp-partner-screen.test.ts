@@ -19,7 +19,9 @@ function randomPlacement(batch: string, world: number, seed: number, rnd: () => 
   const blocks = splitBlocks(p.sequences, p.mask, world, resolveFcpOptions({}), p.memoryTokens);
   const B = blocks.seq.length;
   const blockRank = Int32Array.from({ length: B }, () => Math.floor(rnd() * world));
-  const userOf = Int32Array.from({ length: B }, (_, b) => (rnd() < 0.5 ? blockRank[b]! : Math.floor(rnd() * world)));
+  const userOf = Int32Array.from({ length: B }, (_, b) =>
+    rnd() < 0.5 ? blockRank[b]! : Math.floor(rnd() * world),
+  );
   const pairs = Float64Array.from({ length: B }, () => (rnd() < 0.1 ? 0 : 1 + rnd()));
   const single = Uint8Array.from({ length: B }, (_, b) => {
     const s = blocks.seq[b]!;
@@ -53,7 +55,8 @@ test('partner screen: a necessary condition of every eligibility level; holder b
         const nodeOf = Int32Array.from({ length: world }, (_, r) => Math.floor(r / Math.min(gpn, world)));
         const scr = new PartnerScreen(blocks, pairs, userOf, single, blockRank, nodeOf);
         const holds = (r: number, q: number): boolean => {
-          for (let c = blocks.seqBlocks[q]!; c < blocks.seqBlocks[q + 1]!; c++) if (blockRank[c] === r) return true;
+          for (let c = blocks.seqBlocks[q]!; c < blocks.seqBlocks[q + 1]!; c++)
+            if (blockRank[c] === r) return true;
           return false;
         };
         for (let M = 0; M < world; M++) {
@@ -84,7 +87,7 @@ test('partner screen: a necessary condition of every eligibility level; holder b
   );
 });
 
-test('partner screen rules partners out: a rank holding none of M\'s sequences is not a level-3 partner', () => {
+test("partner screen rules partners out: a rank holding none of M's sequences is not a level-3 partner", () => {
   const rnd = rng(5);
   const { blocks, userOf, pairs } = randomPlacement('longtail', 8, 5, rnd);
   // Every block of sequences with several blocks on rank 0, the rest on rank 1.
