@@ -105,6 +105,17 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
     }
     return lo;
   };
+  /** First position from `from` on whose block fits `sum + pairs <= target` (the rest do too). */
+  const firstFit = (l: number[], from: number, sum: number, target: number): number => {
+    let lo = from;
+    let hi = l.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (sum + pairs[l[mid]!]! <= target) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
   const avg = weights.total / world;
   const eps = 1e-9 * avg;
   const goal = avg * (1 + REFINE_GOAL);
@@ -300,14 +311,17 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
             let sum = 0;
             let tokBack = 0;
             back.length = 0;
+            // The list descends in compute, so the blocks that still fit are a suffix from some
+            // position on: jump to it (firstFit) instead of reading the ones that do not.
             if (target > 0)
-              for (let q = where(cand, u); q < cand.length; q++) {
+              for (let q = firstFit(cand, where(cand, u), 0, target); q < cand.length; ) {
                 const v = cand[q]!;
-                if (!backOk(level, v, m)) continue;
-                if (sum + pairs[v]! <= target) {
+                if (!backOk(level, v, m)) q++;
+                else {
                   sum += pairs[v]!;
                   tokBack += tok[v]!;
                   back.push(v);
+                  q = firstFit(cand, q + 1, sum, target);
                 }
               }
             if (mem[m]! + tok[u]! - tokBack > memoryTokens) {
