@@ -130,7 +130,10 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     }
     rangeOf[e] = id;
   }
-  const all = Int32Array.from({ length: n }, (_, e) => e);
+  // 0..n-1 by a plain loop (Int32Array.from with a map function iterates generically: a tenth of
+  // this function's time at 1024 ranks).
+  const all = new Int32Array(n);
+  for (let e = 0; e < n; e++) all[e] = e;
   const byGroup = sortBy(all, group, groups);
   const byRange = sortBy(byGroup, rangeOf, ids.size);
   const posOf = new Int32Array(n);
