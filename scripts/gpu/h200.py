@@ -871,7 +871,7 @@ def replay_mode_args(mode: str) -> dict:
     sums, task fusion or solo launches); pool: + K/V pool; cap / capN: pool +
     launches of at most 1/2 or 1/N of the query space's rows; winN / winNrR: deferred sums over
     windows of N ops (deferred.py), at most R held rows; fuse: an op's tasks with touching K/V
-    ranges as one task (fusion.py); solo: big cuDNN pieces one per launch; bhN: deferred-sum
+    ranges as one task (fusion.py); nofuse: the plan's tasks as they are; solo: big cuDNN pieces one per launch; bhN: deferred-sum
     kernels' heads per program; planorder: launches of an op in kernels.plan_launches order (run 10)
     instead of most pairs first; noside: sums on the compute stream (runtime.side_stream off, run 11)."""
     out: dict = {}
@@ -892,6 +892,8 @@ def replay_mode_args(mode: str) -> dict:
             out.update(pool=True, launch_rows="q" if part == "cap" else f"q/{part[3:]}")
         elif part == "fuse":
             out["fuse_tasks"] = True
+        elif part == "nofuse":  # an op's tasks as the plan has them (no fusion of touching K/V ranges)
+            out["fuse_tasks"] = False
         elif part == "solo":  # cuDNN pieces of >= 4096 x 2048 pairs launched alone (no gathers)
             out["solo_pairs"] = 1 << 23
         elif part.startswith("bh"):  # heads per program of the deferred-sum kernels

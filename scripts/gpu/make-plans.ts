@@ -15,11 +15,17 @@ const dir = new URL('./plans/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const only = process.argv[2];
 
-function emit(name: string, strategy: string, opts: Parameters<typeof resolveProblem>[0], validate: boolean): void {
+function emit(
+  name: string,
+  strategy: string,
+  opts: Parameters<typeof resolveProblem>[0],
+  validate: boolean,
+  plannerOptions: Record<string, unknown> = {},
+): void {
   if (only && !name.startsWith(only)) return;
   const t0 = performance.now();
   const problem = resolveProblem(opts);
-  const plan = getPlanner(strategy).plan(problem, {});
+  const plan = getPlanner(strategy).plan(problem, plannerOptions);
   const ms = performance.now() - t0;
   const issues = validate ? validatePlan(plan).issues : [];
   if (issues.length) throw new Error(`${name}: invalid plan: ${issues[0]!.code} ${issues[0]!.message}`);
@@ -41,3 +47,8 @@ for (const world of [2, 4, 8])
 for (const world of [64, 128, 256])
   for (const s of ['fcp', 'ring', 'magi'])
     emit(`replay-${s}-${world}`, s, { batch: 'longtail', world, tokensPerRank: 32768, seed: 1 }, world <= 64);
+// Replay of FCP's mode (b) (the loader layout), the deployment the headline compares.
+for (const world of [64, 256])
+  emit(`replay-fcpb-${world}`, 'fcp', { batch: 'longtail', world, tokensPerRank: 32768, seed: 1 }, world <= 64, {
+    loaderLayout: true,
+  });

@@ -26,16 +26,27 @@ const RUN_FILES = ['h200-run1.json', 'h200-run2.json', 'h200-run3.json'];
  * passed over, so an older measurement stays where the newer run did not reach. Runs 1-2 used the
  * FCP planner before time-balanced placement: their FCP entries are superseded by run 3.
  * `root` is the repository root (ends with '/'); with `skipMissing`, an absent results file is
- * passed over instead of failing.
+ * passed over instead of failing. `files`: other results files (later ones override earlier ones);
+ * `mode`: only the runs of this replay mode (runs 9 and later time several per rank).
  */
-export function readReplayRuns(root: string, skipMissing = false): Map<string, ReplayRun[]> {
+export function readReplayRuns(
+  root: string,
+  skipMissing = false,
+  files: readonly string[] = RUN_FILES,
+  mode: string | null = null,
+): Map<string, ReplayRun[]> {
   const byPlan = new Map<string, Map<string, ReplayRun>>();
-  RUN_FILES.forEach((f, i) => {
+  files.forEach((f, i) => {
     const path = `${root}docs/results-gpu/${f}`;
     if (skipMissing && !existsSync(path)) return;
-    const r = JSON.parse(readFileSync(path, 'utf8')) as { replay?: Record<string, { runs?: Omit<ReplayRun, 'run'>[] }> };
+    const r = JSON.parse(readFileSync(path, 'utf8')) as {
+      replay?: Record<string, { runs?: (Omit<ReplayRun, 'run'> & { mode?: string })[] }>;
+    };
     for (const [name, v] of Object.entries(r.replay ?? {})) {
-      const measured = (v.runs ?? []).filter((x) => typeof x.forward_ms === 'number');
+      // Runs 9 and later time several runtime modes of one rank: `mode` picks one.
+      const measured = (v.runs ?? []).filter(
+        (x) => typeof x.forward_ms === 'number' && (mode === null || x.mode === mode),
+      );
       if (!measured.length) continue;
       let m = byPlan.get(name);
       if (!m) byPlan.set(name, (m = new Map()));

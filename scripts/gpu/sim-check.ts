@@ -2,7 +2,7 @@
  * Simulator check (issue 6): the simulator's predicted compute time of the replayed ranks against
  * the time the GPU script measured for the same rank programs (no SMs reserved for communication,
  * as in the replay). Reads docs/results-gpu/h200-run*.json, writes docs/results-gpu/sim-check.json.
- *   npx tsx scripts/gpu/sim-check.ts
+ *   npx tsx scripts/gpu/sim-check.ts [--run 13 [--mode fused]]
  * Kernel policy `auto` is compared with the runtime's `auto`, `varlen` with its `flash`. No padding
  * is charged (the runtime does not pad ring chunks). Errors are against the measured op time
  * (kernels plus the runtime's gathers and float32 merges) and, where the run was profiled, against
@@ -17,7 +17,13 @@ import { readPlan } from '../../src/plan/io.ts';
 import { readReplayRuns } from './replay-runs.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
-const runs = readReplayRuns(root);
+// `--run N --mode M`: one later results file (h200-runN.json) and its replay mode M (default
+// `fused`, the runtime's defaults), written to sim-check-runN.json; without it, runs 1-3.
+const at = process.argv.indexOf('--run');
+const run = at >= 0 ? process.argv[at + 1]! : null;
+const modeAt = process.argv.indexOf('--mode');
+const mode = modeAt >= 0 ? process.argv[modeAt + 1]! : 'fused';
+const runs = run === null ? readReplayRuns(root) : readReplayRuns(root, false, [`h200-run${run}.json`], mode);
 const calibrations = {
   measured: loadCalibration([dataPath('calibration/h200-measured.json')]),
   shipped: loadCalibration([dataPath('calibration/h200-torch2.11-flash-varlen.json'), dataPath('calibration/h200-torch2.11-sdpa.json')]),
@@ -63,4 +69,4 @@ for (const [name, list] of runs) {
       }
     }
 }
-writeFileSync(`${root}docs/results-gpu/sim-check.json`, `${JSON.stringify({ cluster: 'hopper-ib, commSms 0, no padding', rows }, null, 1)}\n`);
+writeFileSync(`${root}docs/results-gpu/sim-check${run === null ? '' : `-run${run}`}.json`, `${JSON.stringify({ cluster: 'hopper-ib, commSms 0, no padding', rows }, null, 1)}\n`);
