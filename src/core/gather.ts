@@ -31,3 +31,10 @@ export function gatherFloat64Via(
   for (let k = 0; k < n; k++) out[k] = col[via[ids[k]!]!]!;
   return out;
 }
+
+/** 0, 1, ..., n-1 as an Int32Array (by a plain loop, for the reason in the module comment). */
+export function iota(n: number): Int32Array {
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) out[i] = i;
+  return out;
+}

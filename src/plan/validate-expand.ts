@@ -11,6 +11,7 @@
  * by the exact order pattern of their part boundaries; sequences named by explicit rows are checked
  * one by one. A 256-rank ring plan (one set, P = 512) thus validates one expanded sequence.
  */
+import { iota } from '../core/gather.ts';
 import { IntColumn } from '../core/int-column.ts';
 import { liveParts, nonEmptyParts, partRange, partSize } from './parts.ts';
 import type { ChunkLayout, Layout, Phase, Plan } from './types.ts';
@@ -206,13 +207,6 @@ function joined(base: Int32Array, extra: IntColumn): Int32Array {
 function ends(start: Int32Array, length: Int32Array): Int32Array {
   const out = new Int32Array(start.length);
   for (let i = 0; i < start.length; i++) out[i] = start[i]! + length[i]!;
-  return out;
-}
-
-/** 0, 1, ..., n-1. */
-function iota(n: number): Int32Array {
-  const out = new Int32Array(n);
-  for (let i = 0; i < n; i++) out[i] = i;
   return out;
 }
 
