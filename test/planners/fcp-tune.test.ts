@@ -97,14 +97,25 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
     }
 });
 
-test('mode (b) plans at least two group sizes, whatever the budget', () => {
+test('mode (b) plans at least two group sizes without a budget; a budget sizes its search', () => {
   const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 2 });
-  for (const budget of [0, 200]) {
-    const opts: FcpPlannerOptions = { loaderLayout: true, planBudgetMs: budget };
+  // 16 ranks: the full search fits 200 ms (loader-search.ts), 0 buys the least one.
+  for (const budget of [undefined, 0, 200]) {
+    const opts: FcpPlannerOptions = {
+      loaderLayout: true,
+      ...(budget !== undefined ? { planBudgetMs: budget } : {}),
+    };
     const t = tuningOf(fcpPlanner.plan(p, opts));
     const direct = t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce);
-    assert.deepEqual(direct, budget === 0 ? [16, 8] : [16, 8, 4]);
+    assert.deepEqual(direct, budget === 0 ? [16] : [16, 8, 4], `budget ${budget}`);
   }
+  const wide = resolveProblem({ batch: 'longtail', world: 256, tokensPerRank: 512, seed: 2 });
+  const t = tuningOf(fcpPlanner.plan(wide, { loaderLayout: true } as FcpPlannerOptions));
+  assert.deepEqual(
+    t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce),
+    [16, 8],
+    'at least two without a budget, where the default budget would allow one',
+  );
 });
 
 test('a zero budget plans the default candidate only; tune: false records no tuning', () => {

@@ -31,6 +31,7 @@ import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { plannerContext } from './context.ts';
 import { KernelTime } from './kernel-time.ts';
+import { type LoaderSearch, loaderSearch } from './loader-search.ts';
 import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
   type FcpResult,
@@ -47,92 +48,22 @@ import { levelTokens, TOKEN_BAND, tokenBounds, tokenImbalance } from './placemen
 import { placeBlocks, tileGeometry } from './placement/place.ts';
 import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
+import {
+  DEFAULT_BUDGET_MS,
+  DEFAULT_CANDIDATES,
+  LOADER_CANDIDATES,
+  LOADER_MIN_CANDIDATES,
+  TUNE_CANDIDATES,
+  type TuneCandidate,
+  tuneCandidates,
+} from './tune-candidates.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
+export { tuneCandidates } from './tune-candidates.ts';
 
 /** Plans `problem` with FCP (self-tuned, see {@link tunedPipeline}); returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
-  return tunedPipeline(problem, options, null);
-}
-
-/** One setting the self-tuner tries: only knobs of the two phases, so candidates share one placement. */
-interface TuneCandidate {
-  readonly coalesce: number;
-  readonly fanOut: boolean;
-}
-
-/**
- * Settings the self-tuner tries with `fanOut` (in order; the first is the plan without relays):
- * two-hop relays against direct fetches, and the group size (`coalesce`, rounds per group), which
- * decides how soon a relay may follow its feed (one group later: smaller groups, sooner). Which
- * wins depends on the batch (simulated, longtail, mode (b): relays with groups of 4 rounds win at
- * 16 ranks and on some batches at 64, direct fetches elsewhere). These are FCP's counterparts of
- * what the baselines' sweep tunes (MagiAttention: chunk size, overlap degree and its per-node
- * de-duplicating backend).
- */
-const TUNE_CANDIDATES: readonly TuneCandidate[] = [
-  { coalesce: 16, fanOut: false },
-  { coalesce: 4, fanOut: true },
-  { coalesce: 16, fanOut: true },
-  { coalesce: 4, fanOut: false },
-];
-
-/**
- * Settings the self-tuner tries by default (no `fanOut`): group sizes only, every candidate
- * fetching directly, so a phase's `kv` rounds stay exactly Δ of the direct fetch graph (the law
- * suite's promise; same-slot hand-overs keep the rounds, `kvOrigin`). The first
- * is the untuned default. Groups of 8 rounds were tried too and left out: the estimate often
- * preferred them in mode (a) where they simulated worse (magi, 64 ranks: 0.255 against 0.272
- * forward MFU on seed 1).
- */
-const DEFAULT_CANDIDATES: readonly TuneCandidate[] = [
-  { coalesce: 16, fanOut: false },
-  { coalesce: 4, fanOut: false },
-];
-
-/**
- * Mode (b)'s candidates: groups of 16, 8 and 4 rounds. Without a reshuffle the estimate ranks
- * them well (simulated, mode (b), fluid, 3 batches, fwd/bwd MFU at 16 / 32 / 64 ranks, without and
- * with groups of 8: longtail 0.613/0.478, 0.613/0.489, 0.632/0.505 -> 0.614/0.481, 0.617/0.489,
- * 0.632/0.505; magi 0.607/0.479, 0.618/0.493, 0.591/0.478 -> 0.607/0.478, 0.619/0.493,
- * 0.599/0.478; bimodal equal within 0.001); in mode (a) they were left out (above). Mode (b)
- * plans at least the first two ({@link LOADER_MIN_CANDIDATES}).
- */
-const LOADER_CANDIDATES: readonly TuneCandidate[] = [
-  { coalesce: 16, fanOut: false },
-  { coalesce: 8, fanOut: false },
-  { coalesce: 4, fanOut: false },
-];
-
-/**
- * Candidates mode (b) plans whatever the budget: its planning is dominated by its twelve capped
- * placements and two swap variants, so a second group size costs one more phase pair, and the
- * choice matters at scale (simulated, fluid, 3 batches, fwd/bwd MFU at 128 / 256 / 1024 ranks,
- * one candidate (16) or two at 256+ and {16, 4} -> {16, 8} at 128; seeds 1-3: longtail
- * 0.615/0.491, 0.610/0.481, 0.580/0.459 -> 0.617/0.491, 0.610/0.483, 0.583/0.459, magi
- * 0.578/0.445, 0.560/0.450, 0.532/0.441 -> 0.578/0.445, 0.568/0.454, 0.539/0.448; held-out
- * seeds 4-6: longtail 0.615/0.490, 0.599/0.473, 0.548/0.434 -> 0.617/0.492, 0.599/0.473,
- * 0.544/0.442, magi 0.610/0.478, 0.581/0.443, 0.560/0.445 -> 0.609/0.477, 0.583/0.445,
- * 0.563/0.449). Groups of 8 alone at 256+ lost 0.030 forward on magi 256 (seeds 4-6).
- */
-const LOADER_MIN_CANDIDATES = 2;
-
-/**
- * Planning time per rank (ms) of what all candidates share (blocks, placement, layout) and of one
- * candidate's two phases: bench/planner.ts at 256 ranks on the idle 2-core machine (62 ms and 111
- * ms), rounded up. A size model, not the clock, decides how many candidates fit the budget, so the
- * same input still gives a byte-identical plan on any machine; the default budget (200 ms) then
- * tunes up to 128 ranks and plans one candidate at 256 and beyond (mode (b): at least
- * {@link LOADER_MIN_CANDIDATES}).
- */
-const SHARED_MS_PER_RANK = 0.25;
-const CANDIDATE_MS_PER_RANK = 0.45;
-
-/** How many of `available` candidates fit `budgetMs` at `world` ranks (at least one). */
-export function tuneCandidates(world: number, budgetMs: number, available = TUNE_CANDIDATES.length): number {
-  const w = Math.max(1, world);
-  const n = Math.floor((budgetMs - SHARED_MS_PER_RANK * w) / (CANDIDATE_MS_PER_RANK * w));
-  return Math.max(1, Math.min(available, n));
+  return tunedPipeline(problem, options, null, null);
 }
 
 /**
@@ -147,12 +78,14 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
  * and shared. In mode (b) across nodes one more candidate, the chosen group size with relays, is
  * tried beyond the budget ({@link loaderRelays}). A `coalesce` other than the default, or `tune:
  * false`, plans with the options as given (then `fanOut` forces relays). `meta.tuning` records every candidate's estimate, the
- * choice and the budget; timings add up all candidates.
+ * choice and the budget; timings add up all candidates. `search` (mode (b)'s level,
+ * loader-search.ts) fixes the candidate count and whether relays are tried.
  */
 function tunedPipeline(
   problem: Problem,
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
+  search: LoaderSearch | null,
 ): PipelineResult {
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
@@ -164,9 +97,14 @@ function tunedPipeline(
       : homeFromUser !== null
         ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
         : [DEFAULT_CANDIDATES, 1];
-  const budgetMs = options.planBudgetMs ?? 200;
+  const budgetMs = options.planBudgetMs ?? DEFAULT_BUDGET_MS;
   resolveFcpOptions(options); // a bad budget is an option error before any planning
-  const count = Math.max(least, tuneCandidates(problem.world, budgetMs, list.length));
+  // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
+  // either fixed or the default budget's (as measured there).
+  const count =
+    search === null
+      ? Math.max(least, tuneCandidates(problem.world, budgetMs, list.length))
+      : (search.candidates ?? Math.max(least, tuneCandidates(problem.world, DEFAULT_BUDGET_MS, list.length)));
   const shared = prepare(problem, options, homeFromUser);
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
@@ -187,7 +125,7 @@ function tunedPipeline(
   }
   assert(best !== null, 'at least one candidate is planned');
   // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays).
-  if (loaderRelays(problem, options, homeFromUser)) {
+  if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
     const c: TuneCandidate = { coalesce: list[chosen]!.coalesce, fanOut: true };
     const run = runPhases(shared, resolveFcpOptions({ ...options, ...c }), false);
     for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
@@ -299,8 +237,9 @@ function phaseImbalance(l: PhaseLoads): { forward: number; backward: number } {
  * imbalance at 16 / 64 / 256 ranks: 3.8/4.6% -> 1.1/2.7%, 3.2/3.2% -> 0.8/1.5%, 3.3/3.8% ->
  * 2.2/2.8%; MFU 0.590/0.470 -> 0.606/0.476, 0.607/0.499 -> 0.620/0.505, 0.596/0.480 ->
  * 0.601/0.481). `meta.loaderLayout` records the token imbalance, the cap chosen, the compute
- * imbalance of the placement before levelling, the swaps applied and the modelled per-phase
- * compute imbalance before and after them.
+ * imbalance of the placement before levelling, the swaps applied, the modelled per-phase
+ * compute imbalance before and after them, and the search level (`search`, loader-search.ts: a
+ * given `planBudgetMs` may narrow the caps, the swap variants and the candidates).
  */
 function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const rest: PlannerOptions = { ...options };
@@ -313,7 +252,10 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const kvBytes = kvBytesPerToken(problem.model);
   let best: { layout: Layout; blockSize: Int32Array; imbalance: number; cap: number; placed: number } | null =
     null;
-  for (const cap of LOADER_CAPS) {
+  // How much of the search the budget buys (loader-search.ts; no budget: all of it).
+  const fo = options as FcpPlannerOptions;
+  const search = loaderSearch(world, fo.planBudgetMs, fo.loaderSearch);
+  for (const cap of search.caps ?? LOADER_CAPS) {
     const memoryTokens = Math.min(problem.memoryTokens, Math.ceil(cap * mean));
     // Long sequences packed onto consecutive ranks first (placement/heavy.ts): no reshuffle pays
     // for leaving the user layout here, and a long sequence then spans about its compute share of
@@ -361,10 +303,11 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // tuned pipeline in mode (b) on more than one node. Self-tuning off (`tune: false`: no candidate
   // is planned beside the one asked for) keeps the modelled choice.
   const near = refine(links.nodeSize);
-  const free = links.nodeSize >= world ? near : refine(world);
+  // A search without swaps anywhere plans them only when pinned (`loaderSwaps: 'any'`).
+  const skipFree = !search.swapsAnywhere && fo.loaderSwaps !== 'any';
+  const free = links.nodeSize >= world || skipFree ? near : refine(world);
   const planOf = (r: SwapResult): PipelineResult =>
-    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize);
-  const fo = options as FcpPlannerOptions;
+    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize, search);
   // The swaps kept without planning both: the only ones (one node), the pinned ones, or with
   // self-tuning off the modelled choice; null: plan both.
   const decided = (): SwapResult | null => {
@@ -395,6 +338,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       tokenCap: Number.isFinite(best.cap) ? best.cap : null,
       placedComputeImbalance: best.placed,
       swaps: swap === near ? 'node' : 'any',
+      search: search.name,
       swapSteps: swap.steps,
       levelledImbalance: phaseImbalance(swap.before),
       swappedImbalance: phaseImbalance(swap.after),

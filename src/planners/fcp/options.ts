@@ -34,6 +34,12 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * The choice is recorded in `meta.loaderLayout.swaps`, so a tuned plan can be planned again alone.
    */
   loaderSwaps?: 'node' | 'any';
+  /**
+   * Mode (b): pins the level of the layout search (loader-search.ts) instead of sizing it by the
+   * budget; recorded in `meta.loaderLayout.search`, so a plan can be planned again alone (and the
+   * levels timed: bench/loader-search.ts).
+   */
+  loaderSearch?: 'least' | 'relays' | 'one-cap' | 'full';
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
   /**
@@ -45,7 +51,10 @@ export interface FcpPlannerOptions extends PlannerOptions {
   fanOut?: boolean;
   /** Self-tuning of the group size (and, with `fanOut`, of relays) within `planBudgetMs` (index.ts; default true). */
   tune?: boolean;
-  /** Planning budget the self-tuner sizes its candidate count by, ms (default 200). */
+  /**
+   * Planning budget the self-tuner sizes its candidate count by, ms (default 200). Mode (b): when
+   * given, it also sizes the layout search (loader-search.ts); unset, mode (b) runs its full search.
+   */
   planBudgetMs?: number;
 }
 
@@ -188,6 +197,15 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const balance = o.balance ?? d.balance;
   if (balance !== 'time' && balance !== 'pairs')
     issues.push(issue('option.balance', `balance must be time or pairs (got ${String(balance)})`, 'balance'));
+  const levels = ['least', 'relays', 'one-cap', 'full'];
+  if (o.loaderSearch !== undefined && !levels.includes(o.loaderSearch))
+    issues.push(
+      issue(
+        'option.loaderSearch',
+        `loaderSearch must be one of ${levels.join(', ')} (got ${String(o.loaderSearch)})`,
+        'loaderSearch',
+      ),
+    );
   if (o.loaderSwaps !== undefined && o.loaderSwaps !== 'node' && o.loaderSwaps !== 'any')
     issues.push(
       issue(
