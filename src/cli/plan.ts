@@ -40,6 +40,7 @@ function reshuffleBytesOf(plan: Plan): number {
 /** What mode (b) records in `meta.loaderLayout` (planners/fcp/index.ts), as far as the summary reads it. */
 interface LoaderLayoutMeta {
   swapSteps?: number;
+  search?: string;
   levelledImbalance?: { forward: number; backward: number };
   swappedImbalance?: { forward: number; backward: number };
 }
@@ -62,7 +63,7 @@ function fcpLines(plan: Plan): string[] {
   if (ll?.swapSteps !== undefined && ll.levelledImbalance && ll.swappedImbalance) {
     const { levelledImbalance: a, swappedImbalance: b } = ll;
     lines.push(
-      `loader layout: ${ll.swapSteps} token swaps, modelled compute imbalance fwd ${pct(a.forward)} -> ${pct(b.forward)}, bwd ${pct(a.backward)} -> ${pct(b.backward)}`,
+      `loader layout (${ll.search ?? 'full'} search): ${ll.swapSteps} token swaps, modelled compute imbalance fwd ${pct(a.forward)} -> ${pct(b.forward)}, bwd ${pct(a.backward)} -> ${pct(b.backward)}`,
     );
   }
   const t = plan.meta?.timings as Record<string, number> | undefined;
