@@ -5,6 +5,8 @@
  * O(rows log rows).
  */
 
+import { iota } from '../core/gather.ts';
+
 /** Rows grouped by sequence: bucket s is order[offsets[s] .. offsets[s+1]). */
 export interface SeqBuckets {
   offsets: Int32Array;
@@ -22,9 +24,8 @@ export function bucketBySeq(
   key: Int32Array,
   key2?: Int32Array,
 ): SeqBuckets {
-  let order = new Int32Array(n);
-  for (let i = 0; i < n; i++) order[i] = i;
-  let tmp = new Int32Array(n);
+  let order: Int32Array = iota(n);
+  let tmp: Int32Array = new Int32Array(n);
   const count = new Int32Array(65537);
   const pass = (col: Int32Array, shift: number): void => {
     count.fill(0);

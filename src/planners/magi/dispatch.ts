@@ -9,6 +9,7 @@
  *   a free slot (equal chunks per rank is a hard constraint: it keeps the non-attention layers
  *   balanced by token count). The objective is compute only.
  */
+import { iota } from '../../core/gather.ts';
 import { attendedPairs } from '../../model/attention.ts';
 import type { Mask } from '../../plan/types.ts';
 import { MinHeap } from '../shared/min-heap.ts';
@@ -62,7 +63,7 @@ export function magiDispatch(
     area[c] = a;
   }
   // Largest area first (ties: lower chunk), onto the least-loaded rank with a free slot.
-  const order = Int32Array.from({ length: chunks }, (_, i) => i).sort((x, y) => area[y]! - area[x]! || x - y);
+  const order = iota(chunks).sort((x, y) => area[y]! - area[x]! || x - y);
   const perRank = chunks / world;
   const owner = new Int32Array(chunks);
   const count = new Int32Array(world);

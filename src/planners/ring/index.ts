@@ -9,6 +9,7 @@
  * the batch this way already (`get_batch_on_this_cp_rank`), so the ring moves no `in`/`out`.
  */
 
+import { iota } from '../../core/gather.ts';
 import { fail } from '../../core/issues.ts';
 import type { Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
@@ -59,7 +60,7 @@ export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
   const { variant, a2aDegree, splitTokens } = resolveRingOptions(problem, options);
   const b = new PlanBuilder(problem);
   const n = problem.world;
-  const seqs = Int32Array.from({ length: problem.sequences.length }, (_, i) => i);
+  const seqs = iota(problem.sequences.length);
   const padTo = n > 1 ? 2 * n : 0;
   const meta = {
     planner: 'ring',
@@ -70,7 +71,7 @@ export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
     layout: 'DualChunkSwap (user layout = home layout: the loader shards the batch)',
   };
   if (variant === 'p2p' || n === 1) {
-    const ranks = Int32Array.from({ length: n }, (_, i) => i);
+    const ranks = iota(n);
     const ring = addDualChunkRing(b, ranks, seqs);
     return b.build('ring', oneRoundPerGroup(b.forward.rounds), oneRoundPerGroup(b.backward.rounds), {
       ...meta,
@@ -88,7 +89,7 @@ export function planRing(problem: Problem, options: PlannerOptions = {}): Plan {
 export function planPerDocumentAllGather(problem: Problem): Plan {
   const b = new PlanBuilder(problem);
   const n = problem.world;
-  const seqs = Int32Array.from({ length: problem.sequences.length }, (_, i) => i);
+  const seqs = iota(problem.sequences.length);
   if (n === 1) return planRing(problem);
   const v = addAllGather(b, seqs, false);
   return b.build('ring', v.forwardGroups, v.backwardGroups, {

@@ -10,6 +10,7 @@
  */
 
 import { assert } from '../../core/assert.ts';
+import { iota } from '../../core/gather.ts';
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import type { ChunkLayout, KindCode, Phase, Plan } from '../../plan/types.ts';
 import { PLAN_FORMAT } from '../../plan/types.ts';
@@ -337,5 +338,5 @@ export class PlanBuilder {
 
 /** groupOfRound where every round is its own group: [0, 1, ..., rounds-1]. */
 export function oneRoundPerGroup(rounds: number): Int32Array {
-  return Int32Array.from({ length: rounds }, (_, i) => i);
+  return iota(rounds);
 }

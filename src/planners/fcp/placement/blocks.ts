@@ -17,6 +17,7 @@
  * the per-rank average compute: halving keeps the grids of different block sizes nested, so tiles
  * of several blocks stay squares. Blocks never exceed what memory allows (see {@link memoryBlockCap}).
  */
+import { iota } from '../../../core/gather.ts';
 import { attendedPairs, sequencePairs } from '../../../model/attention.ts';
 import type { Mask } from '../../../plan/types.ts';
 import type { FcpOptions } from '../options.ts';
@@ -204,7 +205,7 @@ export function userLayoutBlocks(
       unitPairs[i] = attendedPairs(causal, rows.start[i]!, rows.length[i]!, 0, sequences[s]!);
     }
   }
-  const ids = Int32Array.from({ length: B }, (_, i) => i);
+  const ids = iota(B);
   return {
     seq,
     start: rows.start,
