@@ -54,8 +54,9 @@ export const LOADER_CANDIDATES: readonly TuneCandidate[] = [
 ];
 
 /**
- * Candidates mode (b) plans whatever the budget: its planning is dominated by its twelve capped
- * placements and two swap variants, so a second group size costs one more phase pair, and the
+ * Candidates mode (b)'s full and one-cap searches plan whatever the budget (loader-search.ts; its
+ * least searches plan one): its planning is dominated by its twelve capped placements and two swap
+ * variants, so a second group size costs one more phase pair, and the
  * choice matters at scale (simulated, fluid, 3 batches, fwd/bwd MFU at 128 / 256 / 1024 ranks,
  * one candidate (16) or two at 256+ and {16, 4} -> {16, 8} at 128; seeds 1-3: longtail
  * 0.615/0.491, 0.610/0.481, 0.580/0.459 -> 0.617/0.491, 0.610/0.483, 0.583/0.459, magi
