@@ -22,7 +22,14 @@ export interface CompareRow {
   imbalances: { computeForward: number; commForward: number; computeBackward: number; commBackward: number };
   bytes: { forward: number; backward: number };
   kernelMfu: { forward: number; backward: number };
+  /** Exposed communication per rank (communication in flight while the rank computes nothing), mean over ranks. */
   exposedCommMs: { forward: number; backward: number };
+  /**
+   * The same on the most exposed rank: the mean hides the one rank that waits (magi, 128 ranks,
+   * mode (b): a mean of 0.0-0.1 ms while one rank waits 3.2 ms for a `kv` group; bench/fcp-gaps.ts).
+   * Absent from compare.json files written before 2026-12-04.
+   */
+  maxExposedCommMs?: { forward: number; backward: number };
   /** Token imbalance (max/mean - 1) of the layout the rest of the model runs on (the plan's user layout). */
   tokenImbalance: number;
   /** The baseline knobs this row ran with (its defaults, or the winner of `--baselines best`). */

@@ -161,6 +161,7 @@ function rowOf(
     bytes: { forward: r.forward.bytes.total, backward: r.backward.bytes.total },
     kernelMfu: { forward: r.forward.kernelMfu, backward: r.backward.kernelMfu },
     exposedCommMs: { forward: r.forward.meanExposedCommMs, backward: r.backward.meanExposedCommMs },
+    maxExposedCommMs: { forward: r.forward.maxExposedCommMs, backward: r.backward.maxExposedCommMs },
     tokenImbalance: r.userTokenImbalance,
     config,
   };

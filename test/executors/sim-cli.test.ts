@@ -81,6 +81,10 @@ test('compare writes compare.json and plots, deterministically; a failure writes
     'bytes',
   ])
     assert.ok(k in row, k);
+  // The most exposed rank's communication bounds the mean over ranks from above.
+  for (const r of doc.rows)
+    for (const ph of ['forward', 'backward'])
+      assert.ok(r.maxExposedCommMs[ph] >= r.exposedCommMs[ph] - 1e-9, `${r.strategy} ${r.world} ${ph}`);
   for (const f of ['mfu.png', 'mfu.svg', 'imbalance.png', 'imbalance.svg'])
     assert.ok(existsSync(join(out, f)), f);
   const png = readFileSync(join(out, 'mfu.png'));
