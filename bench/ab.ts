@@ -17,22 +17,19 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { argValue } from './fcp-replay.ts';
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
 const own = dash >= 0 ? argv.slice(0, dash) : argv;
 const command =
   dash >= 0 ? argv.slice(dash + 1) : ['bench/prof-run.ts', '256', '3', 'longtail', '--loader-layout'];
-const arg = (k: string): string | undefined => {
-  const i = own.indexOf(k);
-  return i >= 0 ? own[i + 1] : undefined;
-};
-const base = arg('--base');
-if (base === undefined || command.length === 0) {
+const base = argValue(own, '--base', '');
+if (base === '' || command.length === 0) {
   console.error('bench/ab.ts: usage: --base <rev> [--rounds 3] [--keep] [-- <script> <args>]');
   process.exit(2);
 }
-const rounds = Math.max(1, Number(arg('--rounds') ?? 3));
+const rounds = Math.max(1, Number(argValue(own, '--rounds', '3')));
 const root = resolve(execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim());
 const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
 const tree = join(mkdtempSync(join(tmpdir(), 'fcp-ab-')), rev);

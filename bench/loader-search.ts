@@ -11,12 +11,10 @@ import { fcpPlanner } from '../src/planners/fcp/index.ts';
 import { LOADER_SEARCHES, loaderSearchMs } from '../src/planners/fcp/loader-search.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
+import { argValue } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
-const arg = (k: string, d: string): string => {
-  const i = args.indexOf(k);
-  return i >= 0 && i + 1 < args.length ? args[i + 1]! : d;
-};
+const arg = (k: string, d: string): string => argValue(args, k, d);
 const worlds = arg('--worlds', '16,64,256').split(',').map(Number);
 const batches = arg('--batches', 'longtail,magi').split(',');
 const reps = Math.max(1, Number(arg('--reps', '2')));

@@ -101,10 +101,8 @@ function tunedPipeline(
   resolveFcpOptions(options); // a bad budget is an option error before any planning
   // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
   // either fixed or the default budget's (as measured there).
-  const count =
-    search === null
-      ? Math.max(least, tuneCandidates(problem.world, budgetMs, list.length))
-      : (search.candidates ?? Math.max(least, tuneCandidates(problem.world, DEFAULT_BUDGET_MS, list.length)));
+  const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
+  const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
   const shared = prepare(problem, options, homeFromUser);
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;

@@ -6,6 +6,7 @@
 import { FcpError, type FcpIssue, issue } from '../../core/issues.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import type { PlannerOptions } from '../types.ts';
+import { LOADER_SEARCHES, type LoaderSearch } from './loader-search.ts';
 
 /** What the distributor balances: modelled kernel time (default) or attended pairs (the paper's load). */
 export type BalanceMode = 'time' | 'pairs';
@@ -39,7 +40,7 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * budget; recorded in `meta.loaderLayout.search`, so a plan can be planned again alone (and the
    * levels timed: bench/loader-search.ts).
    */
-  loaderSearch?: 'least' | 'relays' | 'one-cap' | 'full';
+  loaderSearch?: LoaderSearch['name'];
   /** Kernel calibration of the time model (default: the shipped H200 tables, loaded once). */
   calibration?: Calibration;
   /**
@@ -197,7 +198,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const balance = o.balance ?? d.balance;
   if (balance !== 'time' && balance !== 'pairs')
     issues.push(issue('option.balance', `balance must be time or pairs (got ${String(balance)})`, 'balance'));
-  const levels = ['least', 'relays', 'one-cap', 'full'];
+  const levels: string[] = LOADER_SEARCHES.map((l) => l.name);
   if (o.loaderSearch !== undefined && !levels.includes(o.loaderSearch))
     issues.push(
       issue(
