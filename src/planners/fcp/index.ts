@@ -29,8 +29,8 @@ import { kvBytesPerToken } from '../../model/attention.ts';
 import type { Layout, Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
-import { plannerContext } from './context.ts';
 import { KernelTime } from './kernel-time.ts';
+import { type CapLayout, LOADER_CAPS, layoutAtCap, maxOf } from './loader-caps.ts';
 import { type LoaderSearch, loaderSearch } from './loader-search.ts';
 import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
@@ -42,10 +42,9 @@ import {
   type StageTimings,
 } from './pipeline.ts';
 import { computeImbalance } from './placement/distribute.ts';
-import { homeLayoutOf, homeRuns } from './placement/layout.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
-import { levelTokens, TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layout.ts';
-import { placeBlocks, tileGeometry } from './placement/place.ts';
+import { TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layout.ts';
+import { weightGeometry } from './placement/place.ts';
 import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
 import {
@@ -183,26 +182,6 @@ export const fcpPlanner: Planner = {
   },
 };
 
-/** Largest entry of a load vector. */
-function maxOf(load: Float64Array): number {
-  let m = 0;
-  for (let i = 0; i < load.length; i++) if (load[i]! > m) m = load[i]!;
-  return m;
-}
-
-/**
- * Token caps tried for the placement behind the loader layout, as multiples of the mean tokens per
- * rank (Infinity: only the memory cap). A tight cap keeps the placement near equal tokens, so
- * levelling moves little compute, but may leave compute unbalanced when blocks pack badly under
- * it; which cap wins varies by batch and scale (longtail, after levelling: 16 ranks best with no
- * cap, 64 with 1.05, 256 with 1.02-1.05; magi at 256 ranks mostly 1.15), so each is tried and the
- * best kept. Each costs two placements, no phase planning. 1.2 and 1.15 added (simulated, mode
- * (b), 3 batches, fwd/bwd MFU: magi 128 0.521/0.445 -> 0.526/0.448, 256 0.478/0.450 ->
- * 0.491/0.455; longtail 64 0.603/0.502 -> 0.608/0.503, 256 0.537/0.479 -> 0.532/0.480; bimodal 16
- * 0.607/0.492 -> 0.609/0.494; the rest unchanged).
- */
-const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
-
 /**
  * Most exchanges of the loader layout's refinement (token-swap.ts). The first few carry most of
  * the gain (modelled max fwd + max bwd, longtail seed 1, 8 / 32 / 64 exchanges: 16 ranks 264.6 /
@@ -211,9 +190,6 @@ const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
  * ranks hold the most rows).
  */
 const SWAP_STEPS = 32;
-
-/** Tile geometry the refinement assumes when tasks are not tiled (`tile: 0`), as place.ts's weights do. */
-const UNTILED = { tmax: 1 << 30, minTile: 1 << 30, wholeMax: 1 << 30 };
 
 /** Lighter ranks tried as partners of a busiest rank per exchange. */
 const SWAP_PARTNERS = 6;
@@ -245,42 +221,19 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const o = resolveFcpOptions(rest);
   const kernel = new KernelTime(problem.model, o.calibration);
   const { sequences, world, mask } = problem;
-  const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
   const links = linkModel(problem.cluster, problem.gpusPerNode);
   const kvBytes = kvBytesPerToken(problem.model);
-  let best: { layout: Layout; blockSize: Int32Array; imbalance: number; cap: number; placed: number } | null =
-    null;
+  let best: CapLayout | null = null;
   // How much of the search the budget buys (loader-search.ts; no budget: all of it).
   const fo = options as FcpPlannerOptions;
   const search = loaderSearch(world, fo.planBudgetMs, fo.loaderSearch);
   for (const cap of search.caps ?? LOADER_CAPS) {
-    const memoryTokens = Math.min(problem.memoryTokens, Math.ceil(cap * mean));
-    // Long sequences packed onto consecutive ranks first (placement/heavy.ts): no reshuffle pays
-    // for leaving the user layout here, and a long sequence then spans about its compute share of
-    // ranks, so less K/V crosses the NIC (simulated, mode (b), 3 batches, fwd MFU: magi 128
-    // 0.440 -> 0.508, 256 0.402 -> 0.440; longtail 256 0.457 -> 0.537; bimodal 256 0.586 -> 0.604).
-    const placed = placeBlocks(plannerContext({ ...problem, memoryTokens }, o, kernel), true);
-    const home = homeLayoutOf(homeRuns(placed.blocks, placed.placement.blockRank, world));
-    const layout = levelTokens(home, sequences, world, mask);
-    const blockSize = placed.blocks.blockSizeOfSeq;
-    const levelled = placeBlocks(plannerContext({ ...problem, userLayout: layout }, o, kernel, blockSize));
-    // Kept by the busiest rank's modelled load, not by the imbalance ratio: a tight cap can force
-    // the memory fallback's smaller blocks (longtail at 32 ranks: 512-token blocks, backward kernel
-    // MFU 0.32 against 0.48 with 4K blocks), balanced but slower. With `balance: 'pairs'` the load
-    // is attended pairs, the same for every cap, so this is then the imbalance order.
-    // The busiest rank's K/V time is added (placement/loader-comm.ts): in mode (b) only K/V moves,
-    // and on `magi` the caps differ far more in it than in compute (simulated, mode (b), 3 batches,
-    // fwd MFU by compute alone -> with it: 64 ranks 0.562 -> 0.570, 128 0.508 -> 0.521, 256 0.440
-    // -> 0.478; longtail unchanged, bimodal within 0.001).
-    const load = levelled.placement.computeLoad;
-    const kvMs = o.balance === 'time' ? kvTrafficMs(layout, sequences, mask, world, links, kvBytes) : 0;
-    const imbalance = maxOf(load) + kvMs;
-    if (best === null || imbalance < best.imbalance)
-      best = { layout, blockSize, imbalance, cap, placed: computeImbalance(placed.placement.computeLoad) };
+    const c = layoutAtCap(problem, o, kernel, cap);
+    if (best === null || c.cost < best.cost) best = c;
   }
   assert(best !== null, 'at least one cap is tried');
   const total = sequences.reduce((a, b) => a + b, 0);
-  const swapModel = { sequences, mask, blockSize: best.blockSize, grid: tileGeometry(o) ?? UNTILED, kernel };
+  const swapModel = { sequences, mask, blockSize: best.blockSize, grid: weightGeometry(o), kernel };
   const bounds = tokenBounds(total, world, TOKEN_BAND);
   const refine = (nodeSize: number): SwapResult =>
     refineLoaderLayout(best.layout, world, swapModel, {
@@ -334,7 +287,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
     loaderLayout: {
       tokenImbalance: tokenImbalance(swap.layout, world),
       tokenCap: Number.isFinite(best.cap) ? best.cap : null,
-      placedComputeImbalance: best.placed,
+      placedComputeImbalance: computeImbalance(best.placed.placement.computeLoad),
       swaps: swap === near ? 'node' : 'any',
       search: search.name,
       swapSteps: swap.steps,

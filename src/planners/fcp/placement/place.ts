@@ -43,6 +43,11 @@ export function tileGeometry(o: FcpOptions): TileGeometry | null {
   return { tmax: o.tile, minTile: o.minTile, wholeMax: WHOLE_TILES * o.tile };
 }
 
+/** Geometry the compute weights assume: the options' tiles, or whole runs when tiling is off. */
+export function weightGeometry(o: FcpOptions): TileGeometry {
+  return tileGeometry(o) ?? UNTILED;
+}
+
 /**
  * Which placement mode (a) uses: `home`, home-first (home-first.ts), the default (simulated,
  * hopper-ib, 3 batches, fwd/bwd MFU LPT -> home-first at 16/64/256: longtail 0.430/0.441 ->
@@ -74,7 +79,7 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
   const { problem, o, kernel: tm, userRows } = ctx;
   const nodeSize = ctx.links.nodeSize;
   const { sequences, mask, world, memoryTokens } = problem;
-  const grid = tileGeometry(o) ?? UNTILED;
+  const grid = weightGeometry(o);
   const weigh = (b: Blocks): Weights =>
     weighBlocks(b, sequences, mask, o.balance === 'time' ? tm : null, grid);
   let splitMs = 0;

@@ -1,0 +1,85 @@
+/**
+ * The token caps of mode (b)'s layout search (index.ts, planForLoaderLayout) and the layout each
+ * gives: the blocks placed under the cap, levelled to equal tokens (placement/loader-layout.ts),
+ * and the figure the search keeps the least of. One module so that the planner and
+ * bench/loader-levelling.ts, which shows what levelling does under each cap, evaluate a cap the
+ * same way.
+ */
+import { kvBytesPerToken } from '../../model/attention.ts';
+import type { Layout } from '../../plan/types.ts';
+import type { Problem } from '../../problem/problem.ts';
+import { plannerContext } from './context.ts';
+import type { KernelTime } from './kernel-time.ts';
+import type { FcpOptions } from './options.ts';
+import { homeLayoutOf, homeRuns } from './placement/layout.ts';
+import { kvTrafficMs } from './placement/loader-comm.ts';
+import { levelTokens } from './placement/loader-layout.ts';
+import { type Placed, placeBlocks } from './placement/place.ts';
+import { linkModel } from './transfers/links.ts';
+
+/**
+ * Token caps tried for the placement behind the loader layout, as multiples of the mean tokens per
+ * rank (Infinity: only the memory cap). A tight cap keeps the placement near equal tokens, so
+ * levelling moves little compute, but may leave compute unbalanced when blocks pack badly under
+ * it; which cap wins varies by batch and scale (longtail, after levelling: 16 ranks best with no
+ * cap, 64 with 1.05, 256 with 1.02-1.05; magi at 256 ranks mostly 1.15), so each is tried and the
+ * best kept. Each costs two placements, no phase planning. 1.2 and 1.15 added (simulated, mode
+ * (b), 3 batches, fwd/bwd MFU: magi 128 0.521/0.445 -> 0.526/0.448, 256 0.478/0.450 ->
+ * 0.491/0.455; longtail 64 0.603/0.502 -> 0.608/0.503, 256 0.537/0.479 -> 0.532/0.480; bimodal 16
+ * 0.607/0.492 -> 0.609/0.494; the rest unchanged).
+ */
+export const LOADER_CAPS = [Number.POSITIVE_INFINITY, 1.2, 1.15, 1.1, 1.05, 1.02];
+
+/** The layout of one token cap (see {@link layoutAtCap}). */
+export interface CapLayout {
+  readonly cap: number;
+  /** The capped placement (its home layout is `home`). */
+  readonly placed: Placed;
+  /** Its home layout, before levelling. */
+  readonly home: Layout;
+  /** The levelled layout: every rank's tokens within the band. */
+  readonly layout: Layout;
+  /** Block size of each sequence in the capped placement. */
+  readonly blockSize: Int32Array;
+  /** The busiest rank's K/V time of `layout`, ms (placement/loader-comm.ts; 0 with `balance: 'pairs'`). */
+  readonly kvMs: number;
+  /** What the search keeps the least of: the busiest rank of `layout` placed home-first, plus `kvMs`. */
+  readonly cost: number;
+}
+
+/** Largest entry of a load vector. */
+export function maxOf(load: Float64Array): number {
+  let m = 0;
+  for (let i = 0; i < load.length; i++) if (load[i]! > m) m = load[i]!;
+  return m;
+}
+
+/** Places the blocks of `problem` under token cap `cap` (x the mean tokens per rank) and levels the result. */
+export function layoutAtCap(problem: Problem, o: FcpOptions, kernel: KernelTime, cap: number): CapLayout {
+  const { sequences, world, mask } = problem;
+  const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
+  const memoryTokens = Math.min(problem.memoryTokens, Math.ceil(cap * mean));
+  // Long sequences packed onto consecutive ranks first (placement/heavy.ts): no reshuffle pays
+  // for leaving the user layout here, and a long sequence then spans about its compute share of
+  // ranks, so less K/V crosses the NIC (simulated, mode (b), 3 batches, fwd MFU: magi 128
+  // 0.440 -> 0.508, 256 0.402 -> 0.440; longtail 256 0.457 -> 0.537; bimodal 256 0.586 -> 0.604).
+  const placed = placeBlocks(plannerContext({ ...problem, memoryTokens }, o, kernel), true);
+  const home = homeLayoutOf(homeRuns(placed.blocks, placed.placement.blockRank, world));
+  const layout = levelTokens(home, sequences, world, mask);
+  const blockSize = placed.blocks.blockSizeOfSeq;
+  const levelled = placeBlocks(plannerContext({ ...problem, userLayout: layout }, o, kernel, blockSize));
+  // Kept by the busiest rank's modelled load, not by the imbalance ratio: a tight cap can force
+  // the memory fallback's smaller blocks (longtail at 32 ranks: 512-token blocks, backward kernel
+  // MFU 0.32 against 0.48 with 4K blocks), balanced but slower. With `balance: 'pairs'` the load
+  // is attended pairs, the same for every cap, so this is then the imbalance order.
+  // The busiest rank's K/V time is added (placement/loader-comm.ts): in mode (b) only K/V moves,
+  // and on `magi` the caps differ far more in it than in compute (simulated, mode (b), 3 batches,
+  // fwd MFU by compute alone -> with it: 64 ranks 0.562 -> 0.570, 128 0.508 -> 0.521, 256 0.440
+  // -> 0.478; longtail unchanged, bimodal within 0.001).
+  const links = linkModel(problem.cluster, problem.gpusPerNode);
+  const kvMs =
+    o.balance === 'time'
+      ? kvTrafficMs(layout, sequences, mask, world, links, kvBytesPerToken(problem.model))
+      : 0;
+  return { cap, placed, home, layout, blockSize, kvMs, cost: maxOf(levelled.placement.computeLoad) + kvMs };
+}
