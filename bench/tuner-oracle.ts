@@ -1,0 +1,92 @@
+/**
+ * How far the self-tuner's choice is from the best of its own candidates (simulated): per batch,
+ * FCP mode (b) as `fcp plan` runs it (the tuner picks a group size, relays or not, and the swap
+ * variant by the planner's estimate, transfers/timeline.ts), then every such candidate planned
+ * alone (`tune: false` with the knobs pinned: group size 16 and 8, and 4 up to 64 ranks; relays
+ * off and on across nodes; swaps inside nodes and anywhere) and simulated; the oracle is the one
+ * with the least simulated forward plus backward makespan. The gap bounds what a better chooser
+ * (an estimate closer to the simulator) could add with these candidates; the caps, the placement
+ * and the op order are the tuner's in every candidate.
+ *
+ * Run: npx tsx bench/tuner-oracle.ts [--batches longtail,magi,bimodal] [--worlds 64,128,256]
+ *                                    [--seeds 1,2,3] [--network fluid|contention]
+ */
+
+import { simulatePlan } from '../src/executors/sim/index.ts';
+import type { Plan } from '../src/plan/types.ts';
+import { fcpPlanner } from '../src/planners/fcp/index.ts';
+import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
+import { type NetworkModel, resolveCluster } from '../src/problem/cluster.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
+import { argValue } from './fcp-replay.ts';
+
+const args = process.argv.slice(2);
+const list = (k: string, d: string): string[] => argValue(args, k, d).split(',');
+const batches = list('--batches', 'longtail,magi,bimodal');
+const worlds = list('--worlds', '64,128,256').map(Number);
+const seeds = list('--seeds', '1,2,3').map(Number);
+const network = argValue(args, '--network', 'fluid') as NetworkModel;
+const cluster = resolveCluster('hopper-ib', { network });
+
+interface Outcome {
+  readonly f: number;
+  readonly b: number;
+  readonly ms: number;
+}
+
+const run = (plan: Plan): Outcome => {
+  const r = simulatePlan(plan, { cluster });
+  return { f: r.forward.mfu, b: r.backward.mfu, ms: r.forward.makespanMs + r.backward.makespanMs };
+};
+
+/** The pinned candidates of one world (the tuner's list, tune-candidates.ts, with both swap variants). */
+function candidates(world: number): { name: string; o: FcpPlannerOptions }[] {
+  const out: { name: string; o: FcpPlannerOptions }[] = [];
+  const multiNode = world > 8;
+  for (const coalesce of world <= 64 ? [16, 8, 4] : [16, 8])
+    for (const fanOut of multiNode ? [false, true] : [false])
+      for (const loaderSwaps of multiNode ? (['node', 'any'] as const) : (['node'] as const))
+        out.push({
+          name: `c${coalesce}${fanOut ? '+relay' : ''}/${loaderSwaps}`,
+          o: { loaderLayout: true, tune: false, coalesce, fanOut, loaderSwaps },
+        });
+  return out;
+}
+
+const f3 = (x: number): string => x.toFixed(3);
+console.log(
+  `FCP mode (b): the tuner's choice against the best of its candidates (simulated, ${network}, hopper-ib)`,
+);
+console.log('batch     world  seed  tuner fwd/bwd  oracle fwd/bwd  oracle               oracle/tuner time');
+for (const batch of batches)
+  for (const world of worlds) {
+    const sum = { tf: 0, tb: 0, of: 0, ob: 0 };
+    for (const seed of seeds) {
+      const t0 = performance.now();
+      const p = resolveProblem({ batch, world, tokensPerRank: 32768, seed });
+      const tuned = run(fcpPlanner.plan(p, { loaderLayout: true }));
+      let best = tuned;
+      let bestName = 'tuner';
+      for (const c of candidates(world)) {
+        const r = run(fcpPlanner.plan(p, c.o));
+        if (r.ms < best.ms) {
+          best = r;
+          bestName = c.name;
+        }
+      }
+      sum.tf += tuned.f;
+      sum.tb += tuned.b;
+      sum.of += best.f;
+      sum.ob += best.b;
+      console.log(
+        `${batch.padEnd(9)} ${String(world).padStart(5)}  ${String(seed).padStart(4)}  ${f3(tuned.f)}/${f3(tuned.b)}    ${f3(best.f)}/${f3(best.b)}     ${bestName.padEnd(20)} ${f3(best.ms / tuned.ms)}`,
+      );
+      process.stderr.write(
+        `  ${batch} ${world} seed ${seed}: ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+      );
+    }
+    const n = seeds.length;
+    console.log(
+      `${batch.padEnd(9)} ${String(world).padStart(5)}  mean  ${f3(sum.tf / n)}/${f3(sum.tb / n)}    ${f3(sum.of / n)}/${f3(sum.ob / n)}`,
+    );
+  }
