@@ -2,8 +2,9 @@
  * How far the self-tuner's choice is from the best of its own candidates (simulated): per batch,
  * FCP mode (b) as `fcp plan` runs it (the tuner picks a group size, relays or not, and the swap
  * variant by the planner's estimate, transfers/timeline.ts), then every such candidate planned
- * alone (`tune: false` with the knobs pinned: group size 16 and 8, and 4 up to 64 ranks; relays
- * off and on across nodes; swaps inside nodes and anywhere) and simulated; the oracle is the one
+ * alone (`tune: false` with the knobs pinned: the group sizes the tuner plans at that world,
+ * tune-candidates.ts, each with relays off and on and with swaps inside nodes and anywhere when
+ * the world spans nodes) and simulated; the oracle is the one
  * with the least simulated forward plus backward makespan. The gap bounds what a better chooser
  * (an estimate closer to the simulator) could add with these candidates; the caps, the placement
  * and the op order are the tuner's in every candidate.
@@ -16,8 +17,15 @@ import { simulatePlan } from '../src/executors/sim/index.ts';
 import type { Plan } from '../src/plan/types.ts';
 import { fcpPlanner } from '../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
+import { linkModel } from '../src/planners/fcp/transfers/links.ts';
+import {
+  DEFAULT_BUDGET_MS,
+  LOADER_CANDIDATES,
+  LOADER_MIN_CANDIDATES,
+  tuneCandidates,
+} from '../src/planners/fcp/tune-candidates.ts';
 import { type NetworkModel, resolveCluster } from '../src/problem/cluster.ts';
-import { resolveProblem } from '../src/problem/problem.ts';
+import { type Problem, resolveProblem } from '../src/problem/problem.ts';
 import { argValue } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
@@ -39,11 +47,19 @@ const run = (plan: Plan): Outcome => {
   return { f: r.forward.mfu, b: r.backward.mfu, ms: r.forward.makespanMs + r.backward.makespanMs };
 };
 
-/** The pinned candidates of one world (the tuner's list, tune-candidates.ts, with both swap variants). */
-function candidates(world: number): { name: string; o: FcpPlannerOptions }[] {
+/**
+ * The pinned candidates of a problem: the group sizes the tuner plans for it without a budget
+ * (index.ts, tunedPipeline: the default budget's count, at least LOADER_MIN_CANDIDATES), each
+ * with and without relays and with both swap variants where the world spans nodes.
+ */
+function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {
   const out: { name: string; o: FcpPlannerOptions }[] = [];
-  const multiNode = world > 8;
-  for (const coalesce of world <= 64 ? [16, 8, 4] : [16, 8])
+  const multiNode = linkModel(p.cluster, p.gpusPerNode).nodeSize < p.world;
+  const count = Math.max(
+    LOADER_MIN_CANDIDATES,
+    tuneCandidates(p.world, DEFAULT_BUDGET_MS, LOADER_CANDIDATES.length),
+  );
+  for (const { coalesce } of LOADER_CANDIDATES.slice(0, count))
     for (const fanOut of multiNode ? [false, true] : [false])
       for (const loaderSwaps of multiNode ? (['node', 'any'] as const) : (['node'] as const))
         out.push({
@@ -67,7 +83,7 @@ for (const batch of batches)
       const tuned = run(fcpPlanner.plan(p, { loaderLayout: true }));
       let best = tuned;
       let bestName = 'tuner';
-      for (const c of candidates(world)) {
+      for (const c of candidates(p)) {
         const r = run(fcpPlanner.plan(p, c.o));
         if (r.ms < best.ms) {
           best = r;
