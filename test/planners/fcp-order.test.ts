@@ -81,6 +81,49 @@ test('ops hold every task once, never before its data; local ops wait for nothin
   );
 });
 
+test('exporting ops are cut inside a push unit only at twice maxOpMs; without units as before', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ t: taskArb, unit: fc.integer({ min: 0, max: 3 }) }), { maxLength: 80 }),
+      fc.double({ min: 0.5, max: 5, noNaN: true }),
+      (rows, maxOp) => {
+        const W = 4;
+        const G = 6;
+        const input = inputOf(rows.map((x) => x.t));
+        const unit = Int32Array.from(rows, (x) => x.unit);
+        const groupEnd = groupEnds(G, W);
+        const plain = orderOps(input, groupEnd, G, W, maxOp, 1).compute;
+        const alone = Int32Array.from(rows, (_, i) => i);
+        const distinct = orderOps({ ...input, unit: alone }, groupEnd, G, W, maxOp, 1).compute;
+        assert.deepEqual(distinct, plain, 'a unit per task cuts as without units');
+        const { compute } = orderOps({ ...input, unit }, groupEnd, G, W, maxOp, 1);
+        assert.ok(compute.rank.length <= plain.rank.length, 'units never add ops');
+        const msOf = (op: number): number => {
+          let ms = 0;
+          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
+            ms += input.ms[compute.taskIds[k]!]!;
+          return ms;
+        };
+        const allExport = (op: number): boolean => {
+          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
+            if (input.exported[compute.taskIds[k]!] !== 1) return false;
+          return true;
+        };
+        for (let op = 1; op < compute.rank.length; op++) {
+          if (compute.rank[op] !== compute.rank[op - 1] || !allExport(op) || !allExport(op - 1)) continue;
+          const last = compute.taskIds[compute.taskOffsets[op]! - 1]!;
+          const first = compute.taskIds[compute.taskOffsets[op]!]!;
+          // Two exporting ops in a row: the first reached maxOpMs, twice that inside one unit.
+          const bound = unit[last] === unit[first] ? 2 * maxOp : maxOp;
+          assert.ok(msOf(op - 1) >= bound - 1e-9, `op ${op - 1} cut at ${msOf(op - 1)} < ${bound}`);
+          assert.ok(msOf(op - 1) <= 2 * maxOp + 3 + 1e-9);
+        }
+      },
+    ),
+    { seed: 7, numRuns: 200 },
+  );
+});
+
 test('exporting work goes by position once its data is in; local work covers the first wait', () => {
   // One rank: local work of 3 ms, exports ready at group 0 (ends at 2 ms) with keys 3, 1, 2.
   const input = {

@@ -35,6 +35,11 @@ export interface OrderInput {
   readonly ms: Float64Array;
   /** Sort key inside a ready group (e.g. sequence and key start). */
   readonly key: Float64Array;
+  /**
+   * Per task, the push its results join (the backward: the home run of its keys, whose `dkv`
+   * partial leaves after the last op using them); undefined: every task its own.
+   */
+  readonly unit?: Int32Array | undefined;
 }
 
 /**
@@ -80,7 +85,9 @@ export function orderOps(
     opMs = 0;
     opExports = -1;
   };
+  let lastTask = -1;
   const add = (task: number): void => {
+    lastTask = task;
     opOfTask[task] = rank.length - 1;
     ids.push(task);
     opMs += t.ms[task]!;
@@ -208,7 +215,17 @@ export function orderOps(
       // rank's first op held a tile ready at 1.7 ms until its next group arrived at 10.1 ms).
       const ex = t.exported[i]!;
       const later = !extend && a > opAfter;
-      const cut = opExports === 1 || ex === 1 ? opExports !== ex || opMs >= maxOpMs || later : a > opAfter;
+      // A cut between two tasks of one push unit lets no push leave earlier (the unit's partial
+      // waits for its last task) but costs the next op its launches, one per batch shape: in the
+      // backward a 4K x 4K square alone takes about 2.5 ms, so at `maxOpMs` (2) nearly every op
+      // was one square and one launch (bimodal, 16 ranks, seed 1, mode (b): 678 ops, 2.4% of the
+      // kernels' time in launches against MagiAttention's 0.8%, `npx tsx bench/launch-share.ts
+      // --loader-layout`). Such an op grows to UNIT_OP_FACTOR x `maxOpMs` instead; without the
+      // bound (one op per unit) a long home run's op delayed its other pushes: bimodal fluid (b)
+      // backward MFU at 64-256 ranks fell by 0.008-0.012.
+      const same = t.unit !== undefined && lastTask >= 0 && t.unit[lastTask] === t.unit[i];
+      const full = opMs >= (same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs);
+      const cut = opExports === 1 || ex === 1 ? opExports !== ex || full || later : a > opAfter;
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
         opAfter = a;
@@ -272,3 +289,9 @@ export function buildOps(
     opOfTask,
   };
 }
+
+/**
+ * How much longer than `maxOpMs` an op of exporting work may grow while its tasks feed the same
+ * push (orderOps; measured in phase.ts, buildPhaseOps).
+ */
+const UNIT_OP_FACTOR = 2;

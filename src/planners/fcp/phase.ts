@@ -12,6 +12,7 @@ import type { PhaseContext } from './context.ts';
 import { needInput, needOrdered } from './need.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, orderOps } from './order.ts';
+import { firstEndingAfter } from './placement/layout.ts';
 import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
@@ -315,7 +316,8 @@ export function buildPhaseOps(
     key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
   const exported = exportFlags(ctx, tasks, backward);
-  const input = { rank: t.rank, ready: after, exported, ms, key };
+  const unit = backward ? keyRuns(ctx, t) : undefined;
+  const input = { rank: t.rank, ready: after, exported, ms, key, unit };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
   // its `out` pushes no longer share `kv` groups (forward.ts). Measured, mode (a), simulated,
@@ -336,6 +338,24 @@ export function buildPhaseOps(
   // 0.553/0.514/0.489/0.447/0.453 -> 0.563/0.518/0.494/0.456/0.456, backward unchanged; the same
   // in the backward lost at 256 ranks, longtail 0.440 -> 0.426, magi 0.331 -> 0.321).
   return orderOps(input, groupEnd, groups, world, MAX_OP_MS, reserve, !reshuffle || !backward, backward);
+}
+
+/**
+ * Per task, the home run holding the start of its keys: the backward's push unit (order.ts), since
+ * a rank's `dkv` partial of another rank's keys leaves as one push per home run it crosses
+ * (backward.ts). Ops of exporting work are not cut inside a unit before twice `maxOpMs`, which
+ * halves the backward's launches (bimodal 16 ranks seed 1, mode (b): 678 -> 278 ops). Measured,
+ * simulated, 3 batches (seeds 1-3), backward MFU at 16/32/64/128/256 ranks, before -> after:
+ * see docs/results.md, "Session 14".
+ */
+function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
+  const { runs } = ctx;
+  const unit = new Int32Array(t.rank.length);
+  for (let i = 0; i < unit.length; i++) {
+    const s = t.seq[i]!;
+    unit[i] = firstEndingAfter(runs.start, runs.length, runs.off[s]!, runs.off[s + 1]!, t.kvStart[i]!);
+  }
+  return unit;
 }
 
 /** Applies the pipeline ablations to tasks' ready groups. */
