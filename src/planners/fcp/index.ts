@@ -142,32 +142,6 @@ function tunedPipeline(
   return { ...best, plan, timings: total };
 }
 
-/** Whether a tuned pipeline's chosen candidate relays K/V (two-hop, `fanOut`). */
-function relays(r: PipelineResult): boolean {
-  const t = r.plan.meta?.tuning as { candidates: { fanOut: boolean }[]; chosen: number } | undefined;
-  return t !== undefined && t.candidates[t.chosen]!.fanOut;
-}
-
-/**
- * Whether plan `a` beats plan `b` by the estimate (forward plus backward makespan; ties to `b`).
- * Where exactly one of them relays, the relay plan must lead by {@link RELAY_MARGIN}, as inside
- * one tuned pipeline: mode (b) compares its two swap variants' tuned plans, and a relay plan of
- * one variant could beat a direct plan of the other on a near tie of the estimate (simulated,
- * fluid, `magi` 256 ranks, seed 6: swaps anywhere with relays led the node swaps' direct plan by
- * 0.3% and simulated 0.498 forward MFU against its 0.590). Measured, held-out seeds 4-6, fwd/bwd
- * MFU at 16-256 ranks: `magi` 256 0.549 -> 0.583 forward, 64 0.611/0.481 -> 0.607/0.479,
- * `longtail` 32 0.621/0.498 -> 0.617/0.493, the rest equal; seeds 1-3 equal everywhere
- * (docs/results.md, "Session 14").
- */
-function leads(a: PipelineResult, b: PipelineResult): boolean {
-  const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
-  const ra = relays(a);
-  const rb = relays(b);
-  if (ra && !rb) return ms(a) < ms(b) * (1 - RELAY_MARGIN);
-  if (rb && !ra) return ms(b) >= ms(a) * (1 - RELAY_MARGIN);
-  return ms(a) < ms(b);
-}
-
 /**
  * Relative lead in the estimate the relay candidate needs over the direct plan. Near ties are noise
  * of the estimate (simulated, mode (b), seeds 1-3, fwd MFU): relays lost where their estimate led
@@ -302,7 +276,8 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   else {
     const nearPlan = planOf(near);
     const freePlan = planOf(free);
-    const takeFree = leads(freePlan, nearPlan);
+    const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
+    const takeFree = ms(freePlan) < ms(nearPlan);
     swap = takeFree ? free : near;
     second = takeFree ? freePlan : nearPlan;
   }
