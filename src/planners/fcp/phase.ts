@@ -316,7 +316,7 @@ export function buildPhaseOps(
     key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
   const exported = exportFlags(ctx, tasks, backward);
-  const unit = backward ? keyRuns(ctx, t) : undefined;
+  const unit = backward ? keyRuns(ctx, t) : queryPieces(ctx, tasks);
   const input = { rank: t.rank, ready: after, exported, ms, key, unit };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
@@ -354,6 +354,46 @@ function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
   for (let i = 0; i < unit.length; i++) {
     const s = t.seq[i]!;
     unit[i] = firstEndingAfter(runs.start, runs.length, runs.off[s]!, runs.off[s + 1]!, t.kvStart[i]!);
+  }
+  return unit;
+}
+
+/**
+ * Per task, the reshuffle piece holding the start of its queries: the forward's push unit (order.ts),
+ * since O leaves as one `out` push per moving piece after the last op writing its rows
+ * (forward.ts). Measured with the backward's rule (keyRuns) in place, simulated, mode (a), 3
+ * batches, forward MFU at 16/32/64/128/256 ranks: fluid `longtail` 0.485/0.469/0.523/0.478/0.439
+ * -> 0.487/0.471/0.528/0.484/0.438, `magi` 0.484/0.453/0.346/0.293/0.273 ->
+ * 0.487/0.451/0.355/0.294/0.277, `bimodal` 0.563/0.518/0.494/0.463/0.456 ->
+ * 0.567/0.521/0.497/0.464/0.458; contention and ratio-5920 and held-out seeds 4-6 in
+ * docs/results.md, "Session 14". The forward of a loader layout exports nothing: no op there changes.
+ */
+function queryPieces(ctx: PhaseContext, tasks: Tasks): Int32Array {
+  // Pieces of each RS in position order (as lastWriter reads them); a task past the last piece
+  // (none: queries are home) would get a unit of its own.
+  const { runs, pieces } = ctx;
+  const t = tasks.table;
+  const unit = new Int32Array(t.rank.length).fill(-1);
+  const rsPieces: number[] = [];
+  for (let rs = 0; rs < runs.rsRank.length; rs++) {
+    rsPieces.length = 0;
+    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+      const run = runs.byRank[p]!;
+      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
+    }
+    const np = rsPieces.length;
+    for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
+      const a = t.qStart[i]!;
+      let lo = 0;
+      let hi = np;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        const pm = rsPieces[mid]!;
+        if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
+        else hi = mid;
+      }
+      unit[i] = lo < np ? rsPieces[lo]! : -1 - i;
+    }
   }
   return unit;
 }
