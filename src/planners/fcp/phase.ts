@@ -13,7 +13,7 @@ import { needInput, needOrdered } from './need.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, orderOps } from './order.ts';
 import { firstEndingAfter } from './placement/layout.ts';
-import { exportFlags, type TaskContext, type Tasks } from './tasks.ts';
+import { exportFlags, firstPieceEndingAfter, rsPiecesInto, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
 import type { GroupPlacer } from './transfers/groups.ts';
@@ -369,30 +369,16 @@ function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
  * docs/results.md, "Session 14". The forward of a loader layout exports nothing: no op there changes.
  */
 function queryPieces(ctx: PhaseContext, tasks: Tasks): Int32Array {
-  // Pieces of each RS in position order (as lastWriter reads them); a task past the last piece
-  // (none: queries are home) would get a unit of its own.
+  // A task past the RS's last piece (none: queries are home) would get a unit of its own.
   const { runs, pieces } = ctx;
   const t = tasks.table;
   const unit = new Int32Array(t.rank.length).fill(-1);
   const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPieces.length = 0;
-    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
-    }
-    const np = rsPieces.length;
+    rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
-      const a = t.qStart[i]!;
-      let lo = 0;
-      let hi = np;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        const pm = rsPieces[mid]!;
-        if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
-        else hi = mid;
-      }
-      unit[i] = lo < np ? rsPieces[lo]! : -1 - i;
+      const k = firstPieceEndingAfter(pieces, rsPieces, t.qStart[i]!);
+      unit[i] = k < rsPieces.length ? rsPieces[k]! : -1 - i;
     }
   }
   return unit;
@@ -431,26 +417,18 @@ export function lastWriter(
   const rsPieces: number[] = [];
   const sides = withKeys ? 2 : 1;
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPieces.length = 0;
-    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
-    }
+    rsPiecesInto(ctx, rs, rsPieces);
     const np = rsPieces.length;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const op = opOfTask[i]!;
       for (let side = 0; side < sides; side++) {
         const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
         const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
-        let lo = 0;
-        let hi = np;
-        while (lo < hi) {
-          const mid = (lo + hi) >>> 1;
-          const pm = rsPieces[mid]!;
-          if (pieces.start[pm]! + pieces.length[pm]! <= a) lo = mid + 1;
-          else hi = mid;
-        }
-        for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < b; k++) {
+        for (
+          let k = firstPieceEndingAfter(pieces, rsPieces, a);
+          k < np && pieces.start[rsPieces[k]!]! < b;
+          k++
+        ) {
           const pk = rsPieces[k]!;
           if (lastOp[pk]! < op) lastOp[pk] = op;
         }

@@ -244,6 +244,29 @@ export function buildTasks(
  * Each task's ready group under another phase's availability (backward): the latest group of the
  * pieces covering its queries (`pieceGroup`, dO arrival) and of the key pieces covering its keys.
  */
+/** The reshuffle pieces of RS `rs`'s home runs in position order (its runs are in position order), into `out`. */
+export function rsPiecesInto(ctx: TaskContext, rs: number, out: number[]): void {
+  const { runs, pieces } = ctx;
+  out.length = 0;
+  for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
+    const run = runs.byRank[p]!;
+    for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) out.push(j);
+  }
+}
+
+/** First index of `rsPieces` (pieces in position order) whose piece ends after `pos`; its length if none. */
+export function firstPieceEndingAfter(pieces: Pieces, rsPieces: readonly number[], pos: number): number {
+  let lo = 0;
+  let hi = rsPieces.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const pm = rsPieces[mid]!;
+    if (pieces.start[pm]! + pieces.length[pm]! <= pos) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 export function taskReady(
   ctx: TaskContext,
   tasks: Tasks,
@@ -260,12 +283,7 @@ export function taskReady(
   const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
     keyPiecesOf(ctx, rs, keyPieceGroup, edges, byRs, edgeGroup, kp);
-    // The RS's run pieces in position order (its runs are in position order).
-    rsPieces.length = 0;
-    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
-    }
+    rsPiecesInto(ctx, rs, rsPieces);
     const np = rsPieces.length;
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
@@ -273,18 +291,14 @@ export function taskReady(
       const ka = t.kvStart[i]!;
       const kb = ka + t.kvLength[i]!;
       let g = -1;
-      let lo = 0;
-      let hi = np;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        const pm = rsPieces[mid]!;
-        if (pieces.start[pm]! + pieces.length[pm]! <= qa) lo = mid + 1;
-        else hi = mid;
-      }
-      for (let k = lo; k < np && pieces.start[rsPieces[k]!]! < qb; k++)
+      for (
+        let k = firstPieceEndingAfter(pieces, rsPieces, qa);
+        k < np && pieces.start[rsPieces[k]!]! < qb;
+        k++
+      )
         g = Math.max(g, pieceGroup[rsPieces[k]!]!);
-      lo = 0;
-      hi = kp.a.length;
+      let lo = 0;
+      let hi = kp.a.length;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
         if (kp.b[mid]! <= ka) lo = mid + 1;
@@ -307,23 +321,9 @@ export function exportFlags(ctx: TaskContext, tasks: Tasks, keys: boolean): Uint
   const t = tasks.table;
   const out = new Uint8Array(t.rank.length);
   const rsPieces: number[] = [];
-  const first = (pos: number): number => {
-    let lo = 0;
-    let hi = rsPieces.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const pm = rsPieces[mid]!;
-      if (pieces.start[pm]! + pieces.length[pm]! <= pos) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
+  const first = (pos: number): number => firstPieceEndingAfter(pieces, rsPieces, pos);
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPieces.length = 0;
-    for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
-      const run = runs.byRank[p]!;
-      for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) rsPieces.push(j);
-    }
+    rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
       const qb = qa + t.qLength[i]!;
