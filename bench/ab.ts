@@ -14,10 +14,8 @@
  * a run) gave head/base 1.48 and then 0.90 for two trees whose plans and code paths are the same.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { argValue } from './fcp-replay.ts';
+import { repoRoot, withWorktree } from './worktree.ts';
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
@@ -30,12 +28,7 @@ if (base === '' || command.length === 0) {
   process.exit(2);
 }
 const rounds = Math.max(1, Number(argValue(own, '--rounds', '3')));
-const root = resolve(execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim());
-const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
-const tree = join(mkdtempSync(join(tmpdir(), 'fcp-ab-')), rev);
-execFileSync('git', ['worktree', 'add', '--detach', tree, rev], { cwd: root, stdio: 'ignore' });
-if (!existsSync(join(tree, 'node_modules')))
-  symlinkSync(join(root, 'node_modules'), join(tree, 'node_modules'));
+const root = repoRoot();
 
 /** One run of the command in `cwd`: its wall and CPU ms per plan. */
 function once(cwd: string): { wall: number; cpu: number } {
@@ -51,7 +44,7 @@ function once(cwd: string): { wall: number; cpu: number } {
 }
 
 const runs: { round: number; tree: 'base' | 'head'; wall: number; cpu: number }[] = [];
-try {
+const rev = withWorktree(base, own.includes('--keep'), (tree, rev) => {
   for (let r = 0; r < rounds; r++) {
     // Alternate which tree goes first, so that neither always runs on a warmer or cooler machine.
     const order: ('base' | 'head')[] = r % 2 === 0 ? ['base', 'head'] : ['head', 'base'];
@@ -61,12 +54,8 @@ try {
       process.stderr.write(`round ${r + 1} ${t}: wall ${m.wall} cpu ${m.cpu} ms/plan\n`);
     }
   }
-} finally {
-  if (!own.includes('--keep')) {
-    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: root, stdio: 'ignore' });
-    rmSync(resolve(tree, '..'), { recursive: true, force: true });
-  }
-}
+  return rev;
+});
 
 const mean = (t: 'base' | 'head', k: 'wall' | 'cpu'): number => {
   const xs = runs.filter((x) => x.tree === t).map((x) => x[k]);
