@@ -36,8 +36,9 @@ export interface OrderInput {
   /** Sort key inside a ready group (e.g. sequence and key start). */
   readonly key: Float64Array;
   /**
-   * Per task, the push its results join (the backward: the home run of its keys, whose `dkv`
-   * partial leaves after the last op using them); undefined: every task its own.
+   * Per task, the push its results join, which leaves after the last op feeding it (phase.ts: in
+   * the backward the home run of its keys, one `dkv` partial; in the forward the reshuffle piece of
+   * its queries, one `out` push); undefined: every task its own.
    */
   readonly unit?: Int32Array | undefined;
 }

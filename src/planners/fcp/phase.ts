@@ -344,7 +344,7 @@ export function buildPhaseOps(
  * Per task, the home run holding the start of its keys: the backward's push unit (order.ts), since
  * a rank's `dkv` partial of another rank's keys leaves as one push per home run it crosses
  * (backward.ts). Ops of exporting work are not cut inside a unit before twice `maxOpMs`, which
- * halves the backward's launches (bimodal 16 ranks seed 1, mode (b): 678 -> 278 ops). Measured,
+ * cuts the backward's launches (bimodal 16 ranks seed 1, mode (b): 678 -> 424 ops). Measured,
  * simulated, 3 batches (seeds 1-3), backward MFU at 16/32/64/128/256 ranks, before -> after:
  * see docs/results.md, "Session 14".
  */
@@ -369,10 +369,11 @@ function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
  * docs/results.md, "Session 14". The forward of a loader layout exports nothing: no op there changes.
  */
 function queryPieces(ctx: PhaseContext, tasks: Tasks): Int32Array {
-  // A task past the RS's last piece (none: queries are home) would get a unit of its own.
+  // Every task lies in one RS; one past the RS's last piece (none: queries are home) would get a
+  // unit of its own.
   const { runs, pieces } = ctx;
   const t = tasks.table;
-  const unit = new Int32Array(t.rank.length).fill(-1);
+  const unit = new Int32Array(t.rank.length);
   const rsPieces: number[] = [];
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
     rsPiecesInto(ctx, rs, rsPieces);

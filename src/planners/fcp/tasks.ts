@@ -240,10 +240,6 @@ export function buildTasks(
   };
 }
 
-/**
- * Each task's ready group under another phase's availability (backward): the latest group of the
- * pieces covering its queries (`pieceGroup`, dO arrival) and of the key pieces covering its keys.
- */
 /** The reshuffle pieces of RS `rs`'s home runs in position order (its runs are in position order), into `out`. */
 export function rsPiecesInto(ctx: TaskContext, rs: number, out: number[]): void {
   const { runs, pieces } = ctx;
@@ -267,6 +263,10 @@ export function firstPieceEndingAfter(pieces: Pieces, rsPieces: readonly number[
   return lo;
 }
 
+/**
+ * Each task's ready group under another phase's availability (backward): the latest group of the
+ * pieces covering its queries (`pieceGroup`, dO arrival) and of the key pieces covering its keys.
+ */
 export function taskReady(
   ctx: TaskContext,
   tasks: Tasks,
