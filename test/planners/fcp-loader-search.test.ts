@@ -1,5 +1,6 @@
 /**
- * Mode (b)'s planning budget (loader-search.ts): no budget runs the full search; a budget picks
+ * Mode (b)'s planning budget (loader-search.ts): no budget runs the full search (one token cap
+ * from ONE_CAP_FROM ranks); a budget picks
  * the richest level whose modelled time fits (never a poorer one for a larger budget), and the
  * plan records the level and plans only what the level allows.
  */
@@ -10,14 +11,24 @@ import { formatIssue } from '../../src/core/issues.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
-import { LOADER_SEARCHES, loaderSearch, loaderSearchMs } from '../../src/planners/fcp/loader-search.ts';
+import {
+  LOADER_SEARCHES,
+  loaderSearch,
+  loaderSearchMs,
+  ONE_CAP_FROM,
+} from '../../src/planners/fcp/loader-search.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const index = (world: number, budget: number | undefined): number =>
   LOADER_SEARCHES.indexOf(loaderSearch(world, budget));
 
-test('loaderSearch: full without a budget; a larger budget never buys a poorer level; the level fits', () => {
-  assert.equal(loaderSearch(256, undefined).name, 'full');
+test('loaderSearch: full without a budget (one cap from ONE_CAP_FROM ranks); a larger budget never buys a poorer level; the level fits', () => {
+  assert.equal(loaderSearch(ONE_CAP_FROM - 1, undefined).name, 'full');
+  assert.equal(loaderSearch(128, undefined).name, 'full');
+  assert.equal(loaderSearch(ONE_CAP_FROM, undefined).name, 'one-cap');
+  assert.equal(loaderSearch(4096, undefined).name, 'one-cap');
+  // A budget still buys whatever fits, the full search included.
+  assert.equal(loaderSearch(256, 1e9).name, 'full');
   assert.equal(loaderSearch(256, 0).name, 'least');
   fc.assert(
     fc.property(

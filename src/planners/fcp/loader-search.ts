@@ -1,7 +1,8 @@
 /**
  * How much of mode (b)'s search (index.ts, planForLoaderLayout) a planning budget buys: its token
  * caps (each two placements), its swap variants (each one more tuned pipeline) and the
- * self-tuner's candidates (each one phase pair). The full search is the default; a budget given
+ * self-tuner's candidates (each one phase pair). The full search is the default (one cap from
+ * {@link ONE_CAP_FROM} ranks on, where the caps were measured to buy nothing); a budget given
  * (`planBudgetMs`) picks the richest of {@link LOADER_SEARCHES} whose modelled planning time
  * ({@link loaderSearchMs}) fits it, or the least one. Like the self-tuner's candidate count, this
  * is a size model of the world size, not the clock: the same input and budget give a
@@ -99,8 +100,22 @@ export function loaderSearchMs(level: LoaderSearch, world: number): number {
 }
 
 /**
- * The search mode (b) runs: `pinned` when given, the full search without a budget, else the
- * richest level whose modelled time fits `budgetMs` at `world` ranks (the least one when none does).
+ * From this many ranks on, mode (b) without a budget runs the `one-cap` search instead of the
+ * full one: there the six token caps buy nothing on average over many batches, while they are
+ * about two fifths of the planning time (loader-search table above: 1430 -> 865 ms at 256 ranks,
+ * 7587 -> 5463 ms at 1024). Measured (simulated, fluid, hopper-ib, mode (b), one cap - six caps,
+ * mean ± standard error over paired batches, `npx tsx bench/quality-ab.ts --base 02403ba
+ * --loader-layout --worlds W --seeds N`, session 15): 256 ranks, 27 batches (3 kinds x seeds 1-9): forward +0.0005 ± 0.0034, backward +0.0003 ±
+ * 0.0015; 1024 ranks, 18 batches (seeds 1-6): -0.0001 ± 0.0038, +0.0017 ± 0.0018. At 128 ranks
+ * the caps still pay (-0.0031 ± 0.0012, -0.0026 ± 0.0014 with one cap), so below this the
+ * default stays the full search.
+ */
+export const ONE_CAP_FROM = 256;
+
+/**
+ * The search mode (b) runs: `pinned` when given; without a budget the full search, or `one-cap`
+ * from {@link ONE_CAP_FROM} ranks on; else the richest level whose modelled time fits `budgetMs`
+ * at `world` ranks (the least one when none does).
  */
 export function loaderSearch(
   world: number,
@@ -109,7 +124,8 @@ export function loaderSearch(
 ): LoaderSearch {
   if (pinned !== undefined) return LOADER_SEARCHES.find((l) => l.name === pinned)!;
   const full = LOADER_SEARCHES[LOADER_SEARCHES.length - 1]!;
-  if (budgetMs === undefined) return full;
+  if (budgetMs === undefined)
+    return world >= ONE_CAP_FROM ? LOADER_SEARCHES.find((l) => l.name === 'one-cap')! : full;
   let chosen = LOADER_SEARCHES[0]!;
   for (const level of LOADER_SEARCHES) if (loaderSearchMs(level, world) <= budgetMs) chosen = level;
   return chosen;

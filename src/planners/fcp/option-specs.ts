@@ -96,6 +96,6 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     type: 'number',
     default: 200,
     passDefault: false,
-    doc: 'planning budget of the self-tuner, ms: how many candidate plans (group sizes; with --fan-out also relays) it tries, by a size model of the world size (not the clock); 0: the default candidate only. With --loader-layout the budget, when given, also sizes the search for the layout (token caps, swap variants; docs/results.md, "Mode (b)\'s planning budget"); unset there: the full search',
+    doc: 'planning budget of the self-tuner, ms: how many candidate plans (group sizes; with --fan-out also relays) it tries, by a size model of the world size (not the clock); 0: the default candidate only. With --loader-layout the budget, when given, also sizes the search for the layout (token caps, swap variants; docs/results.md, "Mode (b)\'s planning budget"); unset there: the full search, with one token cap from 256 ranks',
   },
 ];

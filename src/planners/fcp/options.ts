@@ -54,7 +54,8 @@ export interface FcpPlannerOptions extends PlannerOptions {
   tune?: boolean;
   /**
    * Planning budget the self-tuner sizes its candidate count by, ms (default 200). Mode (b): when
-   * given, it also sizes the layout search (loader-search.ts); unset, mode (b) runs its full search.
+   * given, it also sizes the layout search (loader-search.ts); unset, mode (b) runs its full search
+   * (one token cap from 256 ranks, loader-search.ts ONE_CAP_FROM).
    */
   planBudgetMs?: number;
 }

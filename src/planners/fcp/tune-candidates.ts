@@ -76,7 +76,7 @@ export const LOADER_MIN_CANDIDATES = 2;
  * {@link LOADER_MIN_CANDIDATES}).
  */
 const SHARED_MS_PER_RANK = 0.25;
-/** The self-tuner's budget when none is given (mode (a); mode (b) then runs its full search). */
+/** The self-tuner's budget when none is given (mode (a); mode (b) then runs its full search, loader-search.ts). */
 export const DEFAULT_BUDGET_MS = 200;
 const CANDIDATE_MS_PER_RANK = 0.45;
 
