@@ -20,9 +20,9 @@
  * moves something (a send skipped once may find a holder whose load fell since). Holders come from
  * a global index of every range's receivers, those in the receiver's node first; one in another
  * node only when the transfer crosses nodes already (a hand-over never adds a NIC crossing). At 256
- * ranks (longtail, seed 1, mode (b), untuned) it costs about 26 ms (fwd) / 33 ms (bwd) per phase,
- * the fastest of 10 plans on a shared machine (the single-pass hand-over among the hot rank's own
- * receivers: about 3 ms).
+ * ranks (longtail, seed 1, mode (b), untuned) it costs about 9.5 ms (fwd) / 11 ms (bwd) per phase,
+ * the fastest of 10 plans on a shared machine (10.7 / 13.4 ms when every holder of the range was
+ * read for every send; the single-pass hand-over among the hot rank's own receivers: about 3 ms).
  *
  * Measured (simulated, tuned, longtail, fluid, seeds 1-3, 16/64/256 ranks, comm imbalance fwd |
  * bwd; `npx tsx src/cli.ts compare --strategies fcp --loader-layout --network fluid --world
@@ -131,25 +131,59 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     }
     rangeOf[e] = id;
   }
+  const nodeOf = new Int32Array(world);
+  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / g);
+  // Holders in position order: by range, then the receiver's node, then group, then id (stable
+  // counting sorts). The holders of edge e before its group are, node by node, the prefix below
+  // its group of each node segment of its range: the receiver's node is e's own segment
+  // (`segFirst`); the others are read only when e crosses nodes and no holder in its receiver's
+  // node is free (at 256 ranks, longtail, mode (b), that reads about half the holders).
   // Not Int32Array.from with a map function: it was a tenth of this function's time at 1024 ranks.
   const all = iota(n);
+  const nodeOfDst = new Int32Array(n);
+  for (let e = 0; e < n; e++) nodeOfDst[e] = nodeOf[dst[e]!]!;
   const byGroup = sortBy(all, group, groups);
-  const byRange = sortBy(byGroup, rangeOf, ids.size);
+  const byNode = sortBy(byGroup, nodeOfDst, Math.ceil(world / g));
+  const byRange = sortBy(byNode, rangeOf, ids.size);
+  // Position of every edge in range order (by range, group, id): ties between holders of equal
+  // load go to the earlier one there, whichever node segment they are read from.
+  const orderAt = new Int32Array(n);
+  {
+    const at = new Int32Array(ids.size + 1);
+    for (let e = 0; e < n; e++) at[rangeOf[e]! + 1]!++;
+    for (let v = 0; v < ids.size; v++) at[v + 1]! += at[v]!;
+    for (let k = 0; k < n; k++) orderAt[byGroup[k]!] = at[rangeOf[byGroup[k]!]!]!++;
+  }
+  // Per position: the first position of its node segment; per range, its segments' starts.
   const posOf = new Int32Array(n);
-  const runFirst = new Int32Array(n);
-  // The holder scan below reads each position's group, receiver and length: copied into position
-  // order, so that it walks three arrays in sequence instead of jumping through `byRange`.
+  const segFirst = new Int32Array(n);
+  const segOff = new Int32Array(n + 1);
+  const rangeSeg = new Int32Array(ids.size + 1);
+  // The holder scan below reads each position's group, receiver, length and range order: copied
+  // into position order, so that it walks arrays in sequence instead of jumping through `byRange`.
   const atGroup = new Int32Array(n);
   const atDst = new Int32Array(n);
   const atLength = new Int32Array(n);
+  const atOrder = new Int32Array(n);
+  let segs = 0;
   for (let i = 0; i < n; i++) {
     const u = byRange[i]!;
     posOf[u] = i;
-    runFirst[i] = i > 0 && rangeOf[byRange[i - 1]!] === rangeOf[u] ? runFirst[i - 1]! : i;
+    const prev = i > 0 ? byRange[i - 1]! : -1;
+    const sameRange = prev >= 0 && rangeOf[prev] === rangeOf[u];
+    if (!sameRange) rangeSeg[rangeOf[u]!] = segs;
+    if (sameRange && nodeOfDst[prev] === nodeOfDst[u]) segFirst[i] = segFirst[i - 1]!;
+    else {
+      segFirst[i] = i;
+      segOff[segs++] = i;
+    }
     atGroup[i] = group[u]!;
     atDst[i] = dst[u]!;
     atLength[i] = length[u]!;
+    atOrder[i] = orderAt[u]!;
   }
+  segOff[segs] = n;
+  rangeSeg[ids.size] = segs;
   // Sends of every rank (direct senders), latest group first: it has the most holders.
   const off = new Int32Array(world + 1);
   for (let e = 0; e < n; e++) off[src[e]! + 1]!++;
@@ -162,8 +196,6 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
     const order = sortBy(all, late, groups);
     for (let k = 0; k < n; k++) scan[fill[src[order[k]!]!]!++] = order[k]!;
   }
-  const nodeOf = new Int32Array(world);
-  for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / g);
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = 0;
     const ptr = off.slice(0, world);
@@ -183,22 +215,39 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
         const nd = nodeOf[d]!;
         const crosses = nodeOf[s] !== nd;
         const ls = load[s]!;
-        // The least loaded free holder, in the receiver's node first; elsewhere only when the
-        // transfer crosses nodes already (no hand-over adds a NIC crossing).
+        // The least loaded free holder (ties: the earliest in range order), in the receiver's node
+        // first; elsewhere only when the transfer crosses nodes already (no hand-over adds a NIC
+        // crossing).
         let best = -1;
-        let bestIn = false;
         const i = posOf[e]!;
-        for (let j = runFirst[i]!; j < i; j++) {
+        for (let j = segFirst[i]!; j < i; j++) {
           if (atGroup[j]! >= ge) break;
           const f = atDst[j]!;
           if (f === d || f === s || atLength[j]! < len || load[f]! + len >= ls) continue;
-          const inNode = nodeOf[f] === nd;
-          if (!inNode && !crosses) continue;
-          if (best >= 0 && (bestIn ? !inNode || load[f]! >= load[best]! : !inNode && load[f]! >= load[best]!))
-            continue;
+          if (best >= 0 && load[f]! >= load[best]!) continue;
           if (count[sl + f] !== 0) continue;
           best = f;
-          bestIn = inNode;
+        }
+        if (best < 0 && crosses) {
+          let bestAt = 0;
+          const r = rangeOf[e]!;
+          for (let k = rangeSeg[r]!, ke = rangeSeg[r + 1]!; k < ke; k++) {
+            const j0 = segOff[k]!;
+            if (j0 === segFirst[i]) continue;
+            for (let j = j0, je = segOff[k + 1]!; j < je; j++) {
+              if (atGroup[j]! >= ge) break;
+              const f = atDst[j]!;
+              if (f === s || atLength[j]! < len || load[f]! + len >= ls) continue;
+              if (best >= 0) {
+                const lf = load[f]!;
+                const lb = load[best]!;
+                if (lf > lb || (lf === lb && atOrder[j]! > bestAt)) continue;
+              }
+              if (count[sl + f] !== 0) continue;
+              best = f;
+              bestAt = atOrder[j]!;
+            }
+          }
         }
         if (best < 0) continue;
         src[e] = best;
