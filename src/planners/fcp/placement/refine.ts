@@ -130,8 +130,12 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
   for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / gpusPerNode);
   const scr = new PartnerScreen(blocks, pairs, userOf, single, blockRank, nodeOf);
   const taken = new Uint8Array(B);
-  const back: number[] = [];
-  let best: number[] = [];
+  // The blocks a candidate step hands back, and those of the best step so far (typed, with their
+  // counts: `length = 0` on a plain array is a runtime call, a tenth of this function's time).
+  const back = new Int32Array(B);
+  let backN = 0;
+  const best = new Int32Array(B);
+  let bestN = 0;
   // Blocks of each sequence per rank (key: seq * world + rank), for level 1 below.
   const present = new Map<number, number>();
   for (let b = 0; b < B; b++) {
@@ -220,25 +224,28 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
     }
     return okBack[v] === 1;
   };
-  const sparseBack: number[] = [];
+  const sparseBack = new Int32Array(B);
+  let sparseN = 0;
   let sparseAt = -1;
   // Compute and tokens of the first i blocks of `sparseBack` (ascending compute per token).
   const cumPairs = new Float64Array(B + 1);
   const cumTok = new Float64Array(B + 1);
-  /** The blocks of sparseOf(pass, m) that may go back to M at `level`, in order. */
-  const sparseBackOf = (pass: number, level: number, m: number): number[] => {
+  /**
+   * The blocks of sparseOf(pass, m) that may go back to M at `level`, in order: the first n of
+   * `sparseBack`, n returned.
+   */
+  const sparseBackOf = (pass: number, level: number, m: number): number => {
     if (sparseAt !== visit) {
       sparseAt = visit;
-      sparseBack.length = 0;
+      sparseN = 0;
       for (const v of sparseOf(pass, m))
         if (backOk(level, v, m)) {
-          const i = sparseBack.length;
-          cumPairs[i + 1] = cumPairs[i]! + pairs[v]!;
-          cumTok[i + 1] = cumTok[i]! + tok[v]!;
-          sparseBack.push(v);
+          cumPairs[sparseN + 1] = cumPairs[sparseN]! + pairs[v]!;
+          cumTok[sparseN + 1] = cumTok[sparseN]! + tok[v]!;
+          sparseBack[sparseN++] = v;
         }
     }
-    return sparseBack;
+    return sparseN;
   };
   /**
    * At least the tokens m can hand back to M at `level` with at most `c` compute (any blocks of
@@ -246,7 +253,7 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
    * little compute against rounding. A step hands back less than the moved block's compute.
    */
   const mostTokensBack = (pass: number, level: number, m: number, c: number): number => {
-    const n = sparseBackOf(pass, level, m).length;
+    const n = sparseBackOf(pass, level, m);
     const budget = c * (1 + 1e-9) + eps;
     let lo = 0;
     let hi = n;
@@ -310,7 +317,7 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
             const target = cu - gap / 2;
             let sum = 0;
             let tokBack = 0;
-            back.length = 0;
+            backN = 0;
             // The list descends in compute, so the blocks that still fit are a suffix from some
             // position on: jump to it (firstFit) instead of reading the ones that do not.
             if (target > 0)
@@ -320,21 +327,22 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
                 else {
                   sum += pairs[v]!;
                   tokBack += tok[v]!;
-                  back.push(v);
+                  back[backN++] = v;
                   q = firstFit(cand, q + 1, sum, target);
                 }
               }
             if (mem[m]! + tok[u]! - tokBack > memoryTokens) {
               // m is short of memory: also hand back its most memory-dense blocks while M still gains.
-              for (const v of back) taken[v] = 1;
-              for (const v of sparseBackOf(pass, level, m)) {
+              for (let k = 0; k < backN; k++) taken[back[k]!] = 1;
+              for (let k = 0, n = sparseBackOf(pass, level, m); k < n; k++) {
+                const v = sparseBack[k]!;
                 if (mem[m]! + tok[u]! - tokBack <= memoryTokens) break;
                 if (taken[v] === 1 || sum + pairs[v]! >= cu - eps) continue;
                 sum += pairs[v]!;
                 tokBack += tok[v]!;
-                back.push(v);
+                back[backN++] = v;
               }
-              for (const v of back) taken[v] = 0;
+              for (let k = 0; k < backN; k++) taken[back[k]!] = 0;
               if (mem[m]! + tok[u]! - tokBack > memoryTokens) continue;
             }
             const nmax = Math.max(top - cu + sum, lm + cu - sum);
@@ -343,13 +351,14 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
             bestMax = nmax;
             bu = u;
             bm = m;
-            best = back.slice();
+            best.set(back.subarray(0, backN));
+            bestN = backN;
           }
         }
       }
     }
     if (bu < 0) break;
-    for (const v of best) apply(v, bm, M);
+    for (let k = 0; k < bestN; k++) apply(best[k]!, bm, M);
     apply(bu, M, bm);
     byLoad.update(M, bm);
     steps++;
