@@ -274,8 +274,9 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
     let bm = -1;
     scr.build(M, lists[1]![M]!, steps);
     // Partners in ascending load (`byLoad` without M): the least loaded few first, all of them
-    // only when those fail (screened, see `mayTake`); the first partner with an improving step
-    // takes it (its best mover).
+    // only when those fail; the first partner with an improving step takes it (its best mover).
+    // Partners that cannot take any of M's blocks at a level are skipped unread (`mayTake`, a
+    // necessary condition of `eligible`): at 256 ranks in mode (b) half the first few at level 0.
     for (let wide = 0; wide < 2 && bu < 0; wide++) {
       const count = wide === 0 ? Math.min(PARTNERS, world - 1) : world - 1;
       // Levels (see `eligible`): 0 moves only blocks that leave their user rank anyway, within its
@@ -290,7 +291,7 @@ export function refine(input: RefineInput, rules: RefineRules): { blockRank: Int
           const lm = load[m]!;
           const gap = top - lm;
           if (gap <= eps) break;
-          if (wide === 1 && !scr.mayTake(level, m)) continue;
+          if (!scr.mayTake(level, m)) continue;
           const cand = lists[pass]![m]!;
           visit++;
           // Blocks of M worth trying: the few whose compute is nearest above and below gap/2.
