@@ -144,7 +144,9 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   // sender choice does not depend on readiness, so these are the forward's direct edges.
   const relayed = forward.kvEdges.relay.some((r) => r >= 0);
   const edges = relayed
-    ? chooseSenders(ctx.requests, runs, pieces, world, true, IN_WEIGHT, ctx.links.nodeSize, false)
+    ? ctx.memo.senderChoice(true, false, () =>
+        chooseSenders(ctx.requests, runs, pieces, world, true, IN_WEIGHT, ctx.links.nodeSize, false),
+      )
     : forward.kvEdges;
   const kvColouring = relayed ? undefined : forward.kvColouring;
   const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);

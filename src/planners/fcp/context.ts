@@ -7,6 +7,7 @@
 import type { ModelShape } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { KernelTime } from './kernel-time.ts';
+import type { LayoutMemo } from './layout-memo.ts';
 import type { FcpOptions } from './options.ts';
 import { rowsBySeq, type SeqRows } from './placement/layout.ts';
 import type { TaskContext } from './tasks.ts';
@@ -36,6 +37,8 @@ export interface PlannerContext {
 export interface PhaseContext extends PlannerContext, TaskContext {
   /** Remote K/V each rank-sequence pair needs. */
   readonly requests: FetchRequests;
+  /** What the self-tuner's candidates share of this layout beyond it (layout-memo.ts). */
+  readonly memo: LayoutMemo;
 }
 
 /**

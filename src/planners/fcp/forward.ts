@@ -65,15 +65,8 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const list = new TransferList();
   const inColouring = colourIn(ctx);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
-  const edges = chooseSenders(
-    ctx.requests,
-    runs,
-    pieces,
-    world,
-    false,
-    IN_WEIGHT,
-    ctx.links.nodeSize,
-    o.fanOut,
+  const edges = ctx.memo.senderChoice(false, o.fanOut, () =>
+    chooseSenders(ctx.requests, runs, pieces, world, false, IN_WEIGHT, ctx.links.nodeSize, o.fanOut),
   );
   const ready = new Int32Array(edges.dep.length);
   for (let e = 0; e < ready.length; e++) ready[e] = edges.dep[e]! >= 0 ? pieceGroup[edges.dep[e]!]! + 1 : 0;

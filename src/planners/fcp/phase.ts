@@ -110,7 +110,9 @@ export function placeKv(
   const place = (ids: Int32Array, given: Colouring | null, readyOf: (e: number) => number): Colouring => {
     const src = gatherInt32(edges.src, ids);
     const dst = gatherInt32(edges.dst, ids);
-    const c = given ?? colourEdges(src, dst, ctx.world, ctx.o.rounds);
+    // The whole graph's colouring is the same for every candidate of the layout (layout-memo.ts).
+    const colour = (): Colouring => colourEdges(src, dst, ctx.world, ctx.o.rounds);
+    const c = given ?? (ids.length === n ? ctx.memo.directColouring(edges, ctx.o.rounds, colour) : colour());
     const weight = gatherFloat64Via(weightOfRank, edges.dst, ids);
     const rdy = new Int32Array(ids.length);
     for (let k = 0; k < ids.length; k++) rdy[k] = readyOf(ids[k]!);

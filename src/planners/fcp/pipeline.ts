@@ -11,6 +11,7 @@ import { type BackwardResult, planBackward } from './backward.ts';
 import { type PlanBalance, planBalance } from './balance.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
+import { LayoutMemo } from './layout-memo.ts';
 import { type FcpOptions, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import type { PhaseStats } from './phase.ts';
 import { computeImbalance } from './placement/distribute.ts';
@@ -157,6 +158,7 @@ function layoutStage(ctx: PlannerContext, placed: Placed): PhaseContext {
     blockSize: placed.blocks.blockSizeOfSeq,
     grid: tileGeometry(ctx.o),
     requests: fetchRequests(runs, ctx.userRows, sequences, mask, chunk),
+    memo: new LayoutMemo(),
   };
 }
 
