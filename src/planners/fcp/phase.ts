@@ -177,11 +177,22 @@ export function placeKv(
   const slots = new Set<number>();
   const rdy = new Int32Array(hop2.length);
   for (let l = 2; l <= maxLevel; l++) {
+    // The relays of this hop by ready group, then position: a stable counting sort (the typed
+    // array filter and comparator sort it replaces took about 14 ms of a mode (b) plan at 256
+    // ranks, profiled).
+    let count = 0;
+    let maxReady = 0;
     for (let k = 0; k < hop2.length; k++)
-      if (level[hop2[k]!] === l) rdy[k] = Math.max(ready[hop2[k]!]!, group[edges.relay[hop2[k]!]!]! + 1);
-    const order = Int32Array.from(hop2.keys())
-      .filter((k) => level[hop2[k]!] === l)
-      .sort((a, b) => rdy[a]! - rdy[b]! || a - b);
+      if (level[hop2[k]!] === l) {
+        rdy[k] = Math.max(ready[hop2[k]!]!, group[edges.relay[hop2[k]!]!]! + 1);
+        maxReady = Math.max(maxReady, rdy[k]!);
+        count++;
+      }
+    const at = new Int32Array(maxReady + 2);
+    for (let k = 0; k < hop2.length; k++) if (level[hop2[k]!] === l) at[rdy[k]! + 1]!++;
+    for (let g = 0; g <= maxReady; g++) at[g + 1]! += at[g]!;
+    const order = new Int32Array(count);
+    for (let k = 0; k < hop2.length; k++) if (level[hop2[k]!] === l) order[at[rdy[k]!]!++] = k;
     for (const k of order) {
       const e = hop2[k]!;
       const slot = placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, ctx.o.rounds === 'naive');
