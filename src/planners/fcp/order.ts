@@ -99,36 +99,52 @@ export function orderOps(
   const local = new Int32Array(n);
   const exp = new Int32Array(n);
   const heap = new Int32Array(n);
+  // Each heap entry's key beside it: the comparisons read the heap's own slots instead of `key`
+  // at random task ids (orderOps of one mode (b) plan at 256 ranks, longtail: 87 -> 79 ms).
+  const heapKey = new Float64Array(n);
   let hn = 0;
   let maxReady = -1;
   for (let i = 0; i < n; i++) if (t.ready[i]! > maxReady) maxReady = t.ready[i]!;
   const bucket = new Int32Array(maxReady + 3);
   const key = t.key;
-  const less = (a: number, b: number): boolean => key[a]! < key[b]! || (key[a] === key[b] && a < b);
   const push = (x: number): void => {
+    const kx = key[x]!;
     let i = hn++;
     while (i > 0) {
       const up = (i - 1) >> 1;
-      const y = heap[up]!;
-      if (!less(x, y)) break;
-      heap[i] = y;
+      const ky = heapKey[up]!;
+      if (!(kx < ky || (kx === ky && x < heap[up]!))) break;
+      heap[i] = heap[up]!;
+      heapKey[i] = ky;
       i = up;
     }
     heap[i] = x;
+    heapKey[i] = kx;
   };
   const pop = (): number => {
     const top = heap[0]!;
     const last = heap[--hn]!;
+    const kl = heapKey[hn]!;
     let i = 0;
     for (;;) {
       const l = 2 * i + 1;
       if (l >= hn) break;
-      const c = l + 1 < hn && less(heap[l + 1]!, heap[l]!) ? l + 1 : l;
-      if (!less(heap[c]!, last)) break;
+      let c = l;
+      if (l + 1 < hn) {
+        const k1 = heapKey[l + 1]!;
+        const k0 = heapKey[l]!;
+        if (k1 < k0 || (k1 === k0 && heap[l + 1]! < heap[l]!)) c = l + 1;
+      }
+      const kc = heapKey[c]!;
+      if (!(kc < kl || (kc === kl && heap[c]! < last))) break;
       heap[i] = heap[c]!;
+      heapKey[i] = kc;
       i = c;
     }
-    if (hn > 0) heap[i] = last;
+    if (hn > 0) {
+      heap[i] = last;
+      heapKey[i] = kl;
+    }
     return top;
   };
   /** Estimated arrival of group g on rank r (-1: from the start). */
