@@ -33,14 +33,14 @@ import type { KvEdges } from './transfers/fetch.ts';
 /** Latest group of the key pieces overlapping [ka, kb) (pieces sorted, tiling the span). */
 function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
   let lo = 0;
-  let hi = kp.a.length;
+  let hi = kp.n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (kp.b[mid]! <= ka) lo = mid + 1;
     else hi = mid;
   }
   let g = -1;
-  for (let k = lo; k < kp.a.length && kp.a[k]! < kb; k++) if (kp.t[k]! > g) g = kp.t[k]!;
+  for (let k = lo; k < kp.n && kp.a[k]! < kb; k++) if (kp.t[k]! > g) g = kp.t[k]!;
   return g;
 }
 
@@ -131,7 +131,7 @@ export function buildGridTasks(
       if (t < lo) lo = t;
       if (t > hi) hi = t;
     }
-    for (let k = 0; k < kp.a.length && kp.a[k]! < e; k++) {
+    for (let k = 0; k < kp.n && kp.a[k]! < e; k++) {
       const t = kp.t[k]!;
       if (t < lo) lo = t;
       if (t > hi) hi = t;

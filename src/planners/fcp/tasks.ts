@@ -57,15 +57,43 @@ export function edgesByRs(edges: KvEdges, rsCount: number): EdgesByRs {
   return { off, ids };
 }
 
-/** Key pieces of one RS: parallel arrays sorted by start, tiling [0, end). */
+/**
+ * Key pieces of one RS: the first `n` entries of parallel arrays, sorted by start, tiling [0, end).
+ * Typed and reused across RSs (grown when full): emptying plain arrays with `length = 0` is a
+ * runtime call, made for every RS of every phase.
+ */
 export interface KeyPieces {
-  readonly a: number[];
-  readonly b: number[];
-  readonly t: number[];
+  a: Int32Array;
+  b: Int32Array;
+  t: Int32Array;
+  n: number;
 }
 
 /** A reusable {@link KeyPieces} scratch. */
-export const newKeyPieces = (): KeyPieces => ({ a: [], b: [], t: [] });
+export const newKeyPieces = (): KeyPieces => ({
+  a: new Int32Array(64),
+  b: new Int32Array(64),
+  t: new Int32Array(64),
+  n: 0,
+});
+
+/** Appends piece [a, b) with group t to `out`, growing its arrays when full. */
+function pushKeyPiece(out: KeyPieces, a: number, b: number, t: number): void {
+  if (out.n === out.a.length) {
+    const grow = (x: Int32Array): Int32Array => {
+      const y = new Int32Array(2 * x.length);
+      y.set(x);
+      return y;
+    };
+    out.a = grow(out.a);
+    out.b = grow(out.b);
+    out.t = grow(out.t);
+  }
+  out.a[out.n] = a;
+  out.b[out.n] = b;
+  out.t[out.n] = t;
+  out.n++;
+}
 
 /** End of the key span of an RS. */
 export function keySpanEnd(ctx: TaskContext, rs: number): number {
@@ -114,9 +142,7 @@ export function keyPiecesOf(
     const ub = Math.min(end, ua + userRows.length[row]!);
     if (ua < ub) subtractInto(ua, ub, cut, rest);
   }
-  out.a.length = 0;
-  out.b.length = 0;
-  out.t.length = 0;
+  out.n = 0;
   // Cursors: run pieces (run p, piece i), user-row rest (k), edges (q).
   let p = p0;
   let i = p < p1 ? pieces.runOff[runs.byRank[p]!]! : 0;
@@ -152,13 +178,9 @@ export function keyPiecesOf(
       t = edgeGroup[e]!;
       q++;
     }
-    const n = out.a.length;
+    const n = out.n;
     if (n > 0 && out.b[n - 1] === a && out.t[n - 1] === t) out.b[n - 1] = b;
-    else {
-      out.a.push(a);
-      out.b.push(b);
-      out.t.push(t);
-    }
+    else pushKeyPiece(out, a, b, t);
   }
 }
 
@@ -215,7 +237,7 @@ export function buildTasks(
         let ta = -1;
         let tb = -1;
         let tt = 0;
-        for (let k = 0; k < kp.a.length; k++) {
+        for (let k = 0; k < kp.n; k++) {
           const a = kp.a[k]!;
           if (a >= kEnd) break;
           const b = Math.min(kp.b[k]!, kEnd);
@@ -298,13 +320,13 @@ export function taskReady(
       )
         g = Math.max(g, pieceGroup[rsPieces[k]!]!);
       let lo = 0;
-      let hi = kp.a.length;
+      let hi = kp.n;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
         if (kp.b[mid]! <= ka) lo = mid + 1;
         else hi = mid;
       }
-      for (let k = lo; k < kp.a.length && kp.a[k]! < kb; k++) g = Math.max(g, kp.t[k]!);
+      for (let k = lo; k < kp.n && kp.a[k]! < kb; k++) g = Math.max(g, kp.t[k]!);
       out[i] = g;
     }
   }
