@@ -387,12 +387,12 @@ function queryPieces(ctx: PhaseContext, tasks: Tasks): Int32Array {
   const { runs, pieces } = ctx;
   const t = tasks.table;
   const unit = new Int32Array(t.rank.length);
-  const rsPieces: number[] = [];
+  const rsPieces = new Int32Array(pieces.seq.length);
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPiecesInto(ctx, rs, rsPieces);
+    const np = rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
-      const k = firstPieceEndingAfter(pieces, rsPieces, t.qStart[i]!);
-      unit[i] = k < rsPieces.length ? rsPieces[k]! : -1 - i;
+      const k = firstPieceEndingAfter(pieces, rsPieces, np, t.qStart[i]!);
+      unit[i] = k < np ? rsPieces[k]! : -1 - i;
     }
   }
   return unit;
@@ -428,18 +428,17 @@ export function lastWriter(
   const { runs, pieces } = ctx;
   const t = tasks.table;
   const lastOp = new Int32Array(pieces.seq.length).fill(-1);
-  const rsPieces: number[] = [];
+  const rsPieces = new Int32Array(pieces.seq.length);
   const sides = withKeys ? 2 : 1;
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPiecesInto(ctx, rs, rsPieces);
-    const np = rsPieces.length;
+    const np = rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const op = opOfTask[i]!;
       for (let side = 0; side < sides; side++) {
         const a = side === 0 ? t.qStart[i]! : t.kvStart[i]!;
         const b = a + (side === 0 ? t.qLength[i]! : t.kvLength[i]!);
         for (
-          let k = firstPieceEndingAfter(pieces, rsPieces, a);
+          let k = firstPieceEndingAfter(pieces, rsPieces, np, a);
           k < np && pieces.start[rsPieces[k]!]! < b;
           k++
         ) {

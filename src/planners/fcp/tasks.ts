@@ -262,20 +262,28 @@ export function buildTasks(
   };
 }
 
-/** The reshuffle pieces of RS `rs`'s home runs in position order (its runs are in position order), into `out`. */
-export function rsPiecesInto(ctx: TaskContext, rs: number, out: number[]): void {
+/**
+ * The reshuffle pieces of RS `rs`'s home runs in position order (its runs are in position order),
+ * into the start of `out` (room for every piece); returns how many. A typed scratch with a count:
+ * emptying a plain array with `length = 0` is a runtime call, made for every RS.
+ */
+export function rsPiecesInto(ctx: TaskContext, rs: number, out: Int32Array): number {
   const { runs, pieces } = ctx;
-  out.length = 0;
+  let n = 0;
   for (let p = runs.rsOff[rs]!, pe = runs.rsOff[rs + 1]!; p < pe; p++) {
     const run = runs.byRank[p]!;
-    for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) out.push(j);
+    for (let j = pieces.runOff[run]!, je = pieces.runOff[run + 1]!; j < je; j++) out[n++] = j;
   }
+  return n;
 }
 
-/** First index of `rsPieces` (pieces in position order) whose piece ends after `pos`; its length if none. */
-export function firstPieceEndingAfter(pieces: Pieces, rsPieces: readonly number[], pos: number): number {
+/**
+ * First index among the first `n` of `rsPieces` (pieces in position order) whose piece ends after
+ * `pos`; `n` if none.
+ */
+export function firstPieceEndingAfter(pieces: Pieces, rsPieces: Int32Array, n: number, pos: number): number {
   let lo = 0;
-  let hi = rsPieces.length;
+  let hi = n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     const pm = rsPieces[mid]!;
@@ -302,11 +310,10 @@ export function taskReady(
   const t = tasks.table;
   const out = new Int32Array(t.rank.length);
   const kp = newKeyPieces();
-  const rsPieces: number[] = [];
+  const rsPieces = new Int32Array(pieces.seq.length);
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
     keyPiecesOf(ctx, rs, keyPieceGroup, edges, byRs, edgeGroup, kp);
-    rsPiecesInto(ctx, rs, rsPieces);
-    const np = rsPieces.length;
+    const np = rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
       const qb = qa + t.qLength[i]!;
@@ -314,7 +321,7 @@ export function taskReady(
       const kb = ka + t.kvLength[i]!;
       let g = -1;
       for (
-        let k = firstPieceEndingAfter(pieces, rsPieces, qa);
+        let k = firstPieceEndingAfter(pieces, rsPieces, np, qa);
         k < np && pieces.start[rsPieces[k]!]! < qb;
         k++
       )
@@ -342,22 +349,23 @@ export function exportFlags(ctx: TaskContext, tasks: Tasks, keys: boolean): Uint
   const { runs, pieces } = ctx;
   const t = tasks.table;
   const out = new Uint8Array(t.rank.length);
-  const rsPieces: number[] = [];
-  const first = (pos: number): number => firstPieceEndingAfter(pieces, rsPieces, pos);
+  const rsPieces = new Int32Array(pieces.seq.length);
+  let np = 0;
+  const first = (pos: number): number => firstPieceEndingAfter(pieces, rsPieces, np, pos);
   for (let rs = 0; rs < runs.rsRank.length; rs++) {
-    rsPiecesInto(ctx, rs, rsPieces);
+    np = rsPiecesInto(ctx, rs, rsPieces);
     for (let i = tasks.rsOff[rs]!, ie = tasks.rsOff[rs + 1]!; i < ie; i++) {
       const qa = t.qStart[i]!;
       const qb = qa + t.qLength[i]!;
       let x = 0;
-      for (let k = first(qa); k < rsPieces.length && pieces.start[rsPieces[k]!]! < qb && x === 0; k++)
+      for (let k = first(qa); k < np && pieces.start[rsPieces[k]!]! < qb && x === 0; k++)
         if (pieces.movingIndex[rsPieces[k]!]! >= 0) x = 1;
       if (x === 0 && keys) {
         // Keys must be covered, without a gap, by own pieces that stay.
         const ka = t.kvStart[i]!;
         const kb = ka + t.kvLength[i]!;
         let pos = ka;
-        for (let k = first(ka); k < rsPieces.length && pos < kb; k++) {
+        for (let k = first(ka); k < np && pos < kb; k++) {
           const p = rsPieces[k]!;
           if (pieces.start[p]! > pos || pieces.movingIndex[p]! >= 0) break;
           pos = pieces.start[p]! + pieces.length[p]!;
