@@ -103,9 +103,23 @@ function relayFeeds(
 ): Int32Array {
   const n = req.rs.length;
   const relayReq = new Int32Array(n).fill(-1);
-  const groups = new Map<string, number[]>();
   const nicIn = new Float64Array(world);
   const nvlOut = new Float64Array(world);
+  // Remote requests grouped by (sequence, start, receiver's node), groups numbered by first
+  // request in the sender order and members kept in it: an open-addressing table over typed
+  // arrays (a Map keyed by template strings was half of this function at 256 ranks).
+  let size = 16;
+  while (size < 2 * n) size *= 2;
+  const mask = size - 1;
+  const keySeq = new Int32Array(size);
+  const keyStart = new Int32Array(size);
+  const keyNode = new Int32Array(size);
+  const slotId = new Int32Array(size).fill(-1);
+  const groupOf = new Int32Array(n);
+  const remoteOrder = new Int32Array(n);
+  const sizeOf = new Int32Array(n + 1);
+  let m = 0;
+  let G = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const v = runs.rsRank[req.rs[i]!]!;
@@ -114,29 +128,49 @@ function relayFeeds(
     const remote =
       one && Math.floor(runs.rank[segRun[segOff[i]!]!]! / g) !== vn && Math.floor(req.user[i]! / g) !== vn;
     if (!remote) continue;
-    const key = `${runs.rsSeq[req.rs[i]!]!}:${req.start[i]!}:${vn}`;
-    const list = groups.get(key);
-    if (list) list.push(i);
-    else groups.set(key, [i]);
+    const s = runs.rsSeq[req.rs[i]!]!;
+    const a = req.start[i]!;
+    let h = (Math.imul(s, 0x9e3779b1) ^ Math.imul(a, 0x85ebca77) ^ Math.imul(vn, 0xc2b2ae3d)) & mask;
+    while (slotId[h] !== -1 && (keySeq[h] !== s || keyStart[h] !== a || keyNode[h] !== vn))
+      h = (h + 1) & mask;
+    if (slotId[h] === -1) {
+      keySeq[h] = s;
+      keyStart[h] = a;
+      keyNode[h] = vn;
+      slotId[h] = G++;
+    }
+    groupOf[i] = slotId[h]!;
+    sizeOf[slotId[h]! + 1]!++;
+    remoteOrder[m++] = i;
   }
+  for (let x = 0; x < G; x++) sizeOf[x + 1]! += sizeOf[x]!;
+  const at = sizeOf.slice(0, G);
+  const members = new Int32Array(m);
+  for (let t = 0; t < m; t++) members[at[groupOf[remoteOrder[t]!]!]!++] = remoteOrder[t]!;
   // Requests fetched over the NIC anyway (alone in their node) count first.
-  for (const list of groups.values())
-    if (list.length === 1) nicIn[runs.rsRank[req.rs[list[0]!]!]!]! += req.length[list[0]!]!;
-  for (const list of groups.values()) {
-    if (list.length < 2) continue;
+  for (let x = 0; x < G; x++)
+    if (sizeOf[x + 1]! - sizeOf[x]! === 1) {
+      const i = members[sizeOf[x]!]!;
+      nicIn[runs.rsRank[req.rs[i]!]!]! += req.length[i]!;
+    }
+  for (let x = 0; x < G; x++) {
+    const lo = sizeOf[x]!;
+    const hi = sizeOf[x + 1]!;
+    if (hi - lo < 2) continue;
     // Longest first (the sender order), so the candidates are the leading requests of that length.
-    const len = req.length[list[0]!]!;
-    let feed = list[0]!;
-    for (let j = 1; j < list.length && req.length[list[j]!] === len; j++) {
-      const a = runs.rsRank[req.rs[list[j]!]!]!;
+    const len = req.length[members[lo]!]!;
+    let feed = members[lo]!;
+    for (let j = lo + 1; j < hi && req.length[members[j]!] === len; j++) {
+      const a = runs.rsRank[req.rs[members[j]!]!]!;
       const b = runs.rsRank[req.rs[feed]!]!;
       const ca = nicIn[a]! + nvlOut[a]! / NVLINK_SPEEDUP;
       const cb = nicIn[b]! + nvlOut[b]! / NVLINK_SPEEDUP;
-      if (ca < cb) feed = list[j]!;
+      if (ca < cb) feed = members[j]!;
     }
     const f = runs.rsRank[req.rs[feed]!]!;
     nicIn[f]! += len;
-    for (const i of list) {
+    for (let j = lo; j < hi; j++) {
+      const i = members[j]!;
       if (i === feed) continue;
       relayReq[i] = feed;
       nvlOut[f]! += req.length[i]!;
