@@ -26,6 +26,8 @@
  * 0.588/0.608/0.583. The self-tuner's relay candidate (index.ts) still loses at 16-256 ranks
  * (seeds 1-3) and wins at 1024 (seed 1: fwd MFU 0.554 -> 0.578, comm imbalance 85.7% -> 34.0%).
  */
+import { iota } from '../../../core/gather.ts';
+import { radixSortBy } from '../../../core/radix-sort.ts';
 import { LoadHeap } from './load-heap.ts';
 import type { Pieces } from './reshuffle.ts';
 
@@ -125,9 +127,12 @@ export function forwardTrees<E extends TreeEdges>(
   // Ranges: edges by (seq, start), longest first (an earlier edge of a range covers a later
   // one, so its receiver may forward it), then edge id.
   const { src: S, seq, start, length, dst } = edges;
-  const cand = new Int32Array(n);
-  for (let e = 0; e < n; e++) cand[e] = e;
-  cand.sort((a, b) => seq[a]! - seq[b]! || start[a]! - start[b]! || length[b]! - length[a]! || a - b);
+  // Least significant key first, each pass stable over ascending ids (core/radix-sort.ts).
+  let longest = 0;
+  for (let e = 0; e < n; e++) if (length[e]! > longest) longest = length[e]!;
+  const shorter = new Int32Array(n);
+  for (let e = 0; e < n; e++) shorter[e] = longest - length[e]!;
+  const cand = radixSortBy(radixSortBy(radixSortBy(iota(n), shorter), start), seq);
   const m = n;
   const idx = new Int32Array(n);
   for (let i = 0; i < m; i++) idx[cand[i]!] = i;
