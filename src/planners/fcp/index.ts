@@ -85,10 +85,11 @@ function tunedPipeline(
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
   search: LoaderSearch | null,
+  kernel?: KernelTime,
 ): PipelineResult {
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
-  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser);
+  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser, kernel);
   // The candidates and how many of them are planned whatever the budget.
   const [list, least]: [readonly TuneCandidate[], number] =
     options.fanOut === true
@@ -102,7 +103,7 @@ function tunedPipeline(
   // either fixed or the default budget's (as measured there).
   const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
   const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
-  const shared = prepare(problem, options, homeFromUser);
+  const shared = prepare(problem, options, homeFromUser, kernel);
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
   let chosen = 0;
@@ -258,7 +259,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const skipFree = !search.swapsAnywhere && fo.loaderSwaps !== 'any';
   const free = links.nodeSize >= world || skipFree ? near : refine(world);
   const planOf = (r: SwapResult): PipelineResult =>
-    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize, search);
+    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize, search, kernel);
   // The swaps kept without planning both: the only ones (one node), the pinned ones, or with
   // self-tuning off the modelled choice; null: plan both.
   const decided = (): SwapResult | null => {

@@ -11,6 +11,7 @@ import { type BackwardResult, planBackward } from './backward.ts';
 import { type PlanBalance, planBalance } from './balance.ts';
 import { type PhaseContext, type PlannerContext, plannerContext } from './context.ts';
 import { type ForwardResult, planForward } from './forward.ts';
+import type { KernelTime } from './kernel-time.ts';
 import { LayoutMemo } from './layout-memo.ts';
 import { type FcpOptions, type FcpPlannerOptions, optionsToJson, resolveFcpOptions } from './options.ts';
 import type { PhaseStats } from './phase.ts';
@@ -84,15 +85,19 @@ export interface Prepared {
   readonly ms: { context: number; place: number; layout: number };
 }
 
-/** Stages `context`, `place` and `layout` (none of them reads a phase knob: coalesce, fanOut). */
+/**
+ * Stages `context`, `place` and `layout` (none of them reads a phase knob: coalesce, fanOut).
+ * `kernel`: a time model to share (built for the problem's model and the options' calibration).
+ */
 export function prepare(
   problem: Problem,
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
+  kernel?: KernelTime,
 ): Prepared {
   const clock = new StageClock();
   const ctx = clock.run('context', () =>
-    plannerContext(problem, resolveFcpOptions(options), undefined, homeFromUser),
+    plannerContext(problem, resolveFcpOptions(options), kernel, homeFromUser),
   );
   const placed = clock.run('place', () => placeBlocks(ctx));
   const phases = clock.run('layout', () => layoutStage(ctx, placed));
@@ -138,8 +143,9 @@ export function runPipeline(
   problem: Problem,
   options: FcpPlannerOptions,
   homeFromUser: Int32Array | null,
+  kernel?: KernelTime,
 ): PipelineResult {
-  const prep = prepare(problem, options, homeFromUser);
+  const prep = prepare(problem, options, homeFromUser, kernel);
   return runPhases(prep, prep.phases.o, true);
 }
 
