@@ -56,6 +56,9 @@ export function needOrder(c: Colouring, n: NeedInput): { order: Int32Array; read
   const fill = off.slice(0, R);
   const byRound = new Int32Array(E);
   for (let e = 0; e < E; e++) byRound[fill[c.round[e]!]!++] = e;
+  // Receivers in round order: the scoring below reads them in sequence, not through `byRound`.
+  const dstByRound = new Int32Array(E);
+  for (let j = 0; j < E; j++) dstByRound[j] = n.dst[byRound[j]!]!;
   // The old order: by ready group, then by summed weight (descending), then id.
   const fallback = new Int32Array(R);
   for (let r = 0; r < R; r++) fallback[r] = r;
@@ -70,7 +73,7 @@ export function needOrder(c: Colouring, n: NeedInput): { order: Int32Array; read
   const scoreOf = (r: number, next: number): number => {
     let v = 0;
     for (let j = off[r]!; j < off[r + 1]!; j++) {
-      const short = next - avail[n.dst[byRound[j]!]!]!;
+      const short = next - avail[dstByRound[j]!]!;
       if (short > 0) v += short;
     }
     visits += off[r + 1]! - off[r]!;
