@@ -214,7 +214,8 @@ function phaseImbalance(l: PhaseLoads): { forward: number; backward: number } {
  * 0.601/0.481). `meta.loaderLayout` records the token imbalance, the cap chosen, the compute
  * imbalance of the placement before levelling, the swaps applied, the modelled per-phase
  * compute imbalance before and after them, and the search level (`search`, loader-search.ts: a
- * given `planBudgetMs` may narrow the caps, the swap variants and the candidates).
+ * given `planBudgetMs` may narrow the caps, the swap variants and the candidates; without one,
+ * from `ONE_CAP_FROM` ranks on only the cap 1.1 is tried).
  */
 function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const rest: PlannerOptions = { ...options };
