@@ -32,7 +32,9 @@ export interface LoaderSearch {
   /**
    * Measured planning time, ms, at 16 / 64 / 256 / 1024 ranks on the 2-core machine: `npx tsx
    * bench/loader-search.ts` (best of 2 interleaved rounds after a warm-up, mean of `longtail` and
-   * `magi`, seed 1) and `... --worlds 1024 --batches longtail --reps 1`.
+   * `magi`, seed 1) and `... --worlds 1024 --batches longtail --reps 1` (idle machine, 2026-12-05,
+   * after session 15's speed-ups; a budget only compares against these, so re-measuring them
+   * changes which level a given budget buys, never a plan made without one).
    */
   readonly ms: readonly [number, number, number, number];
 }
@@ -51,7 +53,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: false,
     candidates: 1,
     relays: false,
-    ms: [95, 39, 311, 1345],
+    ms: [74, 32, 226, 1162],
   },
   {
     name: 'relays',
@@ -59,7 +61,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: false,
     candidates: 1,
     relays: true,
-    ms: [109, 51, 402, 2235],
+    ms: [70, 43, 313, 1833],
   },
   {
     name: 'one-cap',
@@ -67,7 +69,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: true,
     candidates: null,
     relays: true,
-    ms: [169, 188, 865, 5463],
+    ms: [145, 149, 718, 4761],
   },
   {
     name: 'full',
@@ -75,7 +77,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: true,
     candidates: null,
     relays: true,
-    ms: [186, 268, 1430, 7587],
+    ms: [164, 231, 1155, 6629],
   },
 ];
 
@@ -102,8 +104,8 @@ export function loaderSearchMs(level: LoaderSearch, world: number): number {
 /**
  * From this many ranks on, mode (b) without a budget runs the `one-cap` search instead of the
  * full one: there the six token caps buy nothing on average over many batches, while they are
- * about two fifths of the planning time (loader-search table above: 1430 -> 865 ms at 256 ranks,
- * 7587 -> 5463 ms at 1024). Measured (simulated, fluid, hopper-ib, mode (b), one cap - six caps,
+ * about two fifths of the planning time (when measured, before session 15's speed-ups: 1430 ->
+ * 865 ms at 256 ranks, 7587 -> 5463 ms at 1024; the table above now: 1155 -> 718, 6629 -> 4761). Measured (simulated, fluid, hopper-ib, mode (b), one cap - six caps,
  * mean ± standard error over paired batches, `npx tsx bench/quality-ab.ts --base 02403ba
  * --loader-layout --worlds W --seeds N`, session 15): 256 ranks, 27 batches (3 kinds x seeds 1-9): forward +0.0005 ± 0.0034, backward +0.0003 ±
  * 0.0015; 1024 ranks, 18 batches (seeds 1-6): -0.0001 ± 0.0038, +0.0017 ± 0.0018. At 128 ranks
