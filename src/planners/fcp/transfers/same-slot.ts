@@ -92,6 +92,36 @@ function sortBy(ids: Int32Array, key: Int32Array, keys: number): Int32Array {
   return out;
 }
 
+/**
+ * Numbers the ranges (seq, start) of the edges by first use into `rangeOf`; returns how many.
+ * Open addressing over typed arrays: a Map keyed by seq * 2^31 + start (a heap number) was a
+ * tenth of {@link sameSlotForward}'s time at 256 ranks.
+ */
+function rangeIds(seq: Int32Array, start: Int32Array, rangeOf: Int32Array): number {
+  const n = seq.length;
+  let cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  const mask = cap - 1;
+  const slotSeq = new Int32Array(cap);
+  const slotStart = new Int32Array(cap);
+  const slotId = new Int32Array(cap).fill(-1);
+  let ids = 0;
+  for (let e = 0; e < n; e++) {
+    const q = seq[e]!;
+    const a = start[e]!;
+    let h = (Math.imul(q, 0x9e3779b1) ^ Math.imul(a, 0x85ebca77)) >>> 0;
+    h = (h ^ (h >>> 15)) & mask;
+    while (slotId[h] !== -1 && (slotSeq[h] !== q || slotStart[h] !== a)) h = (h + 1) & mask;
+    if (slotId[h] === -1) {
+      slotSeq[h] = q;
+      slotStart[h] = a;
+      slotId[h] = ids++;
+    }
+    rangeOf[e] = slotId[h]!;
+  }
+  return ids;
+}
+
 /** New sender of every transfer (module comment); `src` itself when nothing changes. */
 export function sameSlotForward(x: SameSlotInput): Int32Array {
   const { dst, seq, start, length, group, slot, world } = x;
@@ -117,84 +147,77 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
   const src = x.src.slice();
   const count = x.sendCount.slice();
   const g = Math.max(1, x.gpusPerNode);
-  // Every range's receivers (the holders): edges by (range, group, id), `runFirst[i]` the first
-  // position of position i's range, so the holders of edge byRange[i] before its group are
-  // byRange[runFirst[i]..] up to the first of its group or later. Ranges numbered by first use.
+  const nodes = Math.ceil(world / g);
+  // Every range's receivers (the holders). Ranges numbered by first use (rangeIds).
   const rangeOf = new Int32Array(n);
-  const ids = new Map<number, number>();
-  for (let e = 0; e < n; e++) {
-    const k = seq[e]! * 2 ** 31 + start[e]!;
-    let id = ids.get(k);
-    if (id === undefined) {
-      id = ids.size;
-      ids.set(k, id);
-    }
-    rangeOf[e] = id;
-  }
+  const ranges = rangeIds(seq, start, rangeOf);
   const nodeOf = new Int32Array(world);
   for (let r = 0; r < world; r++) nodeOf[r] = Math.floor(r / g);
-  // Holders in position order: by range, then the receiver's node, then group, then id (stable
-  // counting sorts). The holders of edge e before its group are, node by node, the prefix below
-  // its group of each node segment of its range: the receiver's node is e's own segment
-  // (`segFirst`); the others are read only when e crosses nodes and no holder in its receiver's
-  // node is free (at 256 ranks, longtail, mode (b), that reads about half the holders).
+  // Holders in two orders. Range order (by range, group, id): the holders of edge e before its
+  // group are a prefix of its range's run, read for crossing sends (other nodes' holders; ties
+  // between holders of equal load go to the earlier one there). Position order (by range, the
+  // receiver's node, group, id): the prefix below e's group of its own node segment (`segFirst`),
+  // read first for every send. At 256 ranks, longtail, mode (b), the crossing reads are about 90%.
   // Not Int32Array.from with a map function: it was a tenth of this function's time at 1024 ranks.
   const all = iota(n);
-  const nodeOfDst = new Int32Array(n);
-  for (let e = 0; e < n; e++) nodeOfDst[e] = nodeOf[dst[e]!]!;
   const byGroup = sortBy(all, group, groups);
-  const byNode = sortBy(byGroup, nodeOfDst, Math.ceil(world / g));
-  const byRange = sortBy(byNode, rangeOf, ids.size);
-  // Position of every edge in range order (by range, group, id): ties between holders of equal
-  // load go to the earlier one there, whichever node segment they are read from.
-  const orderAt = new Int32Array(n);
+  const nodeGroup = new Int32Array(n);
+  for (let e = 0; e < n; e++) nodeGroup[e] = nodeOf[dst[e]!]! * groups + group[e]!;
+  const byRange = sortBy(sortBy(all, nodeGroup, nodes * groups), rangeOf, ranges);
+  const runOff = new Int32Array(ranges + 1);
+  for (let e = 0; e < n; e++) runOff[rangeOf[e]! + 1]!++;
+  for (let v = 0; v < ranges; v++) runOff[v + 1]! += runOff[v]!;
+  // Range order copied out: group, receiver, its node and length per position.
+  const rgGroup = new Int32Array(n);
+  const rgDst = new Int32Array(n);
+  const rgNode = new Int32Array(n);
+  const rgLength = new Int32Array(n);
   {
-    const at = new Int32Array(ids.size + 1);
-    for (let e = 0; e < n; e++) at[rangeOf[e]! + 1]!++;
-    for (let v = 0; v < ids.size; v++) at[v + 1]! += at[v]!;
-    for (let k = 0; k < n; k++) orderAt[byGroup[k]!] = at[rangeOf[byGroup[k]!]!]!++;
+    const at = runOff.slice(0, ranges);
+    for (let k = 0; k < n; k++) {
+      const u = byGroup[k]!;
+      const j = at[rangeOf[u]!]!++;
+      rgGroup[j] = group[u]!;
+      rgDst[j] = dst[u]!;
+      rgNode[j] = nodeOf[dst[u]!]!;
+      rgLength[j] = length[u]!;
+    }
   }
-  // Per position: the first position of its node segment; per range, its segments' starts.
+  // Position order: per position the first position of its node segment, and its group,
+  // receiver and length copied out (the scan walks arrays in sequence, not through `byRange`).
   const posOf = new Int32Array(n);
   const segFirst = new Int32Array(n);
-  const segOff = new Int32Array(n + 1);
-  const rangeSeg = new Int32Array(ids.size + 1);
-  // The holder scan below reads each position's group, receiver, length and range order: copied
-  // into position order, so that it walks arrays in sequence instead of jumping through `byRange`.
   const atGroup = new Int32Array(n);
   const atDst = new Int32Array(n);
   const atLength = new Int32Array(n);
-  const atOrder = new Int32Array(n);
-  let segs = 0;
   for (let i = 0; i < n; i++) {
     const u = byRange[i]!;
     posOf[u] = i;
     const prev = i > 0 ? byRange[i - 1]! : -1;
-    const sameRange = prev >= 0 && rangeOf[prev] === rangeOf[u];
-    if (!sameRange) rangeSeg[rangeOf[u]!] = segs;
-    if (sameRange && nodeOfDst[prev] === nodeOfDst[u]) segFirst[i] = segFirst[i - 1]!;
-    else {
-      segFirst[i] = i;
-      segOff[segs++] = i;
-    }
+    segFirst[i] =
+      prev >= 0 && rangeOf[prev] === rangeOf[u] && nodeOf[dst[prev]!] === nodeOf[dst[u]!]
+        ? segFirst[i - 1]!
+        : i;
     atGroup[i] = group[u]!;
     atDst[i] = dst[u]!;
     atLength[i] = length[u]!;
-    atOrder[i] = orderAt[u]!;
   }
-  segOff[segs] = n;
-  rangeSeg[ids.size] = segs;
-  // Sends of every rank (direct senders), latest group first: it has the most holders.
+  // Sends of every rank (direct senders), latest group first (it has the most holders), then by
+  // id: `byGroup`'s group runs read from the last.
   const off = new Int32Array(world + 1);
   for (let e = 0; e < n; e++) off[src[e]! + 1]!++;
   for (let r = 0; r < world; r++) off[r + 1]! += off[r]!;
-  const late = new Int32Array(n);
-  for (let e = 0; e < n; e++) late[e] = groups - 1 - group[e]!;
   const scan = new Int32Array(n);
   {
     const fill = off.slice(0, world);
-    const order = sortBy(all, late, groups);
-    for (let k = 0; k < n; k++) scan[fill[src[order[k]!]!]!++] = order[k]!;
+    const gOff = new Int32Array(groups + 1);
+    for (let e = 0; e < n; e++) gOff[group[e]! + 1]!++;
+    for (let v = 0; v < groups; v++) gOff[v + 1]! += gOff[v]!;
+    for (let v = groups - 1; v >= 0; v--)
+      for (let k = gOff[v]!; k < gOff[v + 1]!; k++) {
+        const e = byGroup[k]!;
+        scan[fill[src[e]!]!++] = e;
+      }
   }
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = 0;
@@ -229,24 +252,14 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
           best = f;
         }
         if (best < 0 && crosses) {
-          let bestAt = 0;
           const r = rangeOf[e]!;
-          for (let k = rangeSeg[r]!, ke = rangeSeg[r + 1]!; k < ke; k++) {
-            const j0 = segOff[k]!;
-            if (j0 === segFirst[i]) continue;
-            for (let j = j0, je = segOff[k + 1]!; j < je; j++) {
-              if (atGroup[j]! >= ge) break;
-              const f = atDst[j]!;
-              if (f === s || atLength[j]! < len || load[f]! + len >= ls) continue;
-              if (best >= 0) {
-                const lf = load[f]!;
-                const lb = load[best]!;
-                if (lf > lb || (lf === lb && atOrder[j]! > bestAt)) continue;
-              }
-              if (count[sl + f] !== 0) continue;
-              best = f;
-              bestAt = atOrder[j]!;
-            }
+          for (let j = runOff[r]!, je = runOff[r + 1]!; j < je; j++) {
+            if (rgGroup[j]! >= ge) break;
+            const f = rgDst[j]!;
+            if (load[f]! + len >= ls || rgNode[j] === nd || f === s || rgLength[j]! < len) continue;
+            if (best >= 0 && load[f]! >= load[best]!) continue;
+            if (count[sl + f] !== 0) continue;
+            best = f;
           }
         }
         if (best < 0) continue;
