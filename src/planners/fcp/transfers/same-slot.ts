@@ -241,25 +241,29 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
         // The least loaded free holder (ties: the earliest in range order), in the receiver's node
         // first; elsewhere only when the transfer crosses nodes already (no hand-over adds a NIC
         // crossing).
+        // `lb`: the best holder's load (infinite while there is none).
         let best = -1;
+        let lb = Number.POSITIVE_INFINITY;
         const i = posOf[e]!;
         for (let j = segFirst[i]!; j < i; j++) {
           if (atGroup[j]! >= ge) break;
           const f = atDst[j]!;
-          if (f === d || f === s || atLength[j]! < len || load[f]! + len >= ls) continue;
-          if (best >= 0 && load[f]! >= load[best]!) continue;
+          const lf = load[f]!;
+          if (lf + len >= ls || lf >= lb || f === d || f === s || atLength[j]! < len) continue;
           if (count[sl + f] !== 0) continue;
           best = f;
+          lb = lf;
         }
         if (best < 0 && crosses) {
           const r = rangeOf[e]!;
           for (let j = runOff[r]!, je = runOff[r + 1]!; j < je; j++) {
             if (rgGroup[j]! >= ge) break;
             const f = rgDst[j]!;
-            if (load[f]! + len >= ls || rgNode[j] === nd || f === s || rgLength[j]! < len) continue;
-            if (best >= 0 && load[f]! >= load[best]!) continue;
+            const lf = load[f]!;
+            if (lf + len >= ls || lf >= lb || rgNode[j] === nd || f === s || rgLength[j]! < len) continue;
             if (count[sl + f] !== 0) continue;
             best = f;
+            lb = lf;
           }
         }
         if (best < 0) continue;
