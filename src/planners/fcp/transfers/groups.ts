@@ -38,6 +38,14 @@ export class GroupPlacer {
 
   /** Position of each slot among its group's rounds (placement order). */
   private readonly slotPos: number[] = [];
+  /**
+   * Per group and rank (g * world + rank), the positions of the group's slots in which the rank
+   * sends (receives), one bit each: {@link fill} finds a group's first slot where both ranks are
+   * free from two words instead of reading every slot (at 256 ranks, mode (b), longtail: 5.8M slot
+   * reads per plan, about 22 per transfer). Null when `coalesce` is over 32 (then slot by slot).
+   */
+  private sendBits: Int32Array | null;
+  private recvBits: Int32Array | null;
 
   /**
    * @param coalesce rounds per group (one compute op per rank per group)
@@ -53,6 +61,8 @@ export class GroupPlacer {
     this.recv = new Uint8Array(64 * world);
     this.sendFrom = new Int32Array(world);
     this.recvFrom = new Int32Array(world);
+    this.sendBits = coalesce <= 32 ? new Int32Array(16 * world) : null;
+    this.recvBits = coalesce <= 32 ? new Int32Array(16 * world) : null;
   }
 
   /** Rounds group g still has room for (a group not opened yet: `coalesce`). */
@@ -79,6 +89,15 @@ export class GroupPlacer {
     if (g === this.count.length) {
       this.count.push(0);
       this.groupSlots.push([]);
+      if (this.sendBits !== null && (g + 1) * this.world > this.sendBits.length) {
+        const grow = (a: Int32Array): Int32Array => {
+          const b = new Int32Array(a.length * 2);
+          b.set(a);
+          return b;
+        };
+        this.sendBits = grow(this.sendBits);
+        this.recvBits = grow(this.recvBits!);
+      }
     }
     this.slotPos.push(this.count[g]!);
     this.count[g]!++;
@@ -102,6 +121,12 @@ export class GroupPlacer {
   mark(slot: number, src: number, dst: number): void {
     this.send[slot * this.world + src] = 1;
     this.recv[slot * this.world + dst] = 1;
+    if (this.sendBits !== null) {
+      const o = this.slotGroup[slot]! * this.world;
+      const bit = 1 << this.slotPos[slot]!;
+      this.sendBits[o + src]! |= bit;
+      this.recvBits![o + dst]! |= bit;
+    }
   }
 
   /**
@@ -113,6 +138,32 @@ export class GroupPlacer {
     const W = this.world;
     let g = Math.max(0, Math.min(ready, this.count.length));
     if (!naive) g = Math.max(g, Math.min(this.sendFrom[src]!, this.recvFrom[dst]!));
+    const sb = this.sendBits;
+    const rb = this.recvBits;
+    if (sb !== null && rb !== null) {
+      // The same search over the groups' bit words: slot positions follow placement order, so the
+      // lowest free bit is the first free slot.
+      for (; g < this.count.length; g++) {
+        const n = this.count[g]!;
+        const all = n >= 32 ? -1 : (1 << n) - 1;
+        const sBusy = naive ? 0 : sb[g * W + src]! & all;
+        const rBusy = rb[g * W + dst]! & all;
+        const free = ~(sBusy | rBusy) & all;
+        if (free !== 0) {
+          const slot = this.groupSlots[g]![31 - Math.clz32(free & -free)]!;
+          this.mark(slot, src, dst);
+          return slot;
+        }
+        if (n < this.coalesce) break;
+        if (!naive) {
+          if (sBusy === all && this.sendFrom[src] === g) this.sendFrom[src] = g + 1;
+          if (rBusy === all && this.recvFrom[dst] === g) this.recvFrom[dst] = g + 1;
+        }
+      }
+      const slot = this.open(g);
+      this.mark(slot, src, dst);
+      return slot;
+    }
     for (; g < this.count.length; g++) {
       const slots = this.groupSlots[g]!;
       const full = this.count[g]! >= this.coalesce;
@@ -147,6 +198,11 @@ export class GroupPlacer {
   /** Marks whether `rank` sends in `slot` (same-slot forwarding hands sends over, same-slot.ts). */
   setSends(slot: number, rank: number, sends: boolean): void {
     this.send[slot * this.world + rank] = sends ? 1 : 0;
+    if (this.sendBits !== null) {
+      const o = this.slotGroup[slot]! * this.world + rank;
+      const bit = 1 << this.slotPos[slot]!;
+      this.sendBits[o] = sends ? this.sendBits[o]! | bit : this.sendBits[o]! & ~bit;
+    }
   }
 
   /** Number of slots (rounds) placed so far. */
