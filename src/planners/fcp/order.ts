@@ -120,6 +120,20 @@ export function orderOps(
   let hn = 0;
   /** Tasks in the heap's runs. */
   let avail = 0;
+  /** Heap entry `from` moved to slot `to` (both sifts). */
+  const moveEntry = (to: number, from: number): void => {
+    hPos[to] = hPos[from]!;
+    hEnd[to] = hEnd[from]!;
+    hKey[to] = hKey[from]!;
+    hId[to] = hId[from]!;
+  };
+  /** Slot `i` set to a run at `pos` (ending at `end`) whose head is task x of key kx. */
+  const setEntry = (i: number, pos: number, end: number, kx: number, x: number): void => {
+    hPos[i] = pos;
+    hEnd[i] = end;
+    hKey[i] = kx;
+    hId[i] = x;
+  };
   const siftDown = (pos: number, end: number, kx: number, x: number): void => {
     let i = 0;
     for (;;) {
@@ -133,16 +147,10 @@ export function orderOps(
       }
       const kc = hKey[c]!;
       if (!(kc < kx || (kc === kx && hId[c]! < x))) break;
-      hPos[i] = hPos[c]!;
-      hEnd[i] = hEnd[c]!;
-      hKey[i] = kc;
-      hId[i] = hId[c]!;
+      moveEntry(i, c);
       i = c;
     }
-    hPos[i] = pos;
-    hEnd[i] = end;
-    hKey[i] = kx;
-    hId[i] = x;
+    setEntry(i, pos, end, kx, x);
   };
   /** Makes the tasks exp[a..b) (one group's run, sorted) available. */
   const pushRun = (a: number, b: number): void => {
@@ -153,16 +161,10 @@ export function orderOps(
       const up = (i - 1) >> 1;
       const ky = hKey[up]!;
       if (!(kx < ky || (kx === ky && x < hId[up]!))) break;
-      hPos[i] = hPos[up]!;
-      hEnd[i] = hEnd[up]!;
-      hKey[i] = ky;
-      hId[i] = hId[up]!;
+      moveEntry(i, up);
       i = up;
     }
-    hPos[i] = a;
-    hEnd[i] = b;
-    hKey[i] = kx;
-    hId[i] = x;
+    setEntry(i, a, b, kx, x);
     avail += b - a;
   };
   /** The available task of least (key, id), taken. */
