@@ -11,6 +11,8 @@
  * are loaded once and shared, or the caller passes its own, so the planner stays a pure function of
  * its inputs.
  */
+
+import { TripleIds } from '../../core/triple-ids.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import { defaultCalibration } from '../../cost/calibration.ts';
 import { type Direction, KernelModel } from '../../cost/kernel.ts';
@@ -24,15 +26,13 @@ const PIECE_CACHE = 1 << PIECE_CACHE_BITS;
 export class KernelTime {
   private readonly kernel: KernelModel;
   /**
-   * Every piece time computed so far: an open-addressing table over typed arrays keyed by lq, lk
-   * and the flags. A Map keyed by one number above 2^31 hashed heap numbers: the 65K lookups that
-   * miss the direct-mapped cache in a mode (b) plan at 256 ranks (longtail) took 36 ms, now 21.
+   * Every piece time computed so far, by the piece's id in `shapes` (lq, lk, flags;
+   * core/triple-ids.ts). A Map keyed by one number above 2^31 hashed heap numbers: the 65K lookups
+   * that miss the direct-mapped cache in a mode (b) plan at 256 ranks (longtail) took 36 ms, 21
+   * with a typed table.
    */
-  private tableLq = new Int32Array(1 << 12);
-  private tableLk = new Int32Array(1 << 12);
-  private tableFlags = new Int8Array(1 << 12).fill(-1);
-  private tableMs = new Float64Array(1 << 12);
-  private tableSize = 0;
+  private readonly shapes = new TripleIds(1 << 11);
+  private shapeMs = new Float64Array(1 << 11);
   /** Per-launch overhead, forward plus backward. */
   readonly launchMs: number;
   private dir: Direction = 'forward';
@@ -67,7 +67,7 @@ export class KernelTime {
       (Math.imul(lq, 0x9e3779b1) ^ Math.imul(lk, 0x85ebca77) ^ Math.imul(flags + 1, 0xc2b2ae35)) >>>
       (32 - PIECE_CACHE_BITS);
     if (this.hitFlags[h] === flags && this.hitLq[h] === lq && this.hitLk[h] === lk) return this.hitMs[h]!;
-    const v = this.pieceMsSlow(dir, lq, lk, causal);
+    const v = this.pieceMsSlow(dir, lq, lk, causal, flags);
     this.hitLq[h] = lq;
     this.hitLk[h] = lk;
     this.hitFlags[h] = flags;
@@ -75,54 +75,22 @@ export class KernelTime {
     return v;
   }
 
-  private pieceMsSlow(dir: Direction, lq: number, lk: number, causal: boolean): number {
-    const flags = (causal ? 1 : 0) | (dir === 'forward' ? 0 : 2);
-    const at = this.slotOf(lq, lk, flags);
-    if (this.tableFlags[at] === flags) return this.tableMs[at]!;
+  private pieceMsSlow(dir: Direction, lq: number, lk: number, causal: boolean, flags: number): number {
+    const known = this.shapes.get(lq, lk, flags);
+    if (known >= 0) return this.shapeMs[known]!;
     const k = this.kernel;
     let v = k.isDense(lq, lk, causal) ? k.denseMs(dir, lq, lk, causal) : k.varlenMs(dir, lq, lk, causal);
     if (!Number.isFinite(v)) v = k.varlenMs(dir, lq, lk, causal);
-    // At most 2^20 shapes kept (then forgotten, as the Map before it), at most half the slots full.
-    if (this.tableSize >= 1 << 20) this.resize(this.tableFlags.length, false);
-    else if (2 * (this.tableSize + 1) > this.tableFlags.length) this.resize(2 * this.tableFlags.length, true);
-    const slot = this.slotOf(lq, lk, flags);
-    this.tableLq[slot] = lq;
-    this.tableLk[slot] = lk;
-    this.tableFlags[slot] = flags;
-    this.tableMs[slot] = v;
-    this.tableSize++;
+    // At most 2^20 shapes kept (then forgotten, as the Map before it).
+    if (this.shapes.size >= 1 << 20) this.shapes.clear();
+    const id = this.shapes.intern(lq, lk, flags);
+    if (id >= this.shapeMs.length) {
+      const grown = new Float64Array(2 * this.shapeMs.length);
+      grown.set(this.shapeMs);
+      this.shapeMs = grown;
+    }
+    this.shapeMs[id] = v;
     return v;
-  }
-
-  /** Slot of (lq, lk, flags) in the table: where it is, or the empty slot where it would go. */
-  private slotOf(lq: number, lk: number, flags: number): number {
-    const mask = this.tableFlags.length - 1;
-    let h = (Math.imul(lq, 0x85ebca77) ^ Math.imul(lk, 0x9e3779b1) ^ Math.imul(flags + 1, 0x27d4eb2f)) & mask;
-    for (;;) {
-      const f = this.tableFlags[h]!;
-      if (f === -1 || (f === flags && this.tableLq[h] === lq && this.tableLk[h] === lk)) return h;
-      h = (h + 1) & mask;
-    }
-  }
-
-  /** Reallocates the table with `slots` slots, re-inserting its entries when `keep`. */
-  private resize(slots: number, keep: boolean): void {
-    const [lq, lk, flags, ms] = [this.tableLq, this.tableLk, this.tableFlags, this.tableMs];
-    this.tableLq = new Int32Array(slots);
-    this.tableLk = new Int32Array(slots);
-    this.tableFlags = new Int8Array(slots).fill(-1);
-    this.tableMs = new Float64Array(slots);
-    this.tableSize = 0;
-    if (!keep) return;
-    for (let i = 0; i < flags.length; i++) {
-      if (flags[i] === -1) continue;
-      const at = this.slotOf(lq[i]!, lk[i]!, flags[i]!);
-      this.tableLq[at] = lq[i]!;
-      this.tableLk[at] = lk[i]!;
-      this.tableFlags[at] = flags[i]!;
-      this.tableMs[at] = ms[i]!;
-      this.tableSize++;
-    }
   }
 
   /** Time of one task in one direction (ms, no launch): the sum of its pieces. */

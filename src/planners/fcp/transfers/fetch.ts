@@ -22,6 +22,7 @@
  * With `fanOut` the forward's hot senders also get forwarding trees (forward-tree.ts).
  */
 import { IntColumn } from '../../../core/int-column.ts';
+import { TripleIds } from '../../../core/triple-ids.ts';
 import { firstEndingAfter, type HomeRuns } from '../placement/layout.ts';
 import type { FetchRequests } from './fetch-requests.ts';
 import { forwardTrees, reshuffleLoad, TREE_DEFAULTS } from './forward-tree.ts';
@@ -106,20 +107,13 @@ function relayFeeds(
   const nicIn = new Float64Array(world);
   const nvlOut = new Float64Array(world);
   // Remote requests grouped by (sequence, start, receiver's node), groups numbered by first
-  // request in the sender order and members kept in it: an open-addressing table over typed
-  // arrays (a Map keyed by template strings was half of this function at 256 ranks).
-  let size = 16;
-  while (size < 2 * n) size *= 2;
-  const mask = size - 1;
-  const keySeq = new Int32Array(size);
-  const keyStart = new Int32Array(size);
-  const keyNode = new Int32Array(size);
-  const slotId = new Int32Array(size).fill(-1);
+  // request in the sender order and members kept in it (core/triple-ids.ts; a Map keyed by
+  // template strings was half of this function at 256 ranks).
+  const groupIds = new TripleIds(n);
   const groupOf = new Int32Array(n);
   const remoteOrder = new Int32Array(n);
   const sizeOf = new Int32Array(n + 1);
   let m = 0;
-  let G = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const v = runs.rsRank[req.rs[i]!]!;
@@ -130,19 +124,12 @@ function relayFeeds(
     if (!remote) continue;
     const s = runs.rsSeq[req.rs[i]!]!;
     const a = req.start[i]!;
-    let h = (Math.imul(s, 0x9e3779b1) ^ Math.imul(a, 0x85ebca77) ^ Math.imul(vn, 0xc2b2ae3d)) & mask;
-    while (slotId[h] !== -1 && (keySeq[h] !== s || keyStart[h] !== a || keyNode[h] !== vn))
-      h = (h + 1) & mask;
-    if (slotId[h] === -1) {
-      keySeq[h] = s;
-      keyStart[h] = a;
-      keyNode[h] = vn;
-      slotId[h] = G++;
-    }
-    groupOf[i] = slotId[h]!;
-    sizeOf[slotId[h]! + 1]!++;
+    const x = groupIds.intern(s, a, vn);
+    groupOf[i] = x;
+    sizeOf[x + 1]!++;
     remoteOrder[m++] = i;
   }
+  const G = groupIds.size;
   for (let x = 0; x < G; x++) sizeOf[x + 1]! += sizeOf[x]!;
   const at = sizeOf.slice(0, G);
   const members = new Int32Array(m);

@@ -43,6 +43,7 @@
  */
 
 import { iota } from '../../../core/gather.ts';
+import { TripleIds } from '../../../core/triple-ids.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import type { ModelShape } from '../../../model/shape.ts';
 import type { KvEdges } from './fetch.ts';
@@ -95,51 +96,13 @@ function sortBy(ids: Int32Array, key: Int32Array, keys: number): Int32Array {
 }
 
 /**
- * Numbers the ranges (seq, start) of the edges by first use into `rangeOf`; returns how many.
- * Open addressing over typed arrays, grown with the ranges (about 1.4K for 36K edges at 256 ranks):
- * a Map keyed by seq * 2^31 + start (a heap number) was a tenth of {@link sameSlotForward}'s time.
+ * Numbers the ranges (seq, start) of the edges by first use into `rangeOf`; returns how many (a
+ * Map keyed by seq * 2^31 + start, a heap number, was a tenth of {@link sameSlotForward}'s time).
  */
 function rangeIds(seq: Int32Array, start: Int32Array, rangeOf: Int32Array): number {
-  let cap = 256;
-  let slotSeq = new Int32Array(cap);
-  let slotStart = new Int32Array(cap);
-  let slotId = new Int32Array(cap).fill(-1);
-  const home = (q: number, a: number, mask: number): number => {
-    const h = (Math.imul(q, 0x9e3779b1) ^ Math.imul(a, 0x85ebca77)) >>> 0;
-    return (h ^ (h >>> 15)) & mask;
-  };
-  let ids = 0;
-  for (let e = 0; e < seq.length; e++) {
-    const q = seq[e]!;
-    const a = start[e]!;
-    const mask = cap - 1;
-    let h = home(q, a, mask);
-    while (slotId[h] !== -1 && (slotSeq[h] !== q || slotStart[h] !== a)) h = (h + 1) & mask;
-    if (slotId[h] !== -1) rangeOf[e] = slotId[h]!;
-    else {
-      rangeOf[e] = ids;
-      slotSeq[h] = q;
-      slotStart[h] = a;
-      slotId[h] = ids++;
-      if (2 * ids > cap) {
-        // Half full: double the table, every range re-entered.
-        const [oq, oa, oi] = [slotSeq, slotStart, slotId];
-        cap *= 2;
-        slotSeq = new Int32Array(cap);
-        slotStart = new Int32Array(cap);
-        slotId = new Int32Array(cap).fill(-1);
-        for (let k = 0; k < oi.length; k++) {
-          if (oi[k] === -1) continue;
-          let j = home(oq[k]!, oa[k]!, cap - 1);
-          while (slotId[j] !== -1) j = (j + 1) & (cap - 1);
-          slotSeq[j] = oq[k]!;
-          slotStart[j] = oa[k]!;
-          slotId[j] = oi[k]!;
-        }
-      }
-    }
-  }
-  return ids;
+  const ids = new TripleIds();
+  for (let e = 0; e < seq.length; e++) rangeOf[e] = ids.intern(seq[e]!, start[e]!);
+  return ids.size;
 }
 
 /** New sender of every transfer (module comment); `src` itself when nothing changes. */
