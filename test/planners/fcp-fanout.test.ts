@@ -13,6 +13,7 @@ import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import { blockSizeCandidates } from '../../src/planners/fcp/tune-candidates.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 const NODE = 8;
@@ -152,7 +153,8 @@ test('self-tuning: candidates by budget, choice recorded, the least estimate win
   const b = planFcp(p, { fanOut: true }).plan;
   assert.equal(planToJson(a), planToJson(b));
   const tuning = a.meta?.tuning as { candidates: { estimateMs: number }[]; chosen: number };
-  assert.equal(tuning.candidates.length, 4);
+  // Four phase candidates for each block size the budget buys with them (tune-candidates.ts).
+  assert.equal(tuning.candidates.length, 4 * blockSizeCandidates(p.world, 200, 4));
   const least = Math.min(...tuning.candidates.map((c) => c.estimateMs));
   assert.equal(tuning.candidates[tuning.chosen]!.estimateMs, least);
   assert.deepEqual(validatePlan(a).issues, []);

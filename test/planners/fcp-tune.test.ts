@@ -12,10 +12,11 @@ import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import { BLOCK_SIZE_CANDIDATES, blockSizeCandidates } from '../../src/planners/fcp/tune-candidates.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 interface Tuning {
-  candidates: { coalesce: number; fanOut: boolean; estimateMs: number }[];
+  candidates: { blockSize?: number; coalesce: number; fanOut: boolean; estimateMs: number }[];
   chosen: number;
   budgetMs: number;
 }
@@ -49,6 +50,41 @@ test('size model: at least one candidate, more budget never fewer, more ranks ne
   assert.equal(tuneCandidates(16, 200, 2), 2);
 });
 
+test('block sizes by budget: at least one, more budget never fewer, more ranks never more', () => {
+  for (const pairs of [undefined, 1, 2, 4])
+    for (let world = 1; world <= 8192; world *= 2) {
+      let last = 0;
+      for (const budget of [0, 1, 50, 100, 200, 400, 1000, 1e6]) {
+        const n = blockSizeCandidates(world, budget, pairs);
+        assert.ok(n >= 1 && n <= BLOCK_SIZE_CANDIDATES.length, `${world} ranks, ${budget} ms: ${n}`);
+        assert.ok(n >= last, 'monotone in the budget');
+        last = n;
+        assert.ok(blockSizeCandidates(world * 2, budget, pairs) <= n, 'non-increasing in ranks');
+        if (pairs !== undefined && pairs > 1)
+          assert.ok(blockSizeCandidates(world, budget, pairs) <= blockSizeCandidates(world, budget, 1));
+      }
+    }
+  // The default budget: all four block sizes up to 64 ranks, two at 128, one from 256 on.
+  assert.deepEqual(
+    [16, 32, 64, 128, 256, 1024].map((w) => blockSizeCandidates(w, 200)),
+    [4, 4, 4, 2, 1, 1],
+  );
+  assert.equal(BLOCK_SIZE_CANDIDATES[0], 4096, 'the default block size first');
+});
+
+test('a given block size pins it, the default one too; unset, mode (a) tunes it', () => {
+  const p = resolveProblem({ batch: 'bimodal', world: 16, tokensPerRank: 8192, seed: 4 });
+  for (const blockSize of [2048, 4096]) {
+    const pinned = tuningOf(fcpPlanner.plan(p, { blockSize }));
+    assert.deepEqual(
+      pinned.candidates.map((c) => c.blockSize),
+      [blockSize, blockSize],
+    );
+  }
+  const tuned = tuningOf(fcpPlanner.plan(p, {}));
+  assert.deepEqual([...new Set(tuned.candidates.map((c) => c.blockSize))], [4096, 6144, 8192, 2048]);
+});
+
 test('tuning on by default: choice recorded, least estimate, equal to its candidate alone, kv rounds = Δ', () => {
   for (const seed of [1, 2])
     for (const loaderLayout of [false, true]) {
@@ -59,8 +95,18 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       // Mode (b) on two nodes adds the relay candidate (fcp-relay.test.ts).
       const relay = t.candidates.filter((c) => c.fanOut).length;
       assert.equal(relay, loaderLayout ? 1 : 0, label);
-      // Mode (b) also tries groups of 8 rounds (index.ts, LOADER_CANDIDATES).
-      assert.equal(t.candidates.length - relay, tuneCandidates(16, 200, loaderLayout ? 3 : 2), label);
+      // Mode (b) also tries groups of 8 rounds (index.ts, LOADER_CANDIDATES); mode (a) tries them
+      // for each block size the budget buys (BLOCK_SIZE_CANDIDATES), in that order.
+      const pairs = tuneCandidates(16, 200, loaderLayout ? 3 : 2);
+      const sizes = loaderLayout ? 1 : blockSizeCandidates(16, 200);
+      assert.equal(t.candidates.length - relay, pairs * sizes, label);
+      assert.deepEqual(
+        t.candidates.map((c) => c.blockSize),
+        loaderLayout
+          ? t.candidates.map(() => undefined)
+          : BLOCK_SIZE_CANDIDATES.slice(0, sizes).flatMap((b) => Array<number>(pairs).fill(b)),
+        `${label}: block sizes recorded in mode (a) only`,
+      );
       if (loaderLayout)
         assert.deepEqual(
           t.candidates.filter((c) => !c.fanOut).map((c) => c.coalesce),
@@ -78,6 +124,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       const opts: FcpPlannerOptions = {
         loaderLayout,
         tune: false,
+        ...(c.blockSize !== undefined ? { blockSize: c.blockSize } : {}),
         coalesce: c.coalesce,
         fanOut: c.fanOut,
         ...(loaderSwaps ? { loaderSwaps } : {}),

@@ -36,6 +36,7 @@ import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './optio
 import {
   type FcpResult,
   type PipelineResult,
+  type Prepared,
   prepare,
   runPhases,
   runPipeline,
@@ -48,6 +49,8 @@ import { weightGeometry } from './placement/place.ts';
 import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
 import {
+  BLOCK_SIZE_CANDIDATES,
+  blockSizeCandidates,
   DEFAULT_BUDGET_MS,
   DEFAULT_CANDIDATES,
   LOADER_CANDIDATES,
@@ -103,29 +106,43 @@ function tunedPipeline(
   // either fixed or the default budget's (as measured there).
   const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
   const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
-  const shared = prepare(problem, options, homeFromUser, kernel);
+  // Mode (a) also tunes the block size (BLOCK_SIZE_CANDIDATES) unless one is given (the command
+  // line passes `--block-size` only when given): each is a whole pipeline.
+  const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
+  const sizes = pinnedBlock
+    ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
+    : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, budgetMs, count));
   let best: PipelineResult | null = null;
   let bestMs = Number.POSITIVE_INFINITY;
   let chosen = 0;
-  const tried: { coalesce: number; fanOut: boolean; estimateMs: number }[] = [];
+  let bestShared: Prepared | null = null;
+  // Mode (a)'s candidates record their block size (mode (b)'s come from its layout, per sequence).
+  const tried: { blockSize?: number; coalesce: number; fanOut: boolean; estimateMs: number }[] = [];
   const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
-  for (let i = 0; i < count; i++) {
-    const c = list[i]!;
-    const run = runPhases(shared, resolveFcpOptions({ ...options, ...c }), i === 0);
-    for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
-    const ms = run.estimateMs.forward + run.estimateMs.backward;
-    tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });
-    if (ms < bestMs) {
-      best = run;
-      bestMs = ms;
-      chosen = i;
+  for (const blockSize of sizes) {
+    const o = pinnedBlock ? options : { ...options, blockSize };
+    const rec = homeFromUser === null ? { blockSize } : {};
+    const shared = prepare(problem, o, homeFromUser, kernel);
+    for (let i = 0; i < count; i++) {
+      const c = list[i]!;
+      const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0);
+      for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
+      const ms = run.estimateMs.forward + run.estimateMs.backward;
+      tried.push({ ...rec, ...c, estimateMs: Math.round(ms * 1000) / 1000 });
+      if (ms < bestMs) {
+        best = run;
+        bestMs = ms;
+        bestShared = shared;
+        chosen = tried.length - 1;
+      }
     }
   }
   assert(best !== null, 'at least one candidate is planned');
   // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays).
   if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
-    const c: TuneCandidate = { coalesce: list[chosen]!.coalesce, fanOut: true };
-    const run = runPhases(shared, resolveFcpOptions({ ...options, ...c }), false);
+    // Mode (b) only: the block size is the layout's, as for the direct candidates.
+    const c: TuneCandidate = { coalesce: tried[chosen]!.coalesce, fanOut: true };
+    const run = runPhases(bestShared!, resolveFcpOptions({ ...options, ...c }), false);
     for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
     const ms = run.estimateMs.forward + run.estimateMs.backward;
     tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });

@@ -9,7 +9,14 @@ import { FCP_DEFAULTS as D } from './options.ts';
 
 /** FCP's options in the order `--help` lists them. */
 export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
-  { key: 'blockSize', owner: 'fcp', type: 'int', default: D.blockSize, doc: 'tokens per block' },
+  {
+    key: 'blockSize',
+    owner: 'fcp',
+    type: 'int',
+    default: D.blockSize,
+    passDefault: false,
+    doc: 'tokens per block (the largest, before granularity refinement); unset, the self-tuner also tries 6144, 8192 and 2048 in mode (a) as its budget allows; given, it is pinned',
+  },
   {
     key: 'tolerance',
     owner: 'fcp',

@@ -86,3 +86,54 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
   const n = Math.floor((budgetMs - SHARED_MS_PER_RANK * w) / (CANDIDATE_MS_PER_RANK * w));
   return Math.max(1, Math.min(available, n));
 }
+
+/**
+ * Block sizes (tokens; `blockSize`, the largest block before granularity refinement) mode (a)'s
+ * self-tuner plans, in order; the first is the default. Each is a whole tuned pipeline (blocks,
+ * placement, layout and the group-size candidates), so the budget buys them by
+ * {@link blockSizeCandidates}. The order is by what each adds to the default alone (simulated,
+ * mode (a), hopper-ib fluid, `longtail`/`magi`/`bimodal` x seeds 4-9 x 16/32/64/128 ranks = 72
+ * batches, chosen by the planner's estimate, mean forward / backward MFU against 4096 alone:
+ * +6144 +0.0066 / +0.0020, +8192 +0.0034 / +0.0019, +2048 +0.0032 / -0.0008; all four +0.0126 /
+ * +0.0022; docs/results.md, "Session 16"). Which wins depends on the batch: coarse blocks cut
+ * fewer K/V ranges and launches, fine ones balance and overlap better.
+ */
+export const BLOCK_SIZE_CANDIDATES: readonly number[] = [4096, 6144, 8192, 2048];
+
+/**
+ * Measured planning time (ms) of one block size's tuned pipeline in mode (a) at 16 / 64 / 256 /
+ * 1024 ranks: `npx tsx bench/planner.ts --worlds 16,64,256,1024 --reps 3` before the block size
+ * was tuned (46d9699; column `best`, `longtail` seed 1, 2-core machine, 2026-12-05), the group
+ * sizes the default budget buys included (two up to 128 ranks, one beyond).
+ */
+const BLOCK_PIPELINE_MS: readonly [number, number, number, number] = [39, 43, 104, 772];
+const BLOCK_PIPELINE_WORLDS = [16, 64, 256, 1024] as const;
+
+/** Modelled planning time of one block size's tuned pipeline at `world` ranks (log-log between the measured points). */
+export function blockPipelineMs(world: number): number {
+  const x = Math.log2(Math.max(1, world));
+  const n = BLOCK_PIPELINE_WORLDS.length;
+  let i = 0;
+  while (i < n - 2 && x > Math.log2(BLOCK_PIPELINE_WORLDS[i + 1]!)) i++;
+  const x0 = Math.log2(BLOCK_PIPELINE_WORLDS[i]!);
+  const x1 = Math.log2(BLOCK_PIPELINE_WORLDS[i + 1]!);
+  const y0 = Math.log2(BLOCK_PIPELINE_MS[i]!);
+  const y1 = Math.log2(BLOCK_PIPELINE_MS[i + 1]!);
+  return 2 ** (y0 + ((x - x0) * (y1 - y0)) / (x1 - x0));
+}
+
+/**
+ * How many of {@link BLOCK_SIZE_CANDIDATES} mode (a)'s self-tuner plans within `budgetMs` at
+ * `world` ranks (at least one), each with `phasePairs` candidates of the two phases (the measured
+ * pipeline planned as many of {@link DEFAULT_CANDIDATES} as the default budget buys; more, as with
+ * `fanOut`, cost in proportion): a
+ * size model of the world size, never the clock, so the same input and budget give a
+ * byte-identical plan on any machine. The default budget (200 ms) buys all four up to 64 ranks,
+ * two at 128 and one from 256 on.
+ */
+export function blockSizeCandidates(world: number, budgetMs: number, phasePairs?: number): number {
+  const measured = tuneCandidates(world, DEFAULT_BUDGET_MS, DEFAULT_CANDIDATES.length);
+  const perSize = (blockPipelineMs(world) * Math.max(1, phasePairs ?? measured)) / measured;
+  const n = Math.floor(budgetMs / perSize);
+  return Math.max(1, Math.min(BLOCK_SIZE_CANDIDATES.length, n));
+}
