@@ -8,6 +8,7 @@
  *
  * Run: npx tsx bench/block-size-oracle.ts [--batches longtail,magi,bimodal] [--worlds 16,32,64,128]
  *        [--seeds 4,5,6,7,8,9] [--network fluid|contention] [--cluster hopper-ib|ratio-5920] [--jsonl]
+ *        [--loader-layout] (mode (b): its block size is not tuned, so `tuned` is 4096 there)
  */
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { fcpPlanner } from '../src/planners/fcp/index.ts';
@@ -24,6 +25,8 @@ const seeds = list('--seeds', '4,5,6,7,8,9').map(Number);
 const network = argValue(args, '--network', 'fluid') as NetworkModel;
 const clusterName = argValue(args, '--cluster', 'hopper-ib');
 const cluster = resolveCluster(clusterName, { network });
+// Mode (b) pins the block size (its layout's): there `tuned` is 4096 and only the oracle moves.
+const loader = args.includes('--loader-layout') ? { loaderLayout: true } : {};
 
 interface Diff {
   readonly tf: number;
@@ -37,7 +40,10 @@ for (const batch of batches)
     for (const seed of seeds) {
       const p = resolveProblem({ batch, world, tokensPerRank: 32768, seed, cluster });
       const sim = (blockSize?: number) => {
-        const r = simulatePlan(fcpPlanner.plan(p, blockSize === undefined ? {} : { blockSize }), { cluster });
+        const r = simulatePlan(
+          fcpPlanner.plan(p, blockSize === undefined ? loader : { ...loader, blockSize }),
+          { cluster },
+        );
         return { f: r.forward.mfu, b: r.backward.mfu, ms: r.forward.makespanMs + r.backward.makespanMs };
       };
       const tuned = sim();
@@ -57,7 +63,7 @@ const ms = (xs: number[]): string => {
   return `${m >= 0 ? '+' : ''}${m.toFixed(4)} ± ${Math.sqrt(v / xs.length).toFixed(4)}`;
 };
 console.log(
-  `FCP mode (a), block size tuned and oracle against 4096 pinned (simulated, ${clusterName} ${network}; MFU difference, mean ± standard error)`,
+  `FCP mode ${'loaderLayout' in loader ? '(b)' : '(a)'}, block size tuned and oracle against 4096 pinned (simulated, ${clusterName} ${network}; MFU difference, mean ± standard error)`,
 );
 console.log('world  batches  tuned fwd            tuned bwd            oracle fwd           oracle bwd');
 const row = (name: string, ds: Diff[]): void =>

@@ -91,12 +91,15 @@ export function tuneCandidates(world: number, budgetMs: number, available = TUNE
  * Block sizes (tokens; `blockSize`, the largest block before granularity refinement) mode (a)'s
  * self-tuner plans, in order; the first is the default. Each is a whole tuned pipeline (blocks,
  * placement, layout and the group-size candidates), so the budget buys them by
- * {@link blockSizeCandidates}. The order is by what each adds to the default alone (simulated,
- * mode (a), hopper-ib fluid, `longtail`/`magi`/`bimodal` x seeds 4-9 x 16/32/64/128 ranks = 72
- * batches, chosen by the planner's estimate, mean forward / backward MFU against 4096 alone:
- * +6144 +0.0066 / +0.0020, +8192 +0.0034 / +0.0019, +2048 +0.0032 / -0.0008; all four +0.0126 /
- * +0.0022; docs/results.md, "Session 16"). Which wins depends on the batch: coarse blocks cut
- * fewer K/V ranges and launches, fine ones balance and overlap better.
+ * {@link blockSizeCandidates}. Which wins depends on the batch: coarse blocks cut fewer K/V ranges
+ * and launches, fine ones balance and overlap better. Chosen on seeds 4-9 (simulated, mode (a),
+ * hopper-ib fluid, `longtail`/`magi`/`bimodal` x 16/32/64/128 ranks = 72 batches, the planner's
+ * estimate choosing, mean forward / backward MFU against 4096 alone): +6144 +0.0066 / +0.0020,
+ * +8192 +0.0034 / +0.0019, +2048 +0.0032 / -0.0008, all four +0.0126 / +0.0022. On held-out
+ * seeds 10-18 as landed (`npx tsx bench/quality-ab.ts --base 46d9699 --worlds 16,32,64,128
+ * --seeds 9 --seed 10 [--network contention | --cluster ratio-5920]`, 108 batches each): fluid
+ * +0.0055 ± 0.0018 / +0.0002 ± 0.0012, contention +0.0061 ± 0.0018 / +0.0014 ± 0.0015,
+ * ratio-5920 +0.0008 ± 0.0010 / +0.0017 ± 0.0007 (docs/results.md, "Session 16").
  */
 export const BLOCK_SIZE_CANDIDATES: readonly number[] = [4096, 6144, 8192, 2048];
 
