@@ -17,6 +17,8 @@
  * bimodal -0.007/-0.010, 0.000/+0.001, 0.000/0.000.
  */
 
+import { logLogInterpolate } from '../../core/log-log.ts';
+
 /** One level of mode (b)'s search. */
 export interface LoaderSearch {
   /** Name recorded in the plan's `meta.loaderLayout.search`. */
@@ -90,15 +92,7 @@ const MEASURED_WORLDS = [16, 64, 256, 1024] as const;
  * as about world^1.3-1.5).
  */
 export function loaderSearchMs(level: LoaderSearch, world: number): number {
-  const x = Math.log2(Math.max(1, world));
-  const n = MEASURED_WORLDS.length;
-  let i = 0;
-  while (i < n - 2 && x > Math.log2(MEASURED_WORLDS[i + 1]!)) i++;
-  const x0 = Math.log2(MEASURED_WORLDS[i]!);
-  const x1 = Math.log2(MEASURED_WORLDS[i + 1]!);
-  const y0 = Math.log2(level.ms[i]!);
-  const y1 = Math.log2(level.ms[i + 1]!);
-  return 2 ** (y0 + ((x - x0) * (y1 - y0)) / (x1 - x0));
+  return logLogInterpolate(MEASURED_WORLDS, level.ms, world);
 }
 
 /**

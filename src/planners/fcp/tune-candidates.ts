@@ -4,6 +4,8 @@
  * buys (mode (b)'s layout search has its own: loader-search.ts).
  */
 
+import { logLogInterpolate } from '../../core/log-log.ts';
+
 /** One setting the self-tuner tries: only knobs of the two phases, so candidates share one placement. */
 export interface TuneCandidate {
   readonly coalesce: number;
@@ -114,15 +116,7 @@ const BLOCK_PIPELINE_WORLDS = [16, 64, 256, 1024] as const;
 
 /** Modelled planning time of one block size's tuned pipeline at `world` ranks (log-log between the measured points). */
 export function blockPipelineMs(world: number): number {
-  const x = Math.log2(Math.max(1, world));
-  const n = BLOCK_PIPELINE_WORLDS.length;
-  let i = 0;
-  while (i < n - 2 && x > Math.log2(BLOCK_PIPELINE_WORLDS[i + 1]!)) i++;
-  const x0 = Math.log2(BLOCK_PIPELINE_WORLDS[i]!);
-  const x1 = Math.log2(BLOCK_PIPELINE_WORLDS[i + 1]!);
-  const y0 = Math.log2(BLOCK_PIPELINE_MS[i]!);
-  const y1 = Math.log2(BLOCK_PIPELINE_MS[i + 1]!);
-  return 2 ** (y0 + ((x - x0) * (y1 - y0)) / (x1 - x0));
+  return logLogInterpolate(BLOCK_PIPELINE_WORLDS, BLOCK_PIPELINE_MS, world);
 }
 
 /**
