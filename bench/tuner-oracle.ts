@@ -49,7 +49,7 @@ const run = (plan: Plan): Outcome => {
 
 /**
  * The pinned candidates of a problem: the group sizes the tuner plans for it without a budget
- * (index.ts, tunedPipeline: the default budget's count, at least LOADER_MIN_CANDIDATES), each
+ * (tuner.ts, tunedPipeline: the default budget's count, at least LOADER_MIN_CANDIDATES), each
  * with and without relays and with both swap variants where the world spans nodes.
  */
 function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {

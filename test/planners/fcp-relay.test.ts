@@ -1,6 +1,6 @@
 /**
  * Per-node de-duplication of K/V (src/planners/fcp/transfers/fetch.ts, relayFeeds) and the
- * self-tuner's relay candidate in mode (b) (src/planners/fcp/index.ts, loaderRelays): a range that
+ * self-tuner's relay candidate in mode (b) (src/planners/fcp/tuner.ts, loaderRelays): a range that
  * several ranks of a node need crosses the NIC into that node once, no rank fetches over the NIC
  * more than it would directly, every range reaches its receiver before use (the validator's rule
  * 3), rounds stay congestion-free, and the tuner keeps relays only as a candidate of its own
@@ -145,7 +145,7 @@ test('mode (b) on several nodes: the tuner adds a relay candidate, keeps the lea
       const label = `${batch} seed ${seed}`;
       const relay = t.candidates.filter((c) => c.fanOut);
       assert.equal(relay.length, 1, `${label}: one relay candidate`);
-      // The least direct estimate wins unless the relay plan's is 1% less (index.ts, RELAY_MARGIN).
+      // The least direct estimate wins unless the relay plan's is 1% less (tuner.ts, RELAY_MARGIN).
       const least = Math.min(...t.candidates.filter((c) => !c.fanOut).map((c) => c.estimateMs));
       const want = relay[0]!.estimateMs < least * (1 - 0.01) ? relay[0]!.estimateMs : least;
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);

@@ -1,5 +1,5 @@
 /**
- * FCP's self-tuner on by default (src/planners/fcp/index.ts, tunedPipeline): the size model that
+ * FCP's self-tuner on by default (src/planners/fcp/tuner.ts, tunedPipeline): the size model that
  * decides the candidate count (never the clock), the choice recorded in `meta.tuning`, the chosen
  * plan equal to planning its candidate alone (the candidates share one placement, which must not
  * change any of them), the law suite's promise (`kv` rounds = Δ without fanOut) on the chosen plan,
@@ -113,7 +113,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
           [16, 8, 4],
         );
       assert.equal(t.budgetMs, 200);
-      // The least direct estimate wins unless the relay plan's is 1% less (index.ts, RELAY_MARGIN).
+      // The least direct estimate wins unless the relay plan's is 1% less (tuner.ts, RELAY_MARGIN).
       const least = Math.min(...t.candidates.filter((c) => !c.fanOut).map((c) => c.estimateMs));
       const r = t.candidates.find((c) => c.fanOut);
       const want = r !== undefined && r.estimateMs < least * (1 - 0.01) ? r.estimateMs : least;

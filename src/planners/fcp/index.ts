@@ -16,8 +16,8 @@
  *   backward    backward.ts: the forward's tasks and rounds again, `dkv` and `out` pushes
  *   assemble    the plan file and `meta.stats`
  *
- * The stages themselves are in pipeline.ts, helpers both phases share in phase.ts; this module keeps
- * the self-tuner and mode (b)'s loader layout (levelled, then refined by token swaps:
+ * The stages themselves are in pipeline.ts, helpers both phases share in phase.ts, the self-tuner in
+ * tuner.ts; this module keeps mode (b)'s loader layout (levelled, then refined by token swaps:
  * placement/token-swap.ts). Same problem and options give a byte-identical plan:
  * every stage is deterministic (ties broken by ids) and nothing reads the clock except the stage
  * timings, which are attached to `meta` as a non-enumerable property so that they never reach the
@@ -31,162 +31,23 @@ import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { KernelTime } from './kernel-time.ts';
 import { type CapLayout, LOADER_CAPS, layoutAtCap, maxOf } from './loader-caps.ts';
-import { type LoaderSearch, loaderSearch } from './loader-search.ts';
-import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
-import {
-  type FcpResult,
-  type PipelineResult,
-  type Prepared,
-  prepare,
-  runPhases,
-  runPipeline,
-  type StageTimings,
-} from './pipeline.ts';
+import { loaderSearch } from './loader-search.ts';
+import { type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
+import type { FcpResult, PipelineResult } from './pipeline.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
 import { TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layout.ts';
 import { weightGeometry } from './placement/place.ts';
 import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
-import {
-  BLOCK_SIZE_CANDIDATES,
-  blockSizeCandidates,
-  DEFAULT_BUDGET_MS,
-  DEFAULT_CANDIDATES,
-  LOADER_CANDIDATES,
-  LOADER_MIN_CANDIDATES,
-  TUNE_CANDIDATES,
-  type TuneCandidate,
-  tuneCandidates,
-} from './tune-candidates.ts';
+import { tunedPipeline } from './tuner.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
 export { tuneCandidates } from './tune-candidates.ts';
 
-/** Plans `problem` with FCP (self-tuned, see {@link tunedPipeline}); returns the plan and the stage timings. */
+/** Plans `problem` with FCP (self-tuned, tuner.ts); returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {
   return tunedPipeline(problem, options, null, null);
-}
-
-/**
- * Self-tuning (issue 15, deliverable 5), on by default: plans with each candidate the budget
- * allows ({@link tuneCandidates}, `planBudgetMs`, default 200; in mode (b) at least
- * {@link LOADER_MIN_CANDIDATES}) and keeps the one whose estimated
- * forward plus backward makespan (the planner's own timeline model, transfers/timeline.ts; never
- * the simulator) is least, ties to the earlier candidate. The candidates are
- * {@link DEFAULT_CANDIDATES} ({@link LOADER_CANDIDATES} in mode (b)), or {@link TUNE_CANDIDATES} with `fanOut` (relays need a second
- * colouring, so `kv` rounds become Δ of the direct edges plus the relay rounds: only when asked
- * for). They differ only in the phases' knobs, so blocks, placement and layout are planned once
- * and shared. In mode (b) across nodes one more candidate, the chosen group size with relays, is
- * tried beyond the budget ({@link loaderRelays}). A `coalesce` other than the default, or `tune:
- * false`, plans with the options as given (then `fanOut` forces relays). `meta.tuning` records every candidate's estimate, the
- * choice and the budget; timings add up all candidates. `search` (mode (b)'s level,
- * loader-search.ts) fixes the candidate count and whether relays are tried.
- */
-function tunedPipeline(
-  problem: Problem,
-  options: FcpPlannerOptions,
-  homeFromUser: Int32Array | null,
-  search: LoaderSearch | null,
-  kernel?: KernelTime,
-): PipelineResult {
-  // A coalesce other than the default pins it (the command line always passes the default).
-  const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
-  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser, kernel);
-  // The candidates and how many of them are planned whatever the budget.
-  const [list, least]: [readonly TuneCandidate[], number] =
-    options.fanOut === true
-      ? [TUNE_CANDIDATES, 1]
-      : homeFromUser !== null
-        ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
-        : [DEFAULT_CANDIDATES, 1];
-  const budgetMs = options.planBudgetMs ?? DEFAULT_BUDGET_MS;
-  resolveFcpOptions(options); // a bad budget is an option error before any planning
-  // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
-  // either fixed or the default budget's (as measured there).
-  const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
-  const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
-  // Mode (a) also tunes the block size (BLOCK_SIZE_CANDIDATES) unless one is given (the command
-  // line passes `--block-size` only when given): each is a whole pipeline.
-  const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
-  const sizes = pinnedBlock
-    ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
-    : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, budgetMs, count));
-  let best: PipelineResult | null = null;
-  let bestMs = Number.POSITIVE_INFINITY;
-  let chosen = 0;
-  let bestShared: Prepared | null = null;
-  // Mode (a)'s candidates record their block size (mode (b)'s come from its layout, per sequence).
-  const tried: { blockSize?: number; coalesce: number; fanOut: boolean; estimateMs: number }[] = [];
-  const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
-  for (const blockSize of sizes) {
-    const o = pinnedBlock ? options : { ...options, blockSize };
-    const rec = homeFromUser === null ? { blockSize } : {};
-    const shared = prepare(problem, o, homeFromUser, kernel);
-    for (let i = 0; i < count; i++) {
-      const c = list[i]!;
-      const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0);
-      for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
-      const ms = run.estimateMs.forward + run.estimateMs.backward;
-      tried.push({ ...rec, ...c, estimateMs: Math.round(ms * 1000) / 1000 });
-      if (ms < bestMs) {
-        best = run;
-        bestMs = ms;
-        bestShared = shared;
-        chosen = tried.length - 1;
-      }
-    }
-  }
-  assert(best !== null, 'at least one candidate is planned');
-  // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays).
-  if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
-    // Mode (b) only: the block size is the layout's, as for the direct candidates.
-    const c: TuneCandidate = { coalesce: tried[chosen]!.coalesce, fanOut: true };
-    const run = runPhases(bestShared!, resolveFcpOptions({ ...options, ...c }), false);
-    for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
-    const ms = run.estimateMs.forward + run.estimateMs.backward;
-    tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });
-    if (ms < bestMs * (1 - RELAY_MARGIN)) {
-      best = run;
-      bestMs = ms;
-      chosen = tried.length - 1;
-    }
-  }
-  const plan = best.plan;
-  const estimateMs = best.estimateMs;
-  plan.meta = { ...plan.meta, tuning: { candidates: tried, chosen, budgetMs } };
-  Object.defineProperty(plan.meta, 'timings', { value: total, enumerable: false });
-  Object.defineProperty(plan.meta, 'estimateMs', { value: estimateMs, enumerable: false });
-  return { ...best, plan, timings: total };
-}
-
-/**
- * Relative lead in the estimate the relay candidate needs over the direct plan. Near ties are noise
- * of the estimate (simulated, mode (b), seeds 1-3, fwd MFU): relays lost where their estimate led
- * by 0.2% (bimodal 256 fluid seed 1: 0.610 -> 0.600) and 0.56% (longtail 256 contention seed 1:
- * 0.592 -> 0.578), and won or tied at leads of 0.9-7% (magi 256 fluid seeds 1-3 +0.011 to
- * +0.037, bimodal 256 seed 2 equal, longtail and magi 1024 every seed +0.02 to +0.13).
- */
-const RELAY_MARGIN = 0.01;
-
-/**
- * Whether the self-tuner also tries two-hop relays (fetch.ts, `fanOut`) beyond the budget's
- * candidates: in mode (b) (`homeFromUser`) on more than one node, unless `fanOut` is given (true:
- * the relay candidates are in the list already; false: never). In mode (b) only K/V moves, and the
- * ranks of a long sequence's node all need nearly all of its K/V: one NIC fetch per node instead
- * of one per rank (simulated, fluid, seed 1, forward MFU direct -> relayed, coalesce 16: longtail
- * 1024 0.495 -> 0.544; magi 256 0.477 -> 0.548; longtail 256 seed 3 0.564 -> 0.547, hence a
- * candidate judged by the estimate, not a rule). Relays add `kv` rounds beyond Δ; without them the
- * plan keeps exactly Δ of the direct fetch graph.
- */
-function loaderRelays(
-  problem: Problem,
-  options: FcpPlannerOptions,
-  homeFromUser: Int32Array | null,
-): boolean {
-  if (homeFromUser === null || options.fanOut !== undefined) return false;
-  const g = linkModel(problem.cluster, problem.gpusPerNode).nodeSize;
-  return g > 1 && problem.world > g;
 }
 
 /** The FCP planner, registered as `fcp`. */

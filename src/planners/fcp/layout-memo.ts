@@ -1,6 +1,6 @@
 /**
  * Results of one layout that no phase knob changes, computed on first use and shared by the
- * self-tuner's candidates (index.ts, tunedPipeline), which differ only in `coalesce` and `fanOut`
+ * self-tuner's candidates (tuner.ts, tunedPipeline), which differ only in `coalesce` and `fanOut`
  * (pipeline.ts, runPhases). Only what depends on neither, nor on the group placer that `coalesce`
  * shapes, belongs here: the `kv` sender choice (a function of the layout, `homesReady` and
  * `fanOut`, transfers/fetch.ts) and the colouring of a whole direct `kv` graph (of its edges and

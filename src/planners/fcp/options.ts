@@ -45,7 +45,7 @@ export interface FcpPlannerOptions extends PlannerOptions {
   calibration?: Calibration;
   /**
    * Two-hop K/V fan-out inside nodes (transfers/fetch.ts). Unset: direct fetches, except that in
-   * mode (b) across nodes the self-tuner also tries one plan with relays (index.ts, loaderRelays);
+   * mode (b) across nodes the self-tuner also tries one plan with relays (tuner.ts, loaderRelays);
    * true: the tuner tries relays with every group size (it may still choose direct fetches);
    * false: never relays.
    */

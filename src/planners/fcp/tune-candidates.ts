@@ -1,5 +1,5 @@
 /**
- * What FCP's self-tuner (index.ts, tunedPipeline) chooses among: the candidate settings of the
+ * What FCP's self-tuner (tuner.ts, tunedPipeline) chooses among: the candidate settings of the
  * two phases per deployment mode, and the size model that says how many of them a planning budget
  * buys (mode (b)'s layout search has its own: loader-search.ts).
  */
