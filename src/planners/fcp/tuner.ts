@@ -15,8 +15,11 @@
  * add up all candidates. `search` (mode (b)'s level, loader-search.ts) fixes the candidate count
  * and whether relays are tried.
  *
- * The tuner plans one candidate per {@link Tuner.step}, so that mode (b) can compare two layouts
- * on their first candidates before tuning only the better one (index.ts, planForLoaderLayout).
+ * The tuner plans one candidate per {@link Tuner.step}. (Choosing mode (b)'s swap variant on each
+ * variant's first candidate, then tuning only the winner, saved two of its six phase pairs at 256
+ * ranks but flipped one `longtail` batch at 1024 ranks (of seeds 1-3) to a plan 0.07 MFU worse
+ * forward: docs/results.md, "Session 16",
+ * docs/experiments/staged-swaps.patch.)
  */
 import { assert } from '../../core/assert.ts';
 import type { Problem } from '../../problem/problem.ts';
@@ -131,11 +134,6 @@ export class Tuner {
     this.sizes = this.pinnedBlock
       ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
       : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, this.budgetMs, this.count));
-  }
-
-  /** Estimate (forward plus backward, ms) of the best candidate planned so far. */
-  get bestEstimateMs(): number {
-    return this.untuned !== null ? estimate(this.untuned) : this.bestMs;
   }
 
   /** Plans the next direct candidate; false when there was none left. */
