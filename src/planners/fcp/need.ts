@@ -16,20 +16,24 @@ import type { TransferList } from './transfers/transfer-list.ts';
 
 /**
  * Whether a phase orders its direct `kv` rounds by their receivers' need (transfers/need-order.ts)
- * rather than by size: the forward of a loader layout (mode (b)), where every rank's work present
+ * rather than by size: every forward. In a loader layout (mode (b)) every rank's work present
  * from the start is known exactly. Simulated, 3 batches (`npx tsx bench/fcp-timeline.ts --batch B
  * --loader-layout --worlds 64,128,256 --seeds 1,2,3`), forward MFU: magi 0.577/0.530/0.483 ->
- * 0.577/0.553/0.504, longtail 0.607/0.591/0.566 -> 0.607/0.600/0.596. Left off where it lost:
- * the backward of mode (b) (magi 128: 0.448 -> 0.445) and the same order for `in` rounds (mode
- * (a) longtail at 16 ranks 0.438 -> 0.427 forward). Mode (a) forward: with the old placement
- * magi at 64 ranks lost (0.330 -> 0.318); with home-first placement (placement/home-first.ts) it
- * gains at 256 ranks (longtail 0.407 -> 0.423, magi 0.257 -> 0.267, bimodal 0.446 -> 0.451; at
- * 16/64 within -0.004..+0.004), but its `kv` groups then follow the links, so do the tasks' ready
- * groups and tile merges, and test/planners/fcp-cluster.test.ts asserts equal tasks across
- * switch clusters: left off until that assertion is relaxed.
+ * 0.577/0.553/0.504, longtail 0.607/0.591/0.566 -> 0.607/0.600/0.596. In mode (a) the work
+ * present from the start is estimated (the resident share of home tokens, {@link needInput}), and
+ * since session 16 its forward is need-ordered as well (it had been left off because the `kv`
+ * groups then follow the links, and with them the tasks' tile merges, which a test asserted equal
+ * across switch clusters; the test now asserts equal work per rank): `npx tsx bench/quality-ab.ts
+ * --base <before> --worlds 16,32,64,128,256 --seeds 9 [--seed 10] [--network contention]`, 135
+ * batches each, forward / backward MFU: seeds 1-9 +0.0017 ± 0.0007 / -0.0004 ± 0.0006, held-out
+ * seeds 10-18 +0.0019 ± 0.0007 / -0.0001 ± 0.0002 (256 ranks +0.0067 ± 0.0023 forward; 16 and 32
+ * -0.0004 / -0.0014 there, +0.0019 / +0.0019 on seeds 1-9), held-out under contention +0.0023 ±
+ * 0.0007 / +0.0009 ± 0.0005. Left off where it lost: the backward
+ * of mode (b) (magi 128: 0.448 -> 0.445) and the same order for `in` rounds (mode (a) longtail at
+ * 16 ranks 0.438 -> 0.427 forward).
  */
-export function needOrdered(ctx: PhaseContext, dir: Direction): boolean {
-  return dir === 'forward' && ctx.pieces.moving.length === 0;
+export function needOrdered(dir: Direction): boolean {
+  return dir === 'forward';
 }
 
 /**

@@ -106,7 +106,7 @@ export function placeKv(
   const round = new Int32Array(n);
   const slotOf = new Int32Array(n);
   const idOf = new Int32Array(n);
-  const byNeed = needOrdered(ctx, dir);
+  const byNeed = needOrdered(dir);
   const place = (ids: Int32Array, given: Colouring | null, readyOf: (e: number) => number): Colouring => {
     const src = gatherInt32(edges.src, ids);
     const dst = gatherInt32(edges.dst, ids);
