@@ -33,6 +33,14 @@ test('fcp plan prints the summary and writes a valid plan with -o', async () => 
     /planned in/,
   ])
     assert.match(r.out, what);
+  // A given block size is pinned: the tuner reports its group-size candidates at that size only.
+  assert.match(r.out, /self-tuning \(budget 200 ms\): 2 candidates, kept blocks 256, groups of \d+/);
+  const tuned = await fcp('plan', '--world', '8', '--tokens-per-rank', '2048', '--seed', '3');
+  assert.equal(tuned.code, 0, tuned.err);
+  assert.match(
+    tuned.out,
+    /self-tuning \(budget 200 ms\): 8 candidates, kept blocks \d+, groups of \d+ \(estimate/,
+  );
   const plan = readPlan(file);
   assert.equal(plan.strategy, 'fcp');
   assert.deepEqual(validatePlan(plan).issues, []);
