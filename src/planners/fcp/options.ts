@@ -50,7 +50,7 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * false: never relays.
    */
   fanOut?: boolean;
-  /** Self-tuning of the group size (and, with `fanOut`, of relays) within `planBudgetMs` (index.ts; default true). */
+  /** Self-tuning of the group size (in mode (a) also of the block size unless `blockSize` is given; with `fanOut`, of relays) within `planBudgetMs` (tuner.ts; default true). */
   tune?: boolean;
   /**
    * Planning budget the self-tuner sizes its candidate count by, ms (default 200). Mode (b): when
