@@ -52,15 +52,19 @@ interface TuningMeta {
   budgetMs: number;
 }
 
-/** One line: what the self-tuner planned and kept (issue 15, deliverable 5); null without a record. */
-function tuningLine(t: TuningMeta | undefined): string | null {
+/**
+ * One line: what the self-tuner planned and kept (issue 15, deliverable 5); null without a record.
+ * `search`: mode (b)'s layout search level, which sized its candidates (the budget only when given).
+ */
+function tuningLine(t: TuningMeta | undefined, search?: string): string | null {
   const c = t?.candidates[t.chosen];
   if (!t || !c) return null;
   const name = (x: TuningMeta['candidates'][number]): string =>
     `${x.blockSize !== undefined ? `blocks ${x.blockSize}, ` : ''}groups of ${x.coalesce}${x.fanOut ? ', relays' : ''}`;
   const others = t.candidates.filter((_, i) => i !== t.chosen).map((x) => x.estimateMs);
   const next = others.length > 0 ? `; next best ${Math.min(...others).toFixed(1)} ms` : '';
-  return `self-tuning (budget ${t.budgetMs} ms): ${t.candidates.length} candidates, kept ${name(c)} (estimate ${c.estimateMs.toFixed(1)} ms fwd+bwd${next})`;
+  const sized = search !== undefined ? `${search} layout search` : `budget ${t.budgetMs} ms`;
+  return `self-tuning (${sized}): ${t.candidates.length} candidates, kept ${name(c)} (estimate ${c.estimateMs.toFixed(1)} ms fwd+bwd${next})`;
 }
 
 /** The planner-specific lines of the summary (FCP's statistics from `meta`). */
@@ -77,9 +81,12 @@ function fcpLines(plan: Plan): string[] {
     `forward (${st.forward.groups} groups): ${kinds(st.forward)}`,
     `backward (${st.backward.groups} groups): ${kinds(st.backward)}`,
   ];
-  const tuned = tuningLine(plan.meta?.tuning as TuningMeta | undefined);
-  if (tuned) lines.push(tuned);
   const ll = plan.meta?.loaderLayout as LoaderLayoutMeta | undefined;
+  const tuned = tuningLine(
+    plan.meta?.tuning as TuningMeta | undefined,
+    ll ? (ll.search ?? 'full') : undefined,
+  );
+  if (tuned) lines.push(tuned);
   if (ll?.swapSteps !== undefined && ll.levelledImbalance && ll.swappedImbalance) {
     const { levelledImbalance: a, swappedImbalance: b } = ll;
     lines.push(

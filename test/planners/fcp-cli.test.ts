@@ -41,6 +41,19 @@ test('fcp plan prints the summary and writes a valid plan with -o', async () => 
     tuned.out,
     /self-tuning \(budget 200 ms\): 8 candidates, kept blocks \d+, groups of \d+ \(estimate/,
   );
+  // Mode (b): its layout search sized the candidates; no block sizes (they are the layout's).
+  const loader = await fcp(
+    'plan',
+    '--world',
+    '16',
+    '--tokens-per-rank',
+    '2048',
+    '--seed',
+    '3',
+    '--loader-layout',
+  );
+  assert.equal(loader.code, 0, loader.err);
+  assert.match(loader.out, /self-tuning \(full layout search\): \d+ candidates, kept groups of \d+/);
   const plan = readPlan(file);
   assert.equal(plan.strategy, 'fcp');
   assert.deepEqual(validatePlan(plan).issues, []);
