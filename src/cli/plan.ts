@@ -22,7 +22,7 @@ import { ESTIMATE_ROW_LIMIT, estimateMemory, estimateRows, formatMemory } from '
 import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
-import type { FcpStats } from '../planners/fcp/index.ts';
+import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
 import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
@@ -45,21 +45,14 @@ interface LoaderLayoutMeta {
   swappedImbalance?: { forward: number; backward: number };
 }
 
-/** What FCP's self-tuner records in `meta.tuning` (planners/fcp/tuner.ts). */
-interface TuningMeta {
-  candidates: { blockSize?: number; coalesce: number; fanOut: boolean; estimateMs: number }[];
-  chosen: number;
-  budgetMs: number;
-}
-
 /**
  * One line: what the self-tuner planned and kept (issue 15, deliverable 5); null without a record.
  * `search`: mode (b)'s layout search level, which sized its candidates (the budget only when given).
  */
-function tuningLine(t: TuningMeta | undefined, search?: string): string | null {
+function tuningLine(t: TuningRecord | undefined, search?: string): string | null {
   const c = t?.candidates[t.chosen];
   if (!t || !c) return null;
-  const name = (x: TuningMeta['candidates'][number]): string =>
+  const name = (x: TriedCandidate): string =>
     `${x.blockSize !== undefined ? `blocks ${x.blockSize}, ` : ''}groups of ${x.coalesce}${x.fanOut ? ', relays' : ''}`;
   const others = t.candidates.filter((_, i) => i !== t.chosen).map((x) => x.estimateMs);
   const next = others.length > 0 ? `; next best ${Math.min(...others).toFixed(1)} ms` : '';
@@ -83,7 +76,7 @@ function fcpLines(plan: Plan): string[] {
   ];
   const ll = plan.meta?.loaderLayout as LoaderLayoutMeta | undefined;
   const tuned = tuningLine(
-    plan.meta?.tuning as TuningMeta | undefined,
+    plan.meta?.tuning as TuningRecord | undefined,
     ll ? (ll.search ?? 'full') : undefined,
   );
   if (tuned) lines.push(tuned);

@@ -44,6 +44,7 @@ import { tunedPipeline } from './tuner.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
 export { tuneCandidates } from './tune-candidates.ts';
+export type { TriedCandidate, TuningRecord } from './tuner.ts';
 
 /** Plans `problem` with FCP (self-tuned, tuner.ts); returns the plan and the stage timings. */
 export function planFcp(problem: Problem, options: FcpPlannerOptions = {}): FcpResult {

@@ -15,10 +15,9 @@
  * add up all candidates. `search` (mode (b)'s level, loader-search.ts) fixes the candidate count
  * and whether relays are tried.
  *
- * The tuner plans one candidate per {@link Tuner.step}. (Choosing mode (b)'s swap variant on each
- * variant's first candidate, then tuning only the winner, saved two of its six phase pairs at 256
- * ranks but flipped one `longtail` batch at 1024 ranks (of seeds 1-3) to a plan 0.07 MFU worse
- * forward: docs/results.md, "Session 16",
+ * (Choosing mode (b)'s swap variant on each variant's first candidate, then tuning only the
+ * winner, saved two of its six phase pairs at 256 ranks but flipped one `longtail` batch at 1024
+ * ranks (of seeds 1-3) to a plan 0.07 MFU worse forward: docs/results.md, "Session 16",
  * docs/experiments/staged-swaps.patch.)
  */
 import { assert } from '../../core/assert.ts';
@@ -48,11 +47,19 @@ import {
 } from './tune-candidates.ts';
 
 /** One planned candidate as `meta.tuning` records it (mode (a) also records its block size). */
-interface Tried {
+export interface TriedCandidate {
   readonly blockSize?: number;
   readonly coalesce: number;
   readonly fanOut: boolean;
   readonly estimateMs: number;
+}
+
+/** What the self-tuner records in a plan's `meta.tuning`. */
+export interface TuningRecord {
+  readonly candidates: readonly TriedCandidate[];
+  /** Index of the kept candidate. */
+  readonly chosen: number;
+  readonly budgetMs: number;
 }
 
 /** Forward plus backward estimate of a run, ms. */
@@ -69,136 +76,79 @@ export function tunedPipeline(
   search: LoaderSearch | null,
   kernel?: KernelTime,
 ): PipelineResult {
-  const t = new Tuner(problem, options, homeFromUser, search, kernel);
-  while (t.step());
-  return t.finish();
-}
-
-/** The self-tuner, one candidate per {@link step} (module comment). */
-export class Tuner {
-  /** Untuned (`tune: false` or a pinned coalesce): the one plan, made at construction. */
-  private readonly untuned: PipelineResult | null = null;
-  private readonly list: readonly TuneCandidate[] = [];
-  private readonly count: number = 0;
-  private readonly sizes: readonly number[] = [];
-  private readonly pinnedBlock: boolean = true;
-  private readonly budgetMs: number = DEFAULT_BUDGET_MS;
-  /** Next candidate: block size index and candidate index within it. */
-  private size = 0;
-  private cand = 0;
-  private shared: Prepared | null = null;
-  private best: PipelineResult | null = null;
-  private bestMs = Number.POSITIVE_INFINITY;
-  private bestShared: Prepared | null = null;
-  private chosen = 0;
-  private readonly tried: Tried[] = [];
-  private readonly total: StageTimings = {
-    blocks: 0,
-    distribute: 0,
-    layout: 0,
-    forward: 0,
-    backward: 0,
-    total: 0,
+  // A coalesce other than the default pins it (the command line always passes the default).
+  const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
+  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser, kernel);
+  // The candidates and how many of them are planned whatever the budget.
+  const [list, least]: [readonly TuneCandidate[], number] =
+    options.fanOut === true
+      ? [TUNE_CANDIDATES, 1]
+      : homeFromUser !== null
+        ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
+        : [DEFAULT_CANDIDATES, 1];
+  const budgetMs = options.planBudgetMs ?? DEFAULT_BUDGET_MS;
+  resolveFcpOptions(options); // a bad budget is an option error before any planning
+  // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
+  // either fixed or the default budget's (as measured there).
+  const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
+  const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
+  // Mode (a) also tunes the block size unless one is given (the command line passes
+  // `--block-size` only when given): each is a whole pipeline.
+  const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
+  const sizes = pinnedBlock
+    ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
+    : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, budgetMs, count));
+  const tried: TriedCandidate[] = [];
+  const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
+  // The kept candidate so far: its run, estimate, shared placement and index in `tried`.
+  const keep: { run: PipelineResult | null; ms: number; shared: Prepared | null; index: number } = {
+    run: null,
+    ms: Number.POSITIVE_INFINITY,
+    shared: null,
+    index: 0,
   };
-
-  constructor(
-    private readonly problem: Problem,
-    private readonly options: FcpPlannerOptions,
-    private readonly homeFromUser: Int32Array | null,
-    private readonly search: LoaderSearch | null,
-    private readonly kernel?: KernelTime,
-  ) {
-    // A coalesce other than the default pins it (the command line always passes the default).
-    const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
-    if (options.tune === false || fixed) {
-      this.untuned = runPipeline(problem, options, homeFromUser, kernel);
-      return;
-    }
-    // The candidates and how many of them are planned whatever the budget.
-    const [list, least]: [readonly TuneCandidate[], number] =
-      options.fanOut === true
-        ? [TUNE_CANDIDATES, 1]
-        : homeFromUser !== null
-          ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
-          : [DEFAULT_CANDIDATES, 1];
-    this.list = list;
-    this.budgetMs = options.planBudgetMs ?? DEFAULT_BUDGET_MS;
-    resolveFcpOptions(options); // a bad budget is an option error before any planning
-    // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
-    // either fixed or the default budget's (as measured there).
-    const sizedBy = search === null ? this.budgetMs : DEFAULT_BUDGET_MS;
-    this.count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
-    // Mode (a) also tunes the block size unless one is given (the command line passes
-    // `--block-size` only when given): each is a whole pipeline.
-    this.pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
-    this.sizes = this.pinnedBlock
-      ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
-      : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, this.budgetMs, this.count));
-  }
-
-  /** Plans the next direct candidate; false when there was none left. */
-  step(): boolean {
-    if (this.untuned !== null || this.size >= this.sizes.length) return false;
-    const blockSize = this.sizes[this.size]!;
-    const o = this.pinnedBlock ? this.options : { ...this.options, blockSize };
-    if (this.cand === 0) this.shared = prepare(this.problem, o, this.homeFromUser, this.kernel);
-    const shared = this.shared!;
-    const c = this.list[this.cand]!;
-    const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), this.cand === 0);
-    const rec = this.homeFromUser === null ? { blockSize } : {};
-    this.record(run, { ...rec, ...c });
+  /** Adds a run's timings and record; keeps it when its estimate beats the kept one's by `margin`. */
+  const consider = (
+    run: PipelineResult,
+    c: Omit<TriedCandidate, 'estimateMs'>,
+    shared: Prepared,
+    margin: number,
+  ): void => {
+    for (const k of Object.keys(total) as (keyof StageTimings)[]) total[k] += run.timings[k];
     const ms = estimate(run);
-    if (ms < this.bestMs) {
-      this.best = run;
-      this.bestMs = ms;
-      this.bestShared = shared;
-      this.chosen = this.tried.length - 1;
+    tried.push({ ...c, estimateMs: Math.round(ms * 1000) / 1000 });
+    if (ms < keep.ms * (1 - margin)) {
+      keep.run = run;
+      keep.ms = ms;
+      keep.shared = shared;
+      keep.index = tried.length - 1;
     }
-    if (++this.cand >= this.count) {
-      this.cand = 0;
-      this.size++;
+  };
+  for (const blockSize of sizes) {
+    const o = pinnedBlock ? options : { ...options, blockSize };
+    const rec = homeFromUser === null ? { blockSize } : {};
+    const shared = prepare(problem, o, homeFromUser, kernel);
+    for (let i = 0; i < count; i++) {
+      const c = list[i]!;
+      consider(runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0), { ...rec, ...c }, shared, 0);
     }
-    return true;
   }
-
-  /**
-   * Plans what is left (the direct candidates, then mode (b)'s relay candidate) and returns the
-   * kept one, its plan's `meta` carrying the tuning record, the timings all candidates'.
-   */
-  finish(): PipelineResult {
-    if (this.untuned !== null) return this.untuned;
-    while (this.step());
-    assert(this.best !== null, 'at least one candidate is planned');
-    const { problem, options, homeFromUser, search } = this;
-    // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays).
-    if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
-      // Mode (b) only: the block size is the layout's, as for the direct candidates.
-      const c: TuneCandidate = { coalesce: this.tried[this.chosen]!.coalesce, fanOut: true };
-      const run = runPhases(this.bestShared!, resolveFcpOptions({ ...options, ...c }), false);
-      this.record(run, c);
-      const ms = estimate(run);
-      if (ms < this.bestMs * (1 - RELAY_MARGIN)) {
-        this.best = run;
-        this.bestMs = ms;
-        this.chosen = this.tried.length - 1;
-      }
-    }
-    const best = this.best;
-    const plan = best.plan;
-    plan.meta = {
-      ...plan.meta,
-      tuning: { candidates: this.tried, chosen: this.chosen, budgetMs: this.budgetMs },
-    };
-    Object.defineProperty(plan.meta, 'timings', { value: this.total, enumerable: false });
-    Object.defineProperty(plan.meta, 'estimateMs', { value: best.estimateMs, enumerable: false });
-    return { ...best, plan, timings: this.total };
+  assert(keep.shared !== null, 'at least one candidate is planned');
+  // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays); the
+  // block size is the layout's, as for the direct candidates.
+  if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
+    const c: TuneCandidate = { coalesce: tried[keep.index]!.coalesce, fanOut: true };
+    const shared = keep.shared;
+    consider(runPhases(shared, resolveFcpOptions({ ...options, ...c }), false), c, shared, RELAY_MARGIN);
   }
-
-  /** Adds a run's timings and its record. */
-  private record(run: PipelineResult, c: Omit<Tried, 'estimateMs'>): void {
-    for (const k of Object.keys(this.total) as (keyof StageTimings)[]) this.total[k] += run.timings[k];
-    this.tried.push({ ...c, estimateMs: Math.round(estimate(run) * 1000) / 1000 });
-  }
+  const kept = keep.run;
+  assert(kept !== null, 'at least one candidate is planned');
+  const plan = kept.plan;
+  const tuning: TuningRecord = { candidates: tried, chosen: keep.index, budgetMs };
+  plan.meta = { ...plan.meta, tuning };
+  Object.defineProperty(plan.meta, 'timings', { value: total, enumerable: false });
+  Object.defineProperty(plan.meta, 'estimateMs', { value: kept.estimateMs, enumerable: false });
+  return { ...kept, plan, timings: total };
 }
 
 /**
