@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { formatIssue } from '../../src/core/issues.ts';
-import { kvBytesPerToken, LLAMA3_70B } from '../../src/model/attention.ts';
+import { attendedPairs, kvBytesPerToken, LLAMA3_70B } from '../../src/model/attention.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { planFcp } from '../../src/planners/fcp/index.ts';
@@ -67,12 +67,8 @@ test('estimated group time is bytes over the link class of the cluster, plus one
 function pairsPerRank(plan: Plan): number[] {
   const t = plan.tasks;
   const out = new Array<number>(plan.world).fill(0);
-  for (let i = 0; i < t.rank.length; i++) {
-    const qs = t.qStart[i]!;
-    const ks = t.kvStart[i]!;
-    const ke = ks + t.kvLength[i]!;
-    for (let q = qs; q < qs + t.qLength[i]!; q++) out[t.rank[i]!]! += Math.max(0, Math.min(q + 1, ke) - ks);
-  }
+  for (let i = 0; i < t.rank.length; i++)
+    out[t.rank[i]!]! += attendedPairs(true, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!);
   return out;
 }
 
