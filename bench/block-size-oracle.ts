@@ -13,16 +13,12 @@
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { fcpPlanner } from '../src/planners/fcp/index.ts';
 import { BLOCK_SIZE_CANDIDATES } from '../src/planners/fcp/tune-candidates.ts';
-import { type NetworkModel, resolveCluster } from '../src/problem/cluster.ts';
+import { resolveCluster } from '../src/problem/cluster.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
-import { argValue } from './fcp-replay.ts';
+import { argValue, batchGrid } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
-const list = (k: string, d: string): string[] => argValue(args, k, d).split(',');
-const batches = list('--batches', 'longtail,magi,bimodal');
-const worlds = list('--worlds', '16,32,64,128').map(Number);
-const seeds = list('--seeds', '4,5,6,7,8,9').map(Number);
-const network = argValue(args, '--network', 'fluid') as NetworkModel;
+const { batches, worlds, seeds, network } = batchGrid(args, '16,32,64,128', '4,5,6,7,8,9');
 const clusterName = argValue(args, '--cluster', 'hopper-ib');
 const cluster = resolveCluster(clusterName, { network });
 // Mode (b) pins the block size (its layout's): there `tuned` is 4096 and only the oracle moves.

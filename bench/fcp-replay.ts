@@ -28,6 +28,25 @@ export function argValue(args: readonly string[], k: string, d: string): string 
   return i >= 0 ? args[i + 1]! : d;
 }
 
+/** The batches a quality bench sweeps: `--batches` kinds x `--worlds` x `--seeds`, under `--network`. */
+export interface BatchGrid {
+  readonly batches: string[];
+  readonly worlds: number[];
+  readonly seeds: number[];
+  readonly network: NetworkModel;
+}
+
+/** Reads {@link BatchGrid} from `args`, with the bench's own default worlds and seeds (lists: `a,b,c`). */
+export function batchGrid(args: readonly string[], worlds: string, seeds: string): BatchGrid {
+  const list = (k: string, d: string): string[] => argValue(args, k, d).split(',');
+  return {
+    batches: list('--batches', 'longtail,magi,bimodal'),
+    worlds: list('--worlds', worlds).map(Number),
+    seeds: list('--seeds', seeds).map(Number),
+    network: argValue(args, '--network', 'fluid') as NetworkModel,
+  };
+}
+
 /** One planned batch with the models a replay needs. */
 export interface Replayed {
   readonly plan: Plan;

@@ -24,16 +24,12 @@ import {
   LOADER_MIN_CANDIDATES,
   tuneCandidates,
 } from '../src/planners/fcp/tune-candidates.ts';
-import { type NetworkModel, resolveCluster } from '../src/problem/cluster.ts';
+import { resolveCluster } from '../src/problem/cluster.ts';
 import { type Problem, resolveProblem } from '../src/problem/problem.ts';
-import { argValue } from './fcp-replay.ts';
+import { batchGrid } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
-const list = (k: string, d: string): string[] => argValue(args, k, d).split(',');
-const batches = list('--batches', 'longtail,magi,bimodal');
-const worlds = list('--worlds', '64,128,256').map(Number);
-const seeds = list('--seeds', '1,2,3').map(Number);
-const network = argValue(args, '--network', 'fluid') as NetworkModel;
+const { batches, worlds, seeds, network } = batchGrid(args, '64,128,256', '1,2,3');
 const cluster = resolveCluster('hopper-ib', { network });
 
 interface Outcome {
