@@ -21,6 +21,13 @@ import { type ComputeTable, Kind, type Phase } from '../../../plan/types.ts';
 import type { Pieces } from './reshuffle.ts';
 import { ROWS, type TransferList } from './transfer-list.ts';
 
+/** A copy of `a` twice as long, its contents first (the placer's per-slot and per-group arrays grow so). */
+function doubled<T extends Int32Array | Uint8Array>(a: T): T {
+  const b = new (a.constructor as new (length: number) => T)(a.length * 2);
+  b.set(a);
+  return b;
+}
+
 /**
  * Assigns rounds to groups of at most `coalesce` rounds, and keeps, per round, which ranks already
  * send or receive in it, so that single transfers (pushes) can join existing rounds where both
@@ -90,13 +97,8 @@ export class GroupPlacer {
       this.count.push(0);
       this.groupSlots.push([]);
       if (this.sendBits !== null && (g + 1) * this.world > this.sendBits.length) {
-        const grow = (a: Int32Array): Int32Array => {
-          const b = new Int32Array(a.length * 2);
-          b.set(a);
-          return b;
-        };
-        this.sendBits = grow(this.sendBits);
-        this.recvBits = grow(this.recvBits!);
+        this.sendBits = doubled(this.sendBits);
+        this.recvBits = doubled(this.recvBits!);
       }
     }
     this.slotPos.push(this.count[g]!);
@@ -106,13 +108,8 @@ export class GroupPlacer {
     this.groupSlots[g]!.push(slot);
     const W = this.world;
     if ((slot + 1) * W > this.send.length) {
-      const grow = (a: Uint8Array): Uint8Array => {
-        const b = new Uint8Array(a.length * 2);
-        b.set(a);
-        return b;
-      };
-      this.send = grow(this.send);
-      this.recv = grow(this.recv);
+      this.send = doubled(this.send);
+      this.recv = doubled(this.recv);
     }
     return slot;
   }
