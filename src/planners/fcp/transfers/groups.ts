@@ -257,12 +257,21 @@ export class GroupPlacer {
   }
 }
 
+/**
+ * Offsets of the runs of a counting sort of ids 0..n-1 by key[id] in [0, keys): run k holds the
+ * positions [out[k], out[k + 1]) (length keys + 1; CSR offsets).
+ */
+export function keyOffsets(key: Int32Array, keys: number): Int32Array {
+  const first = new Int32Array(keys + 1);
+  for (let i = 0; i < key.length; i++) first[key[i]! + 1]!++;
+  for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
+  return first;
+}
+
 /** Stable counting sort of ids 0..n-1 (taken in the order of `input`, or ascending) by key[id] in [0, keys). */
 export function countingSort(key: Int32Array, keys: number, input: Int32Array | null): Int32Array {
   const n = key.length;
-  const first = new Int32Array(keys + 1);
-  for (let i = 0; i < n; i++) first[key[i]! + 1]!++;
-  for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
+  const first = keyOffsets(key, keys);
   const out = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const id = input ? input[i]! : i;

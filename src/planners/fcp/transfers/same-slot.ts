@@ -42,12 +42,11 @@
  * ranks' sends have holders only in other nodes, the other half only loaded ones).
  */
 
-import { iota } from '../../../core/gather.ts';
 import { TripleIds } from '../../../core/triple-ids.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import type { ModelShape } from '../../../model/shape.ts';
 import type { KvEdges } from './fetch.ts';
-import type { GroupPlacer } from './groups.ts';
+import { countingSort, type GroupPlacer, keyOffsets } from './groups.ts';
 import { LoadHeap } from './load-heap.ts';
 import type { Pieces } from './reshuffle.ts';
 import type { TransferList } from './transfer-list.ts';
@@ -84,16 +83,6 @@ export const SAME_SLOT_SLACK = 0.02;
  * They converge within about 10 passes at 256 ranks.
  */
 const MAX_PASSES = 8;
-
-/** Stable counting sort of `ids` by `key` (0..keys-1). */
-function sortBy(ids: Int32Array, key: Int32Array, keys: number): Int32Array {
-  const at = new Int32Array(keys + 1);
-  for (let k = 0; k < ids.length; k++) at[key[ids[k]!]! + 1]!++;
-  for (let v = 0; v < keys; v++) at[v + 1]! += at[v]!;
-  const out = new Int32Array(ids.length);
-  for (let k = 0; k < ids.length; k++) out[at[key[ids[k]!]!]!++] = ids[k]!;
-  return out;
-}
 
 /**
  * Numbers the ranges (seq, start) of the edges by first use into `rangeOf`; returns how many (a
@@ -141,15 +130,12 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
   // between holders of equal load go to the earlier one there). Position order (by range, the
   // receiver's node, group, id): the prefix below e's group of its own node segment (`segFirst`),
   // read first for every send. At 256 ranks, longtail, mode (b), the crossing reads are about 90%.
-  // Not Int32Array.from with a map function: it was a tenth of this function's time at 1024 ranks.
-  const all = iota(n);
-  const byGroup = sortBy(all, group, groups);
+  // Both by stable counting sorts (groups.ts, countingSort), ids ascending within a key.
+  const byGroup = countingSort(group, groups, null);
   const nodeGroup = new Int32Array(n);
   for (let e = 0; e < n; e++) nodeGroup[e] = nodeOf[dst[e]!]! * groups + group[e]!;
-  const byRange = sortBy(sortBy(all, nodeGroup, nodes * groups), rangeOf, ranges);
-  const runOff = new Int32Array(ranges + 1);
-  for (let e = 0; e < n; e++) runOff[rangeOf[e]! + 1]!++;
-  for (let v = 0; v < ranges; v++) runOff[v + 1]! += runOff[v]!;
+  const byRange = countingSort(rangeOf, ranges, countingSort(nodeGroup, nodes * groups, null));
+  const runOff = keyOffsets(rangeOf, ranges);
   // Range order copied out: group, receiver, its node and length per position.
   const rgGroup = new Int32Array(n);
   const rgDst = new Int32Array(n);
@@ -187,15 +173,11 @@ export function sameSlotForward(x: SameSlotInput): Int32Array {
   }
   // Sends of every rank (direct senders), latest group first (it has the most holders), then by
   // id: `byGroup`'s group runs read from the last.
-  const off = new Int32Array(world + 1);
-  for (let e = 0; e < n; e++) off[src[e]! + 1]!++;
-  for (let r = 0; r < world; r++) off[r + 1]! += off[r]!;
+  const off = keyOffsets(src, world);
   const scan = new Int32Array(n);
   {
     const fill = off.slice(0, world);
-    const gOff = new Int32Array(groups + 1);
-    for (let e = 0; e < n; e++) gOff[group[e]! + 1]!++;
-    for (let v = 0; v < groups; v++) gOff[v + 1]! += gOff[v]!;
+    const gOff = keyOffsets(group, groups);
     for (let v = groups - 1; v >= 0; v--)
       for (let k = gOff[v]!; k < gOff[v + 1]!; k++) {
         const e = byGroup[k]!;
