@@ -22,7 +22,7 @@
  */
 import { assert } from '../../core/assert.ts';
 import type { Problem } from '../../problem/problem.ts';
-import type { KernelTime } from './kernel-time.ts';
+import { KernelTime } from './kernel-time.ts';
 import type { LoaderSearch } from './loader-search.ts';
 import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
@@ -87,7 +87,7 @@ export function tunedPipeline(
         ? [LOADER_CANDIDATES, LOADER_MIN_CANDIDATES]
         : [DEFAULT_CANDIDATES, 1];
   const budgetMs = options.planBudgetMs ?? DEFAULT_BUDGET_MS;
-  resolveFcpOptions(options); // a bad budget is an option error before any planning
+  const resolved = resolveFcpOptions(options); // a bad budget is an option error before any planning
   // Mode (b): the budget chose the search level (loader-search.ts), whose candidate count is
   // either fixed or the default budget's (as measured there).
   const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
@@ -98,6 +98,8 @@ export function tunedPipeline(
   const sizes = pinnedBlock
     ? [options.blockSize ?? FCP_DEFAULTS.blockSize]
     : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, budgetMs, count));
+  // One memoised kernel-time model for every block size (it reads only the model and calibration).
+  const km = kernel ?? new KernelTime(problem.model, resolved.calibration);
   const tried: TriedCandidate[] = [];
   const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
   // The kept candidate so far: its run, estimate, shared placement and index in `tried`.
@@ -127,7 +129,7 @@ export function tunedPipeline(
   for (const blockSize of sizes) {
     const o = pinnedBlock ? options : { ...options, blockSize };
     const rec = homeFromUser === null ? { blockSize } : {};
-    const shared = prepare(problem, o, homeFromUser, kernel);
+    const shared = prepare(problem, o, homeFromUser, km);
     for (let i = 0; i < count; i++) {
       const c = list[i]!;
       consider(runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0), { ...rec, ...c }, shared, 0);
