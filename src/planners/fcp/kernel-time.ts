@@ -12,6 +12,7 @@
  * its inputs.
  */
 
+import { doubled } from '../../core/doubled.ts';
 import { TripleIds } from '../../core/triple-ids.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import { defaultCalibration } from '../../cost/calibration.ts';
@@ -84,11 +85,7 @@ export class KernelTime {
     // At most 2^20 shapes kept (then forgotten, as the Map before it).
     if (this.shapes.size >= 1 << 20) this.shapes.clear();
     const id = this.shapes.intern(lq, lk, flags);
-    if (id >= this.shapeMs.length) {
-      const grown = new Float64Array(2 * this.shapeMs.length);
-      grown.set(this.shapeMs);
-      this.shapeMs = grown;
-    }
+    if (id >= this.shapeMs.length) this.shapeMs = doubled(this.shapeMs);
     this.shapeMs[id] = v;
     return v;
   }

@@ -16,17 +16,11 @@
  * whose result it pushes) that still has room; groups open at the end as needed. Rounds and groups
  * are numbered at the end: groups in order, rounds by group and then placement order.
  */
+import { doubled } from '../../../core/doubled.ts';
 import type { IntColumn } from '../../../core/int-column.ts';
 import { type ComputeTable, Kind, type Phase } from '../../../plan/types.ts';
 import type { Pieces } from './reshuffle.ts';
 import { ROWS, type TransferList } from './transfer-list.ts';
-
-/** A copy of `a` twice as long, its contents first (the placer's per-slot and per-group arrays grow so). */
-function doubled<T extends Int32Array | Uint8Array>(a: T): T {
-  const b = new (a.constructor as new (length: number) => T)(a.length * 2);
-  b.set(a);
-  return b;
-}
 
 /**
  * Assigns rounds to groups of at most `coalesce` rounds, and keeps, per round, which ranks already
