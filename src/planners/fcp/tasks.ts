@@ -19,6 +19,7 @@
  * These are the untiled tasks (`tile: 0`); by default grid-tasks.ts cuts the runs into squares of
  * the block grid instead, over the same key pieces.
  */
+import { doubled } from '../../core/doubled.ts';
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import type { Mask, TaskTable } from '../../plan/types.ts';
 import { COLUMNS } from '../../plan/types.ts';
@@ -80,14 +81,9 @@ export const newKeyPieces = (): KeyPieces => ({
 /** Appends piece [a, b) with group t to `out`, growing its arrays when full. */
 function pushKeyPiece(out: KeyPieces, a: number, b: number, t: number): void {
   if (out.n === out.a.length) {
-    const grow = (x: Int32Array): Int32Array => {
-      const y = new Int32Array(2 * x.length);
-      y.set(x);
-      return y;
-    };
-    out.a = grow(out.a);
-    out.b = grow(out.b);
-    out.t = grow(out.t);
+    out.a = doubled(out.a);
+    out.b = doubled(out.b);
+    out.t = doubled(out.t);
   }
   out.a[out.n] = a;
   out.b[out.n] = b;
