@@ -10,6 +10,10 @@
 #   ONLY="longtail-fluid ..." restricts it to those batch-setting pairs (setting: fluid, contention,
 #   ratio5920 = ratio-5920 fluid, ratio5920-contention). MODES="b" reruns only FCP's mode (b) folders
 #   (default "a b").
+#   ROUTING=pxn simulates every message across nodes by NCCL's default point-to-point routing
+#   (`--routing pxn`: the NIC on the receiver's rail, docs/network.md) and suffixes every folder
+#   with -pxn; scripts/headline-tables.ts takes, per strategy and world, the routing with the
+#   shorter forward + backward time (each strategy runs with the NCCL setting that suits it).
 # Folders: best-<batch>-<setting>, fcp-<batch>-<setting>-a, fcp-<batch>-<setting>-b, each name
 #   prefixed by PREFIX (docs/results/run-headline-large.sh: PREFIX=large- W=1024, large4096- W=4096).
 set -u
@@ -18,9 +22,12 @@ R=docs/results
 PART=${PART:-all}
 P=${PREFIX:-}
 # The wall time goes to stdout (the log), the progress lines to $PROGRESS.
+SUFFIX=
+ROUTE=()
+if [ "${ROUTING:-direct}" = pxn ]; then SUFFIX=-pxn; ROUTE=(--routing pxn); fi
 run() {
-  local name=$1 t0=$SECONDS; shift; echo "=== $name: fcp compare $*"
-  npx tsx src/cli.ts compare "$@" --out $R/$name 2>>${PROGRESS:-/dev/null}
+  local name=$1$SUFFIX t0=$SECONDS; shift; echo "=== $name: fcp compare $* ${ROUTE[*]}"
+  npx tsx src/cli.ts compare "$@" "${ROUTE[@]}" --out $R/$name 2>>${PROGRESS:-/dev/null}
   echo "=== $name wall $((SECONDS - t0)) s"
 }
 # Baselines: all four; run-headline-large.sh leaves out ring at >= 1024 ranks (docs/baselines.md

@@ -338,7 +338,7 @@ export function register(program: Command): void {
     else if (out.csv) out.printCsv(...compareCsv(summary));
     else {
       out.text(
-        `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'} (engine ${sim.engine?.name ?? 'builtin'}); simulated`,
+        `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'}${sim.cluster?.routing === 'pxn' ? ', routing pxn' : ''} (engine ${sim.engine?.name ?? 'builtin'}); simulated`,
       );
       out.text(formatCompareTable(summary, strategies, worlds));
       if (baselines === 'best') out.text(formatConfigs(rows));

@@ -24,6 +24,8 @@ import {
   type ClusterOverrides,
   NETWORK_MODELS,
   type NetworkModel,
+  ROUTINGS,
+  type Routing,
   resolveCluster,
 } from '../problem/cluster.ts';
 import { addSpecOption, intOption, specValue } from './common.ts';
@@ -58,6 +60,12 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
   const out: SimOptions = { cluster: resolveCluster(String(o.cluster ?? 'hopper-ib'), ov) };
   const engine = String(o.engine ?? 'builtin');
   if (engine === 'simgrid') {
+    if (out.cluster!.routing !== 'direct')
+      fail(
+        'option.routing',
+        "the SimGrid engine routes every message by its sender's NIC; drop --routing",
+        'routing',
+      );
     if (out.cluster!.network !== 'fluid')
       fail(
         'option.network',
@@ -105,6 +113,12 @@ function networkFrom(
       fail('option.network', `--network must be ${NETWORK_MODELS.join(' or ')} (got ${m})`, 'network');
     ov.network = m as NetworkModel;
   }
+  if (o.routing !== undefined) {
+    const m = String(o.routing);
+    if (!(ROUTINGS as readonly string[]).includes(m))
+      fail('option.routing', `--routing must be ${ROUTINGS.join(' or ')} (got ${m})`, 'routing');
+    ov.routing = m as Routing;
+  }
 }
 
 const f3 = (x: number): string => x.toFixed(3);
@@ -119,7 +133,7 @@ export function formatSimResult(r: SimResult): string {
         ? `torus links ${c.linkGBps} GB/s`
         : `NVLink ${c.nvlinkGBps} GB/s, NIC ${c.nicGBps} GB/s, ${c.gpusPerNode} GPUs/node`) +
       `); kernels ${r.kernel.policy}${r.kernel.denseBackend ? ` (dense: ${r.kernel.denseBackend})` : ''}`,
-    `network model: ${r.network} (engine ${r.engine}${r.network === 'contention' ? `, loss ${c.contentionLoss}, ${c.contentionMsgUs} us per extra message` : ''}); all times simulated`,
+    `network model: ${r.network}${c.routing === 'pxn' ? ', routing pxn' : ''} (engine ${r.engine}${r.network === 'contention' ? `, loss ${c.contentionLoss}, ${c.contentionMsgUs} us per extra message` : ''}); all times simulated`,
   ];
   const rows: [string, (p: SimPhaseResult) => string][] = [
     ['makespan ms', (p) => f3(p.makespanMs)],

@@ -8,7 +8,11 @@
  * floor(s/g)) uses the sender's NVLink egress and the receiver's NVLink ingress; across nodes, the
  * sender's NIC egress and the receiver's NIC ingress (a rail-optimised, full-bisection fabric), plus
  * the nodes' aggregate NIC egress/ingress when `nodeNicGBps` caps it. So incast shows as several
- * flows sharing one ingress.
+ * flows sharing one ingress. Under `routing: 'pxn'` (NCCL's default for point-to-point, see
+ * ClusterSpec.routing) a message across nodes leaves by the NIC of the sender's node on the
+ * receiver's rail: the sender's NVLink egress, that proxy GPU's NVLink ingress and NIC egress, then
+ * the receiver's NIC ingress, one fluid flow (NCCL pipelines the two hops in chunks) paying both
+ * latencies; a sender already on the receiver's rail (or whose node lacks that GPU) goes direct.
  *
  * Torus: ranks on a torus (x fastest), each with one directed link per neighbour and direction;
  * messages follow dimension-order shortest paths (ties go the positive way) and use every link on
@@ -88,6 +92,12 @@ export class Network {
     if (ns === nd) {
       out.push(4 * src, 4 * dst + 1);
       return this.intraMs;
+    }
+    const proxy = ns * g + (dst % g);
+    if (c.routing === 'pxn' && proxy !== src && proxy < this.world) {
+      out.push(4 * src, 4 * proxy + 1, 4 * proxy + 2, 4 * dst + 3);
+      if (c.nodeNicGBps > 0) out.push(4 * this.world + 2 * ns, 4 * this.world + 2 * nd + 1);
+      return this.interMs + this.intraMs;
     }
     out.push(4 * src + 2, 4 * dst + 3);
     if (c.nodeNicGBps > 0) out.push(4 * this.world + 2 * ns, 4 * this.world + 2 * nd + 1);

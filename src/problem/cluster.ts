@@ -21,6 +21,19 @@ export type NetworkModel = 'fluid' | 'contention';
 export const NETWORK_MODELS: readonly NetworkModel[] = ['fluid', 'contention'];
 
 /**
+ * Which NIC a message across nodes leaves by (switch topology). `direct`: the sender's own NIC
+ * (NCCL with `NCCL_P2P_PXN_LEVEL=0`). `pxn`: NCCL's default for point-to-point (`P2P_PXN_LEVEL`
+ * 2, "use PXN as much as possible to maximize aggregation", NVIDIA/nccl src/graph/search.cc,
+ * `ncclTopoGetNetDev`): the NIC of the sender's node that sits on the receiver's rail (the NIC of
+ * the local GPU with the receiver's local index), reached over NVLink through that GPU, which
+ * proxies the send; the receiver takes it on its own NIC as before.
+ */
+export type Routing = 'direct' | 'pxn';
+
+/** The routings, in `--routing` order. */
+export const ROUTINGS: readonly Routing[] = ['direct', 'pxn'];
+
+/**
  * Fitted contention parameters (data/network/contention.json; a test checks that they agree):
  * bandwidth lost by a NIC port as its concurrent flows grow, and the per-message cost.
  */
@@ -55,6 +68,8 @@ export interface ClusterSpec {
   readonly torusDims: readonly number[];
   /** How concurrent flows share a port (default `fluid`). */
   readonly network: NetworkModel;
+  /** Which NIC a message across nodes leaves by (default `direct`; see {@link Routing}). */
+  readonly routing: Routing;
   /** Contention model: fraction of a NIC port's bandwidth lost as its concurrent flows grow, in [0, 1). */
   readonly contentionLoss: number;
   /** Contention model: cost of each further concurrent message on a NIC port, microseconds. */
@@ -77,6 +92,7 @@ const HOPPER: ClusterSpec = {
   hopUs: 1,
   torusDims: [],
   network: 'fluid',
+  routing: 'direct',
   ...DEFAULT_CONTENTION,
 };
 
@@ -140,6 +156,14 @@ export function resolveCluster(name = 'hopper-ib', overrides: ClusterOverrides =
         'option.network',
         `network model must be ${NETWORK_MODELS.join(' or ')} (got ${String(c.network)})`,
         'network',
+      ),
+    );
+  if (!ROUTINGS.includes(c.routing))
+    issues.push(
+      issue(
+        'option.routing',
+        `routing must be ${ROUTINGS.join(' or ')} (got ${String(c.routing)})`,
+        'routing',
       ),
     );
   if (!(Number.isFinite(c.contentionLoss) && c.contentionLoss >= 0 && c.contentionLoss < 1))

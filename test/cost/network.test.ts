@@ -58,6 +58,37 @@ test('switch routes: NVLink inside a node, NICs across nodes', () => {
   assert.deepEqual(out, [6, 39, 64, 67]);
 });
 
+test("pxn routes: across nodes by the NIC on the receiver's rail, through the node peer over NVLink", () => {
+  const c = resolveCluster('hopper-ib', { latencyUs: 10, nvlinkLatencyUs: 4, routing: 'pxn' });
+  const n = new Network(c, 20); // nodes 0-7, 8-15, 16-19
+  const out: number[] = [];
+  // Rank 1 to rank 14 (local 6): NVLink 1 -> 6, NIC of 6 out, NIC of 14 in; both latencies.
+  assert.equal(n.route(1, 14, out), 0.014);
+  assert.deepEqual(out, [4 * 1, 4 * 6 + 1, 4 * 6 + 2, 4 * 14 + 3]);
+  // Already on the receiver's rail (local 1 -> local 1): direct, as without pxn.
+  out.length = 0;
+  assert.equal(n.route(1, 9, out), 0.01);
+  assert.deepEqual(out, [4 * 1 + 2, 4 * 9 + 3]);
+  // Inside a node nothing changes.
+  out.length = 0;
+  assert.equal(n.route(1, 6, out), 0.004);
+  assert.deepEqual(out, [4 * 1, 4 * 6 + 1]);
+  // The short last node (16-19) has no GPU on rail 5 for rank 17 -> 5: direct.
+  out.length = 0;
+  n.route(17, 5, out);
+  assert.deepEqual(out, [4 * 17 + 2, 4 * 5 + 3]);
+  // A node cap still adds the two nodes' aggregate resources.
+  const capped = new Network(resolveCluster('hopper-ib', { nodeNicGBps: 200, routing: 'pxn' }), 16);
+  out.length = 0;
+  capped.route(1, 14, out);
+  assert.deepEqual(out, [4, 25, 26, 59, 64, 67]);
+  assert.deepEqual(
+    codes(() => resolveCluster('hopper-ib', { routing: 'rail' as never })),
+    ['option.routing'],
+  );
+  assert.equal(resolveCluster('hopper-ib').routing, 'direct');
+});
+
 test('torus routes: dimension order, shortest way round, one link per hop', () => {
   const c = resolveCluster('torus', { latencyUs: 5, hopUs: 1 });
   const n = new Network(c, 16); // 4 x 4

@@ -1,5 +1,5 @@
 /**
- * `--network`, `--network-params`, `--engine` and `--simgrid-model` of `fcp simulate` and
+ * `--network`, `--routing`, `--network-params`, `--engine` and `--simgrid-model` of `fcp simulate` and
  * `fcp compare`: every output names its network model; bad input is a coded error (exit 2, one line).
  */
 import assert from 'node:assert/strict';
@@ -44,6 +44,19 @@ test('simulate names its network model; contention and a params file change the 
     await run('simulate', planFile, '--json', '--network-params', goodParams, '--network', 'fluid'),
   );
   assert.equal(back.forward.makespanMs, f.forward.makespanMs);
+});
+
+test("--routing pxn sends across nodes by the receiver's rail and says so", async () => {
+  const f = JSON.parse(await run('simulate', planFile, '--json'));
+  assert.equal(f.cluster.routing, 'direct');
+  const text = await run('simulate', planFile, '--routing', 'pxn');
+  assert.match(text, /network model: fluid, routing pxn \(engine builtin\)/);
+  const p = JSON.parse(await run('simulate', planFile, '--json', '--routing', 'pxn'));
+  assert.equal(p.cluster.routing, 'pxn');
+  // The all-to-all's remote flows now share the rail NICs and the NVLink hop: other times.
+  assert.notEqual(p.forward.makespanMs, f.forward.makespanMs);
+  const d = JSON.parse(await run('simulate', planFile, '--json', '--routing', 'direct'));
+  assert.equal(d.forward.makespanMs, f.forward.makespanMs);
 });
 
 test('compare names its network model in the table and compare.json', async () => {
@@ -107,6 +120,11 @@ test('bad network options get stable codes', async () => {
   assert.equal(
     await codeOfAsync(run('compare', '--strategies', 'fcp', '--world', '8', '--network', 'nope')),
     'option.network',
+  );
+  assert.equal(await codeOfAsync(run('simulate', planFile, '--routing', 'rail')), 'option.routing');
+  assert.equal(
+    await codeOfAsync(run('simulate', planFile, '--engine', 'simgrid', '--routing', 'pxn')),
+    'option.routing',
   );
 });
 

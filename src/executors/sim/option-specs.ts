@@ -6,7 +6,7 @@
  * the doc says "preset").
  */
 import type { OptionSpec } from '../../core/option-spec.ts';
-import { CLUSTER_PRESETS, NETWORK_MODELS } from '../../problem/cluster.ts';
+import { CLUSTER_PRESETS, NETWORK_MODELS, ROUTINGS } from '../../problem/cluster.ts';
 import { SIMGRID_MODELS } from '../simgrid/index.ts';
 import { RATE_DEFAULTS } from './rates.ts';
 
@@ -147,6 +147,15 @@ export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
     placeholder: 'model',
     defaultDoc: `preset (hopper-ib: ${H.network})`,
     doc: `network model of the built-in engine: ${NETWORK_MODELS.join(' or ')} (NIC ports lose bandwidth and pay a per-message cost with concurrent flows; data/network/contention.json)`,
+  },
+  {
+    key: 'routing',
+    owner: 'sim',
+    type: 'enum',
+    values: ROUTINGS,
+    placeholder: 'how',
+    defaultDoc: `preset (hopper-ib: ${H.routing})`,
+    doc: "which NIC a message across nodes leaves by: direct (the sender's own; NCCL_P2P_PXN_LEVEL=0) or pxn (the one on the receiver's rail, through a node peer over NVLink: NCCL's default for point-to-point)",
   },
   {
     key: 'networkParams',
