@@ -129,3 +129,34 @@ test('refineLoaderLayout: a layout equal in tokens but not in compute is exchang
     assert.ok(Math.abs(t - 8192) <= 40, `${t} tokens: within the band (0.5% of 8192)`);
   assertCovers(out.layout, m.sequences);
 });
+
+test('refineLoaderLayout: a busiest rank whose lightest partners are on other nodes exchanges with its node mates', () => {
+  // Nodes of 2: rank 0 holds one 8K causal sequence, rank 1 (its node mate) two 4K ones, ranks 2
+  // and 3 (the other node) sixteen 512s each, the lightest. The long sequence's blocks may not
+  // cross nodes (new K/V across the NIC), and sending it whole only moves the problem: the only
+  // exchange that helps is with rank 1.
+  const lengths = [8192, ...new Array<number>(2).fill(4096), ...new Array<number>(32).fill(512)];
+  const rankOf = (s: number): number => (s === 0 ? 0 : s <= 2 ? 1 : s <= 18 ? 2 : 3);
+  const input: Layout = {
+    rank: Int32Array.from(lengths, (_, s) => rankOf(s)),
+    seq: Int32Array.from(lengths, (_, s) => s),
+    start: new Int32Array(lengths.length),
+    length: Int32Array.from(lengths),
+  };
+  const m = model(lengths, 'causal', 1024);
+  const bounds = tokenBounds(4 * 8192, 4);
+  // One partner per key: the world's lightest alone (rank 2) would leave rank 0 without exchange.
+  const out = refineLoaderLayout(input, 4, m, { ...bounds, steps: 50, partners: 3, nodeSize: 2 });
+  const load = (r: number): number => out.before.fwd[r]! + out.before.bwd[r]!;
+  assert.ok(load(0) > load(1) && load(1) > load(2) && load(2) === load(3), 'the loads the test is about');
+  assert.ok(out.steps > 0, 'an exchange with the node mate is applied');
+  assert.ok(
+    objective(out.after) < 0.85 * objective(out.before),
+    `objective ${objective(out.before).toFixed(3)} -> ${objective(out.after).toFixed(3)} ms: at least 15% lower`,
+  );
+  for (let i = 0; i < out.layout.rank.length; i++)
+    if (out.layout.seq[i] === 0) assert.ok(out.layout.rank[i]! < 2, 'the long sequence stays in its node');
+  for (const t of perRank(out.layout, 4))
+    assert.ok(Math.abs(t - 8192) <= 40, `${t} tokens: within the band (0.5% of 8192)`);
+  assertCovers(out.layout, m.sequences);
+});

@@ -130,7 +130,8 @@ function lowest(world: number, k: number, skip: number, key: (r: number) => numb
  * Lowers max_r fwd_r + max_r bwd_r of `layout` by exchanging pieces between a busiest rank and a
  * lighter one, every rank's tokens staying within [lo, hi] (a rank that starts outside may not
  * move further out). Each step takes the rank with the largest forward load and the one with the
- * largest backward load (A) and a few lightest partners (B: by forward, by backward, by both), and
+ * largest backward load (A) and a few lightest partners (B: by forward, by backward, by both, in
+ * the world and in A's node), and
  * tries a piece of A for a piece of B (pieces: whole rows, rows cut at their first or last two
  * block-grid points, or at a half or quarter block), a piece alone, and a piece of one side
  * against a fill of the other side's rows up to the token count (A takes B's cheapest rows per
@@ -207,6 +208,37 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
         ...lowest(world, k, A, (r) => bwd[r]!),
         ...lowest(world, k, A, (r) => fwd[r]! * nf + bwd[r]! * nb),
       ]);
+      // And the lightest of A's own node: a piece of a sequence A shares may go only there (or to
+      // a rank that holds some of it, `may`), and the lightest ranks of the world are mostly
+      // elsewhere, so without them a busiest rank full of long-sequence blocks found no exchange
+      // (256 ranks, longtail seeds 1-3: 1, 0 and 2 steps of 32, modelled backward imbalance left at
+      // 2.0-4.2%).
+      if (node > 1 && world > node) {
+        const n0 = Math.floor(A / node) * node;
+        const mate = (key: (r: number) => number) => (r: number) =>
+          r >= n0 && r < n0 + node ? key(r) : Number.POSITIVE_INFINITY;
+        for (const r of [
+          ...lowest(
+            world,
+            k,
+            A,
+            mate((r) => fwd[r]!),
+          ),
+          ...lowest(
+            world,
+            k,
+            A,
+            mate((r) => bwd[r]!),
+          ),
+          ...lowest(
+            world,
+            k,
+            A,
+            mate((r) => fwd[r]! * nf + bwd[r]! * nb),
+          ),
+        ])
+          if (r >= n0 && r < n0 + node) partners.add(r);
+      }
       for (const B of [...partners].sort((x, y) => x - y)) {
         const vb = viewOf(B);
         const oF = topWithout(fwd, tf, A, B);
@@ -372,8 +404,8 @@ function fillOf(
     const a = st.start[i]!;
     const e = st.end[i]!;
     if (s === avoid || seqs.has(s) || e <= a || !may({ row: i, a, e }, to)) continue;
-    seqs.add(s);
     if (acc + e - a <= yHi) {
+      seqs.add(s);
       add(v.whole.get(i)!, v.rowRem.get(i)!);
       acc += e - a;
       continue;
@@ -392,6 +424,9 @@ function fillOf(
       if (e - g <= cHi && g > a) c = e - g;
       p = { row: i, a: e - c, e };
     }
+    // A whole sequence may go anywhere; the part of one cut from it only where `may` says.
+    if (!may(p, to)) continue;
+    seqs.add(s);
     add(p, st.delta(from, [p], []));
     acc += c;
   }
