@@ -193,7 +193,8 @@ function table(batch: string, setting: string): string | null {
       }
       if (c) bb = Math.max(bb, c.mfuBackward.mean);
     });
-    const pair = (s?: Summary, name = '') => (s ? `${f(s.mfuForward.mean)} / ${f(s.mfuBackward.mean)}` : absent(name, w));
+    const pair = (s?: Summary, name = '') =>
+      s ? `${f(s.mfuForward.mean)} / ${f(s.mfuBackward.mean)}${s.routing ? ' (pxn)' : ''}` : absent(name, w);
     const ratio = (s?: Summary) =>
       s && bf > 0 ? `${(s.mfuForward.mean / bf).toFixed(2)}x / ${(s.mfuBackward.mean / bb).toFixed(2)}x` : '-';
     lines.push(
@@ -396,7 +397,9 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
   for (const setting of SETTINGS) {
     const t = table(batch, setting);
     if (!t) continue;
-    console.log(`### ${batch}, ${setting} (simulated; MFU forward / backward; mean of 3 batches)\n\n${t}\n`);
+    console.log(
+      `### ${batch}, ${setting} (simulated; MFU forward / backward; mean of 3 batches; \`(pxn)\`: that strategy's run under \`--routing pxn\`, kept for its shorter forward + backward time, docs/network.md)\n\n${t}\n`,
+    );
     const tt = tokenTable(batch, setting);
     if (tt) console.log(`Token imbalance of the layout the rest of the model runs on:\n\n${tt}\n`);
     const lt = layerTable(batch, setting);
