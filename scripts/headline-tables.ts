@@ -149,14 +149,17 @@ const f = (x: number) => x.toFixed(3);
  * (`fcp compare --sweep-from`: at 4096 ranks, each baseline's default and its own 1024-rank winner;
  * docs/baselines.md "At 1024 ranks and more"). compare.json records `sweepFrom` then.
  */
-const restricted = (batch: string, setting: string, world: number): boolean =>
+const restricted = (batch: string, setting: string, world: number, suffix = ''): boolean =>
   [`best-${batch}-${setting}`, `large-best-${batch}-${setting}`, `large4096-best-${batch}-${setting}`].some((n) => {
-    const c = readOne(n) as (Compare & { sweepFrom?: string; worlds?: number[] }) | null;
+    const c = readOne(`${n}${suffix}`) as (Compare & { sweepFrom?: string; worlds?: number[] }) | null;
     return c?.sweepFrom !== undefined && (c.worlds ?? c.summary.map((x) => x.world)).includes(world);
   });
-/** A world's row label: `4096*` where the baselines' sweep was restricted ({@link restricted}). */
+/**
+ * A world's row label: `4096*` where the baselines' sweep was restricted ({@link restricted}),
+ * `1024†` where their `--routing pxn` run's was (its default and its direct-routing winner).
+ */
 const label = (batch: string, setting: string, world: number): string =>
-  `${world}${restricted(batch, setting, world) ? '*' : ''}`;
+  `${world}${restricted(batch, setting, world) ? '*' : ''}${restricted(batch, setting, world, '-pxn') ? '†' : ''}`;
 const BASELINES = ['ring', 'bytescale', 'wlb', 'magi'];
 /**
  * What a missing cell prints: `excl.` for ring and wlb at >= 1024 ranks, which
@@ -416,6 +419,14 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
   }
 
+if (
+  ['longtail', 'magi', 'bimodal'].some((b) =>
+    SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w, '-pxn'))),
+  )
+)
+  console.log(
+    "`†`: the baselines' run under `--routing pxn` screened only each baseline's default and its winner under direct routing at that scale (`fcp compare --sweep-from`, SWEEP_FROM in docs/results/run-headline.sh); their direct-routing run there is a full sweep (except where `*` says otherwise), and the better of the two is kept.\n",
+  );
 const anyRestricted = ['longtail', 'magi', 'bimodal'].some((b) =>
   SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w))),
 );
