@@ -24,7 +24,6 @@ import {
   type ClusterOverrides,
   NETWORK_MODELS,
   type NetworkModel,
-  ROUTINGS,
   type Routing,
   resolveCluster,
 } from '../problem/cluster.ts';
@@ -113,12 +112,8 @@ function networkFrom(
       fail('option.network', `--network must be ${NETWORK_MODELS.join(' or ')} (got ${m})`, 'network');
     ov.network = m as NetworkModel;
   }
-  if (o.routing !== undefined) {
-    const m = String(o.routing);
-    if (!(ROUTINGS as readonly string[]).includes(m))
-      fail('option.routing', `--routing must be ${ROUTINGS.join(' or ')} (got ${m})`, 'routing');
-    ov.routing = m as Routing;
-  }
+  // resolveCluster rejects a value other than direct or pxn (`option.routing`).
+  if (o.routing !== undefined) ov.routing = String(o.routing) as Routing;
 }
 
 const f3 = (x: number): string => x.toFixed(3);

@@ -111,10 +111,10 @@ function topWithout(load: Float64Array, top: readonly number[], x: number, y: nu
   return 0;
 }
 
-/** The k ranks (other than `skip`) of least key, ascending (ties: lower rank). */
-function lowest(world: number, k: number, skip: number, key: (r: number) => number): number[] {
+/** The k ranks of [lo, hi) (other than `skip`) of least key, ascending (ties: lower rank). */
+function lowest(lo: number, hi: number, k: number, skip: number, key: (r: number) => number): number[] {
   const low: number[] = [];
-  for (let r = 0; r < world; r++) {
+  for (let r = lo; r < hi; r++) {
     if (r === skip) continue;
     let j = low.length;
     while (j > 0 && key(low[j - 1]!) > key(r)) j--;
@@ -193,6 +193,12 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
     return (p.a === 0 && p.e === m.sequences[s]) || st.holds(to, s);
   };
 
+  /** What a partner is light by: forward, backward, both (normalised). */
+  const partnerKeys = [
+    (r: number): number => fwd[r]!,
+    (r: number): number => bwd[r]!,
+    (r: number): number => fwd[r]! * nf + bwd[r]! * nb,
+  ];
   let steps = 0;
   while (steps < o.steps) {
     const tf = top3(fwd);
@@ -203,41 +209,17 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
     for (const A of [...new Set([tf[0]!, tb[0]!])].sort((x, y) => x - y)) {
       const va = viewOf(A);
       const k = Math.max(1, Math.ceil(o.partners / 3));
-      const partners = new Set<number>([
-        ...lowest(world, k, A, (r) => fwd[r]!),
-        ...lowest(world, k, A, (r) => bwd[r]!),
-        ...lowest(world, k, A, (r) => fwd[r]! * nf + bwd[r]! * nb),
-      ]);
-      // And the lightest of A's own node: a piece of a sequence A shares may go only there (or to
-      // a rank that holds some of it, `may`), and the lightest ranks of the world are mostly
-      // elsewhere, so without them a busiest rank full of long-sequence blocks found no exchange
-      // (256 ranks, longtail seeds 1-3: 1, 0 and 2 steps of 32, modelled backward imbalance left at
-      // 2.0-4.2%).
-      if (node > 1 && world > node) {
-        const n0 = Math.floor(A / node) * node;
-        const mate = (key: (r: number) => number) => (r: number) =>
-          r >= n0 && r < n0 + node ? key(r) : Number.POSITIVE_INFINITY;
-        for (const r of [
-          ...lowest(
-            world,
-            k,
-            A,
-            mate((r) => fwd[r]!),
-          ),
-          ...lowest(
-            world,
-            k,
-            A,
-            mate((r) => bwd[r]!),
-          ),
-          ...lowest(
-            world,
-            k,
-            A,
-            mate((r) => fwd[r]! * nf + bwd[r]! * nb),
-          ),
-        ])
-          if (r >= n0 && r < n0 + node) partners.add(r);
+      // The lightest by each key in the world, and in A's own node: a piece of a sequence A
+      // shares may go only there (or to a rank that holds some of it, `may`), and the lightest
+      // ranks of the world are mostly elsewhere, so without its node mates a busiest rank full of
+      // long-sequence blocks found no exchange (256 ranks, longtail seeds 1-3: 1, 0 and 2 steps of
+      // 32, modelled backward imbalance left at 2.0-4.2%).
+      const n0 = Math.floor(A / node) * node;
+      const partners = new Set<number>();
+      for (const key of partnerKeys) {
+        for (const r of lowest(0, world, k, A, key)) partners.add(r);
+        if (node > 1 && world > node)
+          for (const r of lowest(n0, Math.min(world, n0 + node), k, A, key)) partners.add(r);
       }
       for (const B of [...partners].sort((x, y) => x - y)) {
         const vb = viewOf(B);
