@@ -15,7 +15,11 @@ import {
   type TileSink,
   walkTiles,
 } from '../../src/planners/fcp/grid.ts';
+import { rectStep } from '../../src/planners/fcp/grid-tasks.ts';
+import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
+import { MAX_OP_MS } from '../../src/planners/fcp/order.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 interface Tile {
   qa: number;
@@ -146,4 +150,55 @@ test('a range costs the sum of its tiles; time weights follow the kernel model',
   const f =
     tm.taskMs('forward', true, 8192, 4096, 0, 4096) + tm.taskMs('backward', true, 8192, 4096, 0, 4096);
   assert.ok(Math.abs(f - tm.squareMs(4096, false)) < 1e-9 * f);
+});
+
+test('a long rectangle is cut along its keys into parts of the tile grid, each within an op', () => {
+  const tm = new KernelTime(LLAMA3_70B);
+  const g: TileGeometry = { tmax: 4096, minTile: 1024, wholeMax: 32768 };
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 4095 }),
+      fc.integer({ min: 0, max: 64 }),
+      fc.integer({ min: 1, max: 600_000 }),
+      (lq, kaTiles, width) => {
+        const ka = kaTiles * 4096;
+        const kb = ka + width;
+        const step = rectStep(lq, ka, kb, g, tm);
+        const whole = tm.taskMs('backward', false, 0, lq, 0, width);
+        if (width <= g.tmax || whole <= MAX_OP_MS) {
+          assert.equal(step, width, 'short or cheap rectangles stay whole');
+          return;
+        }
+        assert.equal(step % g.tmax, 0, 'parts are whole tiles wide');
+        assert.ok(step < width, 'a long, slow rectangle is cut');
+        // Each part fits an op (the model's time grows about linearly with the keys), unless it is
+        // a single tile wide, the finest cut on the grid.
+        const part = tm.taskMs('backward', false, 0, lq, 0, step);
+        assert.ok(step === g.tmax || part <= MAX_OP_MS * 1.05, `${lq} x ${step}: ${part} ms`);
+      },
+    ),
+  );
+});
+
+test('mutation: the sliver of a long sequence is one task no more', () => {
+  // Mode (a), 16 ranks, longtail seed 1: the user layout cuts a 193K-token sequence off the block
+  // grid, leaving 869 queries against 192,512 keys (about 29 ms of backward as one task).
+  const problem = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 32768, seed: 1 });
+  const plan = fcpPlanner.plan(problem, {});
+  const tm = new KernelTime(LLAMA3_70B);
+  const t = plan.tasks;
+  let longest = 0;
+  let wide = 0;
+  for (let i = 0; i < t.rank.length; i++) {
+    const lq = t.qLength[i]!;
+    const lk = t.kvLength[i]!;
+    // Rectangles only: not diagonals, not squares of the grid (merged in powers of two, grid-tasks.ts).
+    if (lk <= 4096 || t.kvStart[i]! + lk > t.qStart[i]!) continue;
+    if ((lq & (lq - 1)) === 0 && t.kvStart[i]! % lq === 0 && lk % lq === 0) continue;
+    wide++;
+    longest = Math.max(longest, tm.taskMs('backward', false, 0, lq, 0, lk));
+  }
+  assert.ok(wide > 0, 'the batch has rectangles wider than a tile');
+  // Before the cut: one task of about 29 ms.
+  assert.ok(longest <= MAX_OP_MS * 1.05, `longest rectangle task ${longest.toFixed(2)} ms`);
 });

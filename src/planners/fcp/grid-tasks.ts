@@ -20,6 +20,7 @@ import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import { COLUMNS } from '../../plan/types.ts';
 import { type TileGeometry, type TileSink, walkTiles } from './grid.ts';
 import type { KernelTime } from './kernel-time.ts';
+import { MAX_OP_MS } from './order.ts';
 import {
   type EdgesByRs,
   type KeyPieces,
@@ -42,6 +43,41 @@ function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
   let g = -1;
   for (let k = lo; k < kp.n && kp.a[k]! < kb; k++) if (kp.t[k]! > g) g = kp.t[k]!;
   return g;
+}
+
+/**
+ * Key width of the tasks a fully visible rectangle of `lq` queries against keys [ka, kb) is cut
+ * into: the whole width, unless its modelled backward time exceeds {@link MAX_OP_MS}; then as many
+ * parts as that takes, each a whole number of tiles (`g.tmax`) wide, rounded down (at least one
+ * tile; the last part takes the rest).
+ *
+ * A rectangle is what is left of a query run that does not start on its sequence's block grid
+ * (grid.ts): a mode (b) run cut by the token levelling, or a run the user layout splits in mode
+ * (a). Left whole, a sliver of a long sequence is one task against the sequence's whole prefix:
+ * `longtail` at 1024 ranks, mode (b), seed 1, 241 queries against 364,544 keys ran 36 ms as one
+ * backward op, and the `dkv` partials of all 80 home runs it crosses left at its end, a 28 ms tail
+ * on the NIC that made that rank the last (`npx tsx bench/fcp-gaps.ts --worlds 1024 --seeds 1
+ * --loader-layout --dir backward --rank 986`). Cut, order.ts places the parts in key order among
+ * the other exporting work, so the partials leave as their keys are done, and each part waits only
+ * for its own keys. The kernel model runs a part at about the whole's efficiency (the
+ * calibration's rows are nearly flat beyond 4K keys), so the weights (grid.ts, TileCost) stay
+ * those of the whole. Measured (simulated, fluid, hopper-ib, B - A mean ± standard error over
+ * paired batches, `npx tsx bench/quality-ab.ts --base 7581d41 [--loader-layout] --worlds W --seeds
+ * N`), forward / backward MFU: mode (b) 1024 ranks (18 batches) -0.0006 ± 0.0021 / +0.0071 ±
+ * 0.0018 (`longtail` +0.0109, `magi` +0.0117 backward), mode (a) 1024 ranks (9 batches) +0.0002 ±
+ * 0.0004 / +0.0257 ± 0.0088; 16-256 ranks mode (b) (90 batches) +0.0002 ± 0.0006 / +0.0003 ±
+ * 0.0004 (256 ranks backward +0.0037 ± 0.0011), mode (a) (60 batches) -0.0005 ± 0.0009 / +0.0007 ±
+ * 0.0008. Rounding the parts up instead (one more tile each): the same within the errors; parts of
+ * at most 4 ms or 8 ms: 1024 ranks backward +0.0066 / +0.0036 in mode (b), +0.0264 / +0.0204 in
+ * mode (a).
+ */
+export function rectStep(lq: number, ka: number, kb: number, g: TileGeometry, tm: KernelTime): number {
+  const width = kb - ka;
+  if (width <= g.tmax) return width;
+  const ms = tm.taskMs('backward', false, 0, lq, 0, width);
+  if (ms <= MAX_OP_MS) return width;
+  const parts = Math.ceil(ms / MAX_OP_MS);
+  return Math.max(g.tmax, Math.floor(width / parts / g.tmax) * g.tmax);
 }
 
 /** Builds the grid tiles of every RS with their ready groups (see the module comment). */
@@ -110,7 +146,13 @@ export function buildGridTasks(
       emit(qa, qa + side, qa, qa + side, Math.max(queryGroup(qa, qa + side), keyGroup(kp, qa, qa + side)));
     },
     rect(qa, qb, ka, kb) {
-      emit(qa, qb, ka, kb, Math.max(queryGroup(qa, qb), keyGroup(kp, ka, kb)));
+      const tq = queryGroup(qa, qb);
+      const step = rectStep(qb - qa, ka, kb, g, tm);
+      for (let x = ka; x < kb; ) {
+        const y = Math.min(kb, x + step);
+        emit(qa, qb, x, y, Math.max(tq, keyGroup(kp, x, y)));
+        x = y;
+      }
     },
   };
   // A whole sequence whose data arrives in parts (some of it resident, some by `in` or `kv`) is

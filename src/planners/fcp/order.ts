@@ -27,6 +27,13 @@ import { IntColumn } from '../../core/int-column.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 import { countingSort } from './transfers/groups.ts';
 
+/**
+ * Longest compute op of the exporting work, ms: pushes leave after at most this much compute (the
+ * phases pass it to {@link orderOps}; grid-tasks.ts cuts longer rectangles so that a single task
+ * never makes a longer op).
+ */
+export const MAX_OP_MS = 2;
+
 /** Per task: rank, ready group (-1: from the start), export flag, estimated ms, position key. */
 export interface OrderInput {
   readonly rank: Int32Array;

@@ -11,7 +11,7 @@ import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { needInput, needOrdered } from './need.ts';
 import type { FcpOptions } from './options.ts';
-import { buildOps, orderOps } from './order.ts';
+import { buildOps, MAX_OP_MS, orderOps } from './order.ts';
 import { firstEndingAfter } from './placement/layout.ts';
 import { exportFlags, firstPieceEndingAfter, rsPiecesInto, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
@@ -270,8 +270,6 @@ export function colourIn(ctx: PhaseContext): Colouring {
   return colourEdges(src, dst, ctx.world, ctx.o.rounds);
 }
 
-/** Longest compute op of the exporting work, ms (order.ts): pushes leave after at most this much compute. */
-const MAX_OP_MS = 2;
 /** Most local work kept for the end of a phase, ms (order.ts): it covers the last pushes and the `out` reshuffle. */
 const RESERVE_MS = 10;
 /**
