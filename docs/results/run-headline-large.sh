@@ -27,6 +27,8 @@ set -u
 # 1024-rank winner (`fcp compare --sweep-from`; the tables mark such rows 4096*), but it is not the
 # default: on longtail fluid the full sweep at 4096 chose magi chunk 2048 / overlap 4, not the 1024
 # winner (chunk 4096 / overlap 3), so the restriction would understate magi (docs/baselines.md).
+# Under PXN (ROUTING=pxn SWEEP_FROM=large4096-: each baseline's default and its direct-routing
+# winner at 4096, a sweep that keeps magi's chunk 2048), bytescale + magi took 5666 s (2026-12-05).
 W=${W:-1024}
 if [ "$W" = 4096 ]; then P0=large4096-; else P0=large-; fi
 SWEEP_FROM=${SWEEP_FROM:-} PREFIX=${PREFIX:-$P0} W=$W B=${B:-bytescale,magi} exec bash "$(dirname "$0")/run-headline.sh"
