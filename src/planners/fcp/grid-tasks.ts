@@ -9,6 +9,9 @@
  * {@link keyPiecesOf}). Tiles of one rank and ready group form one compute op (order.ts), so a
  * rank computes whatever squares each group completes while the next group is in flight.
  *
+ * A rectangle left where a run does not start on the block grid is cut along its keys when it
+ * would outlast an op ({@link rectStep}).
+ *
  * A whole short sequence is one causal square (grid.ts, `wholeMax`) unless its data arrives in
  * parts: then it is cut on the block grid like any run, so that its resident tiles run at once.
  *
@@ -61,7 +64,8 @@ function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
  * the other exporting work, so the partials leave as their keys are done, and each part waits only
  * for its own keys. The kernel model runs a part at about the whole's efficiency (the
  * calibration's rows are nearly flat beyond 4K keys), so the weights (grid.ts, TileCost) stay
- * those of the whole. Measured (simulated, fluid, hopper-ib, B - A mean ± standard error over
+ * those of the whole (costing the parts there instead was measured neutral: docs/results.md,
+ * "Session 18: changes tried and not kept"). Measured (simulated, fluid, hopper-ib, B - A mean ± standard error over
  * paired batches, `npx tsx bench/quality-ab.ts --base 7581d41 [--loader-layout] --worlds W --seeds
  * N`), forward / backward MFU: mode (b) 1024 ranks (18 batches) -0.0006 ± 0.0021 / +0.0071 ±
  * 0.0018 (`longtail` +0.0109, `magi` +0.0117 backward), mode (a) 1024 ranks (9 batches) +0.0002 ±
