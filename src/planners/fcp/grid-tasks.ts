@@ -49,7 +49,7 @@ function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
 }
 
 /**
- * Key width of the tasks a fully visible rectangle of `lq` queries against keys [ka, kb) is cut
+ * Key width of the tasks a fully visible rectangle of `lq` queries against `width` keys is cut
  * into: the whole width, unless its modelled backward time exceeds {@link MAX_OP_MS}; then as many
  * parts as that takes, each a whole number of tiles (`g.tmax`) wide, rounded down (at least one
  * tile; the last part takes the rest).
@@ -75,8 +75,7 @@ function keyGroup(kp: KeyPieces, ka: number, kb: number): number {
  * at most 4 ms or 8 ms: 1024 ranks backward +0.0066 / +0.0036 in mode (b), +0.0264 / +0.0204 in
  * mode (a).
  */
-export function rectStep(lq: number, ka: number, kb: number, g: TileGeometry, tm: KernelTime): number {
-  const width = kb - ka;
+export function rectStep(lq: number, width: number, g: TileGeometry, tm: KernelTime): number {
   if (width <= g.tmax) return width;
   const ms = tm.taskMs('backward', false, 0, lq, 0, width);
   if (ms <= MAX_OP_MS) return width;
@@ -151,7 +150,7 @@ export function buildGridTasks(
     },
     rect(qa, qb, ka, kb) {
       const tq = queryGroup(qa, qb);
-      const step = rectStep(qb - qa, ka, kb, g, tm);
+      const step = rectStep(qb - qa, kb - ka, g, tm);
       for (let x = ka; x < kb; ) {
         const y = Math.min(kb, x + step);
         emit(qa, qb, x, y, Math.max(tq, keyGroup(kp, x, y)));
