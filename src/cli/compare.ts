@@ -42,7 +42,7 @@ import {
   summarise,
 } from './compare-format.ts';
 import { addOutputOptions, outputOf } from './output.ts';
-import { addSimOptions, simOptionsFrom } from './simulate.ts';
+import { addSimOptions, networkLabel, simOptionsFrom } from './simulate.ts';
 
 /** Format tag of compare.json. */
 export const COMPARE_FORMAT = 'fcp-compare/1';
@@ -338,7 +338,12 @@ export function register(program: Command): void {
     else if (out.csv) out.printCsv(...compareCsv(summary));
     else {
       out.text(
-        `network model: ${sim.engine?.network ?? sim.cluster?.network ?? 'fluid'}${sim.cluster?.routing === 'pxn' ? ', routing pxn' : ''} (engine ${sim.engine?.name ?? 'builtin'}); simulated`,
+        networkLabel(
+          sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+          sim.cluster?.routing,
+          sim.engine?.name ?? 'builtin',
+          'simulated',
+        ),
       );
       out.text(formatCompareTable(summary, strategies, worlds));
       if (baselines === 'best') out.text(formatConfigs(rows));

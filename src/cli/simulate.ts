@@ -119,6 +119,20 @@ function networkFrom(
 const f3 = (x: number): string => x.toFixed(3);
 const gb = (b: number): string => (b / 1e9).toFixed(2);
 
+/**
+ * The "network model: ..." line of `simulate` and `compare`: the model, the routing when it is not
+ * the default, and the engine with `detail` (e.g. the contention parameters), then `tail`.
+ */
+export function networkLabel(
+  network: string,
+  routing: string | undefined,
+  engine: string,
+  tail: string,
+  detail = '',
+): string {
+  return `network model: ${network}${routing === 'pxn' ? ', routing pxn' : ''} (engine ${engine}${detail}); ${tail}`;
+}
+
 /** Human-readable summary of a simulation. */
 export function formatSimResult(r: SimResult): string {
   const c = r.cluster;
@@ -128,7 +142,15 @@ export function formatSimResult(r: SimResult): string {
         ? `torus links ${c.linkGBps} GB/s`
         : `NVLink ${c.nvlinkGBps} GB/s, NIC ${c.nicGBps} GB/s, ${c.gpusPerNode} GPUs/node`) +
       `); kernels ${r.kernel.policy}${r.kernel.denseBackend ? ` (dense: ${r.kernel.denseBackend})` : ''}`,
-    `network model: ${r.network}${c.routing === 'pxn' ? ', routing pxn' : ''} (engine ${r.engine}${r.network === 'contention' ? `, loss ${c.contentionLoss}, ${c.contentionMsgUs} us per extra message` : ''}); all times simulated`,
+    networkLabel(
+      r.network,
+      c.routing,
+      r.engine,
+      'all times simulated',
+      r.network === 'contention'
+        ? `, loss ${c.contentionLoss}, ${c.contentionMsgUs} us per extra message`
+        : '',
+    ),
   ];
   const rows: [string, (p: SimPhaseResult) => string][] = [
     ['makespan ms', (p) => f3(p.makespanMs)],
