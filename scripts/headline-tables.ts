@@ -419,18 +419,16 @@ for (const batch of ['longtail', 'magi', 'bimodal'])
     if (c && setting === 'fluid' && batch === 'longtail') console.log(`Baseline configurations chosen by the sweep:\n\n${c}\n`);
   }
 
-if (
+/** Whether any row of the tables is {@link restricted} (`suffix` '-pxn': its `--routing pxn` run). */
+const anyRestricted = (suffix = ''): boolean =>
   ['longtail', 'magi', 'bimodal'].some((b) =>
-    SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w, '-pxn'))),
-  )
-)
+    SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w, suffix))),
+  );
+if (anyRestricted('-pxn'))
   console.log(
     "`†`: the baselines' run under `--routing pxn` screened only each baseline's default and its winner under direct routing at that scale (`fcp compare --sweep-from`, SWEEP_FROM in docs/results/run-headline.sh); their direct-routing run there is a full sweep (except where `*` says otherwise), and the better of the two is kept.\n",
   );
-const anyRestricted = ['longtail', 'magi', 'bimodal'].some((b) =>
-  SETTINGS.some((st) => worldsOf(read(`best-${b}-${st}`)).some((w) => restricted(b, st, w))),
-);
-if (anyRestricted)
+if (anyRestricted())
   console.log(
   "`*` (4096 ranks): each baseline's sweep screened only its default and its own winner at 1024 ranks on the same batch-setting (`fcp compare --sweep-from`, docs/baselines.md \"At 1024 ranks and more\"); rows without `*` ran the full sweep.\n",
 );
