@@ -310,3 +310,66 @@ test('the reserve per rank is what its largest push takes, capped, and 0 for a r
   const bwd = reserveOf(tasks, exported, 10, true, tctx);
   assert.ok(bwd[0]! > fwd[0]!, 'the backward also pushes dK,dV partials');
 });
+
+test('with launch shapes, an exporting op ends on a power of two of its next task shape, or at 1.5x the cut', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ t: taskArb, shape: fc.integer({ min: 0, max: 2 }) }), { maxLength: 80 }),
+      fc.double({ min: 0.5, max: 5, noNaN: true }),
+      (rows, maxOp) => {
+        const W = 4;
+        const G = 6;
+        const input = inputOf(rows.map((x) => x.t));
+        const shape = Float64Array.from(rows, (x) => x.shape);
+        const { compute } = orderOps({ ...input, shape }, groupEnds(G, W), G, W, maxOp, 1);
+        const tasksOf = (op: number): number[] =>
+          Array.from(compute.taskIds.subarray(compute.taskOffsets[op]!, compute.taskOffsets[op + 1]!));
+        const allExport = (op: number): boolean => tasksOf(op).every((i) => input.exported[i] === 1);
+        for (let op = 1; op < compute.rank.length; op++) {
+          if (compute.rank[op] !== compute.rank[op - 1] || !allExport(op) || !allExport(op - 1)) continue;
+          if (compute.after[op]! > compute.after[op - 1]! && compute.after[op - 1]! < 0) continue;
+          const prev = tasksOf(op - 1);
+          const ms = prev.reduce((s, i) => s + input.ms[i]!, 0);
+          const next = shape[tasksOf(op)[0]!]!;
+          const k = prev.filter((i) => shape[i] === next).length;
+          // Cut at maxOpMs when that keeps the next task's shape at a power of two (or absent) in
+          // the op; else the op grew on towards one and stopped at 1.5 x maxOpMs.
+          assert.ok(ms >= maxOp - 1e-9, `op ${op - 1} cut at ${ms} < ${maxOp}`);
+          if ((k & (k - 1)) !== 0)
+            assert.ok(ms >= 1.5 * maxOp - 1e-9, `op ${op - 1}: ${k} of a shape at ${ms}`);
+          assert.ok(ms <= 1.5 * maxOp + 3 + 1e-9);
+        }
+      },
+    ),
+    { seed: 11, numRuns: 300 },
+  );
+});
+
+test('squares of one shape make ops of four (one launch), not three (2 + 1 launches)', () => {
+  // One rank, 12 exporting squares of 0.7 ms ready at once, ops cut at 2 ms.
+  const n = 12;
+  const input = {
+    rank: new Int32Array(n),
+    ready: new Int32Array(n),
+    exported: new Uint8Array(n).fill(1),
+    ms: new Float64Array(n).fill(0.7),
+    key: Float64Array.from({ length: n }, (_, i) => i),
+  };
+  const sizes = (c: { taskOffsets: Int32Array }): number[] =>
+    Array.from({ length: c.taskOffsets.length - 1 }, (_, op) => c.taskOffsets[op + 1]! - c.taskOffsets[op]!);
+  const groupEnd = Float64Array.from([1]);
+  assert.deepEqual(sizes(orderOps(input, groupEnd, 1, 1, 2, 0).compute), [3, 3, 3, 3], 'by time alone');
+  const shaped = orderOps({ ...input, shape: new Float64Array(n) }, groupEnd, 1, 1, 2, 0).compute;
+  assert.deepEqual(sizes(shaped), [4, 4, 4]);
+  // Two shapes alternating: at the time bound the next task's shape is once in the op (a power
+  // of two), so the op is cut there.
+  const mixed = orderOps(
+    { ...input, shape: Float64Array.from({ length: n }, (_, i) => i % 2) },
+    groupEnd,
+    1,
+    1,
+    2,
+    0,
+  );
+  assert.deepEqual(sizes(mixed.compute), [3, 3, 3, 3]);
+});

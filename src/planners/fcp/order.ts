@@ -48,6 +48,12 @@ export interface OrderInput {
    * its queries, one `out` push); undefined: every task its own.
    */
   readonly unit?: Int32Array | undefined;
+  /**
+   * Per task, a key of the kernel launches it makes (phase.ts, `batchShapes`): the GPU runtime
+   * batches an op's identical dense pieces, split into powers of two, one launch each
+   * (python/fcp_torch/kernels.py, `plan_launches`); undefined: ops are cut by time alone.
+   */
+  readonly shape?: Float64Array | undefined;
 }
 
 /**
@@ -184,6 +190,19 @@ export function orderOps(
     else if (--hn > 0) siftDown(hPos[hn]!, hEnd[hn]!, hKey[hn]!, hId[hn]!);
     return top;
   };
+  /**
+   * Whether task i would bring the open op's tasks of its launch shape to a power of two, or
+   * towards one: the op holds some of them but not a power of two (a batch of 3 runs as 2 + 1,
+   * two launches; of 4 as one).
+   */
+  const completesBatch = (i: number): boolean => {
+    const shape = t.shape;
+    if (shape === undefined || ops === 0) return false;
+    const s = shape[i]!;
+    let k = 0;
+    for (let j = offsets[ops - 1]!; j < idsN; j++) if (shape[ids[j]!] === s) k++;
+    return k > 0 && (k & (k - 1)) !== 0;
+  };
   /** Estimated arrival of group g on rank r (-1: from the start). */
   const readyAt = (g: number, r: number): number =>
     g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
@@ -304,7 +323,8 @@ export function orderOps(
       // bound (one op per unit) a long home run's op delayed its other pushes: bimodal fluid (b)
       // backward MFU at 64-256 ranks fell by 0.008-0.012.
       const same = t.unit !== undefined && lastTask >= 0 && t.unit[lastTask] === t.unit[i];
-      const full = opMs >= (same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs);
+      const cap = same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs;
+      const full = opMs >= cap && !(opMs < POW2_OP_FACTOR * cap && completesBatch(i));
       const cut = opExports === 1 || ex === 1 ? opExports !== ex || full || later : a > opAfter;
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
@@ -375,3 +395,15 @@ export function buildOps(
  * push (orderOps; measured in phase.ts, buildPhaseOps).
  */
 const UNIT_OP_FACTOR = 2;
+
+/**
+ * How far past its cut (`maxOpMs`, or UNIT_OP_FACTOR x that inside a push unit) an op of exporting
+ * work may grow to bring a batch of one launch shape to a power of two (orderOps, `shape`). In the
+ * backward at 256 ranks a 2048 x 2048 square takes about 0.7 ms, so ops cut at 2 ms held three
+ * squares, two launches (2 + 1), and ranks holding more such ops paid up to 12 ms of launches
+ * against a mean of 7 ms: half of the simulated backward compute imbalance (`longtail` seed 3, mode
+ * (b): 3.7% with launches, 1.9% without; `npx tsx bench/launch-share.ts --loader-layout --batch
+ * longtail --world 256 --seed 3 --strategies fcp`). Completing the fourth square: 3.7% -> 1.9%
+ * with launches, backward launch share 3.6% -> 2.4%.
+ */
+const POW2_OP_FACTOR = 1.5;

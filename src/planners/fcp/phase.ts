@@ -6,7 +6,7 @@
 import { gatherFloat64Via, gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
-import type { ComputeTable } from '../../plan/types.ts';
+import type { ComputeTable, TaskTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { needInput, needOrdered } from './need.ts';
@@ -306,6 +306,21 @@ export function reserveOf(
 }
 
 /**
+ * Per task, a key of its launch shape for the op cut (order.ts, OrderInput.shape): its query and
+ * key lengths and whether it crosses the causal diagonal. Tasks of one key cut into the same
+ * pieces, which the runtime batches into shared launches; grid tiles of one block size share a
+ * key, which is what matters (a key shared by unlike tasks only misjudges a cut).
+ */
+export function batchShapes(t: TaskTable, causal: boolean): Float64Array {
+  const out = new Float64Array(t.rank.length);
+  for (let i = 0; i < out.length; i++) {
+    const crosses = causal && t.kvStart[i]! + t.kvLength[i]! > t.qStart[i]! ? 1 : 0;
+    out[i] = (t.qLength[i]! * 2 ** 24 + t.kvLength[i]!) * 2 + crosses;
+  }
+  return out;
+}
+
+/**
  * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
  * (order.ts), or, under the pipeline ablations, one op per ready group.
  */
@@ -328,7 +343,8 @@ export function buildPhaseOps(
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
   const exported = exportFlags(ctx, tasks, backward);
   const unit = backward ? keyRuns(ctx, t) : queryPieces(ctx, tasks);
-  const input = { rank: t.rank, ready: after, exported, ms, key, unit };
+  const shape = batchShapes(t, ctx.mask === 'causal');
+  const input = { rank: t.rank, ready: after, exported, ms, key, unit, shape };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
   // its `out` pushes no longer share `kv` groups (forward.ts). Measured, mode (a), simulated,
