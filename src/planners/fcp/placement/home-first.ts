@@ -231,7 +231,7 @@ function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: nu
  * the sequence's start took unit after unit of their own blocks, and those holding its middle found
  * no room when their units came: they sent all of their tokens away and had no work of their own
  * to start on. `longtail` 32 ranks seed 1, mode (a), block size 8192: the user rank of tokens
- * 12-45K of a 194K-token sequence kept none of its 16 blocks in the greedy, sent 630 MB of Q/K/V to 13 ranks in
+ * 12-45K of a 194K-token sequence held none of its 16 blocks, sent 630 MB of Q/K/V to 13 ranks in
  * its first group and idled 10.9 ms before its first op (`npx tsx bench/fcp-gaps.ts --worlds 32
  * --seeds 1 --dir forward --rank 2`); forward MFU 0.448 -> 0.457 with this order. Measured
  * (simulated, mode (a), hopper-ib, B - A mean ± standard error over paired batches, forward /
@@ -242,16 +242,18 @@ function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: nu
  * 1-2 (6) +0.0065 ± 0.0085 / +0.0063 ± 0.0055.
  */
 export function spreadUnitOrder(blocks: Blocks, userOf: Int32Array, s: number, world: number): number[] {
-  const u0 = blocks.seqUnits[s]!;
-  const n = blocks.seqUnits[s + 1]! - u0;
-  // Per unit: its turn (how many units of its first block's user rank come before it), then that rank.
-  const turns = new Int32Array(world);
-  const key = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const r = userOf[blocks.unitBlockA[u0 + i]!]!;
-    key[i] = turns[r]!++ * world + r;
+  const order: number[] = [];
+  const nth = new Map<number, number>();
+  const key = new Float64Array(blocks.seqUnits[s + 1]! - blocks.seqUnits[s]!);
+  for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
+    const r = userOf[blocks.unitBlockA[u]!]!;
+    const k = nth.get(r) ?? 0;
+    nth.set(r, k + 1);
+    key[u - blocks.seqUnits[s]!] = k * world + r;
+    order.push(u);
   }
-  return Array.from({ length: n }, (_, i) => u0 + i).sort((a, b) => key[a - u0]! - key[b - u0]! || a - b);
+  const u0 = blocks.seqUnits[s]!;
+  return order.sort((a, b) => key[a - u0]! - key[b - u0]! || a - b);
 }
 
 /**
