@@ -11,7 +11,6 @@ import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import type { Blocks } from '../../src/planners/fcp/placement/blocks.ts';
 import type { Placement } from '../../src/planners/fcp/placement/distribute.ts';
-import { spreadUnitOrder } from '../../src/planners/fcp/placement/home-first.ts';
 import { blockUserRanks, type SeqRows } from '../../src/planners/fcp/placement/layout.ts';
 import { type Placer, placeBlocks } from '../../src/planners/fcp/placement/place.ts';
 import type { Weights } from '../../src/planners/fcp/placement/weights.ts';
@@ -128,46 +127,4 @@ test('home-first is deterministic: the same input twice gives the same block ran
     const b = place(batch, 64, 32768, 2, 'home', 4096);
     assert.deepEqual(a.placement.blockRank, b.placement.blockRank);
   }
-});
-
-/** Whether `order` gives every user rank its k-th unit before any rank's (k+1)-th (ties by rank). */
-function inTurn(order: number[], blocks: Blocks, userOf: Int32Array): boolean {
-  const seen = new Map<number, number>();
-  let lastK = 0;
-  let lastRank = -1;
-  for (const u of order) {
-    const r = userOf[blocks.unitBlockA[u]!]!;
-    const k = seen.get(r) ?? 0;
-    seen.set(r, k + 1);
-    if (!(k > lastK || (k === lastK && r > lastRank))) return false;
-    lastK = k;
-    lastRank = r;
-  }
-  return true;
-}
-
-test('spread units go round robin over their user ranks: every rank k-th unit before any (k+1)-th', () => {
-  let plainFails = 0;
-  fc.assert(
-    fc.property(fc.integer({ min: 1, max: 50 }), fc.constantFrom(8, 16, 32), (seed, world) => {
-      const { blocks, userRows } = place('longtail', world, 8192, seed, 'home');
-      const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
-      for (let s = 0; s + 1 < blocks.seqUnits.length; s++) {
-        const order = spreadUnitOrder(blocks, userOf, s, world);
-        const u0 = blocks.seqUnits[s]!;
-        const u1 = blocks.seqUnits[s + 1]!;
-        const plain = Array.from({ length: u1 - u0 }, (_, i) => u0 + i);
-        assert.deepEqual(
-          [...order].sort((a, b) => a - b),
-          plain,
-          'a permutation of the units',
-        );
-        assert.ok(inTurn(order, blocks, userOf), `sequence ${s}: a unit out of turn`);
-        if (!inTurn(plain, blocks, userOf)) plainFails++;
-      }
-    }),
-    { seed: 3, numRuns: 25 },
-  );
-  // The check rejects the plain zig-zag order wherever a long sequence spans several user ranks.
-  assert.ok(plainFails > 0);
 });

@@ -224,43 +224,10 @@ function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: nu
 }
 
 /**
- * The order in which {@link placeSpread} places the units of spread sequence `s`: round robin over
- * the user ranks of the units' first blocks, each rank's units in zig-zag order (the k-th unit of
- * every user rank before the (k+1)-th of any; ties by rank). Each unit goes to its first block's
- * user rank while that rank has room under the mean, so in plain zig-zag order the ranks holding
- * the sequence's start took unit after unit of their own blocks, and those holding its middle found
- * no room when their units came: they sent all of their tokens away and had no work of their own
- * to start on. `longtail` 32 ranks seed 1, mode (a), block size 8192: the user rank of tokens
- * 12-45K of a 194K-token sequence held none of its 16 blocks, sent 630 MB of Q/K/V to 13 ranks in
- * its first group and idled 10.9 ms before its first op (`npx tsx bench/fcp-gaps.ts --worlds 32
- * --seeds 1 --dir forward --rank 2`); forward MFU 0.448 -> 0.457 with this order. Measured
- * (simulated, mode (a), hopper-ib, B - A mean ± standard error over paired batches, forward /
- * backward MFU, `npx tsx bench/quality-ab.ts --base 3ba75f7 --worlds W --seeds N [--seed S]
- * [--network contention]`): 16-256 ranks fluid seeds 1-3 (45 batches) +0.0026 ± 0.0031 / +0.0032
- * ± 0.0021, held-out seeds 4-9 (90) +0.0043 ± 0.0019 / +0.0019 ± 0.0012; contention seeds 1-6 (90)
- * +0.0008 ± 0.0018 / +0.0030 ± 0.0012 (128 ranks forward -0.0081 ± 0.0039); 1024 ranks fluid seeds
- * 1-2 (6) +0.0065 ± 0.0085 / +0.0063 ± 0.0055.
- */
-export function spreadUnitOrder(blocks: Blocks, userOf: Int32Array, s: number, world: number): number[] {
-  const order: number[] = [];
-  const nth = new Map<number, number>();
-  const key = new Float64Array(blocks.seqUnits[s + 1]! - blocks.seqUnits[s]!);
-  for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
-    const r = userOf[blocks.unitBlockA[u]!]!;
-    const k = nth.get(r) ?? 0;
-    nth.set(r, k + 1);
-    key[u - blocks.seqUnits[s]!] = k * world + r;
-    order.push(u);
-  }
-  const u0 = blocks.seqUnits[s]!;
-  return order.sort((a, b) => key[a - u0]! - key[b - u0]! || a - b);
-}
-
-/**
- * Places the units of spread sequences (largest sequence first, its units in
- * {@link spreadUnitOrder}) as the LPT placement does (distribute.ts): a user rank of the unit's
- * blocks with room under the mean, else the rank of the sequence's previous unit (affinity), else
- * the least loaded rank of that rank's node, else the least loaded rank with memory.
+ * Places the units of spread sequences (largest sequence first, its units in zig-zag order) as the
+ * LPT placement does (distribute.ts): a user rank of the unit's blocks with room under the mean,
+ * else the rank of the sequence's previous unit (affinity), else the least loaded rank of that
+ * rank's node, else the least loaded rank with memory.
  */
 function placeSpread(
   blocks: Blocks,
@@ -285,7 +252,7 @@ function placeSpread(
   seqs.sort((x, y) => seqWork[y]! - seqWork[x]! || x - y);
   for (const s of seqs) {
     let prev = -1;
-    for (const u of spreadUnitOrder(blocks, userOf, s, world)) {
+    for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
       const ba = blocks.unitBlockA[u]!;
       const bb = blocks.unitBlockB[u]!;
       const uw = w[ba]! + (bb >= 0 ? w[bb]! : 0);
