@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import type { ComputeTable } from '../../src/plan/types.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
 import { reserveOf } from '../../src/planners/fcp/phase.ts';
 import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
@@ -24,6 +25,16 @@ const inputOf = (ts: { rank: number; ready: number; exported: boolean; ms: numbe
   ms: Float64Array.from(ts, (t) => t.ms),
   key: Float64Array.from(ts, (t) => t.key),
 });
+
+/** Task ids of op `op`, in table order. */
+const tasksOfOp = (c: ComputeTable, op: number): number[] =>
+  Array.from(c.taskIds.subarray(c.taskOffsets[op]!, c.taskOffsets[op + 1]!));
+
+/** Estimated ms of op `op` (its tasks' sum) and whether every task of it exports. */
+const opMs = (c: ComputeTable, ms: Float64Array, op: number): number =>
+  tasksOfOp(c, op).reduce((s, i) => s + ms[i]!, 0);
+const allExport = (c: ComputeTable, exported: Uint8Array, op: number): boolean =>
+  tasksOfOp(c, op).every((i) => exported[i] === 1);
 
 /** Estimated group ends: group g ends on rank r at 2 (g + 1) + r ms. */
 const groupEnds = (G: number, W: number): Float64Array => {
@@ -98,19 +109,10 @@ test('exporting ops are cut inside a push unit only at twice maxOpMs; without un
         assert.deepEqual(distinct, plain, 'a unit per task cuts as without units');
         const { compute } = orderOps({ ...input, unit }, groupEnd, G, W, maxOp, 1);
         assert.ok(compute.rank.length <= plain.rank.length, 'units never add ops');
-        const msOf = (op: number): number => {
-          let ms = 0;
-          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
-            ms += input.ms[compute.taskIds[k]!]!;
-          return ms;
-        };
-        const allExport = (op: number): boolean => {
-          for (let k = compute.taskOffsets[op]!; k < compute.taskOffsets[op + 1]!; k++)
-            if (input.exported[compute.taskIds[k]!] !== 1) return false;
-          return true;
-        };
+        const msOf = (op: number): number => opMs(compute, input.ms, op);
+        const exporting = (op: number): boolean => allExport(compute, input.exported, op);
         for (let op = 1; op < compute.rank.length; op++) {
-          if (compute.rank[op] !== compute.rank[op - 1] || !allExport(op) || !allExport(op - 1)) continue;
+          if (compute.rank[op] !== compute.rank[op - 1] || !exporting(op) || !exporting(op - 1)) continue;
           const last = compute.taskIds[compute.taskOffsets[op]! - 1]!;
           const first = compute.taskIds[compute.taskOffsets[op]!]!;
           // Two exporting ops in a row: the first reached maxOpMs, twice that inside one unit.
@@ -312,25 +314,36 @@ test('the reserve per rank is what its largest push takes, capped, and 0 for a r
 });
 
 test('with launch shapes, an exporting op ends on a power of two of its next task shape, or at 1.5x the cut', () => {
+  // Mostly exporting tasks of a few ready groups, several to an op (with `taskArb` consecutive
+  // exporting ops are rare: 24 pairs in 300 runs, none holding three tasks of a shape, so the
+  // property held without the rule too).
+  const shapedArb = fc.record({
+    t: fc.record({
+      rank: fc.integer({ min: 0, max: 3 }),
+      ready: fc.integer({ min: -1, max: 1 }),
+      exported: fc.integer({ min: 0, max: 4 }).map((x) => x > 0),
+      ms: fc.double({ min: 0.2, max: 1, noNaN: true }),
+      key: fc.integer({ min: 0, max: 1000 }),
+    }),
+    shape: fc.integer({ min: 0, max: 1 }),
+  });
   fc.assert(
     fc.property(
-      fc.array(fc.record({ t: taskArb, shape: fc.integer({ min: 0, max: 2 }) }), { maxLength: 80 }),
-      fc.double({ min: 0.5, max: 5, noNaN: true }),
+      fc.array(shapedArb, { maxLength: 80 }),
+      fc.double({ min: 1, max: 3, noNaN: true }),
       (rows, maxOp) => {
         const W = 4;
         const G = 6;
         const input = inputOf(rows.map((x) => x.t));
         const shape = Float64Array.from(rows, (x) => x.shape);
         const { compute } = orderOps({ ...input, shape }, groupEnds(G, W), G, W, maxOp, 1);
-        const tasksOf = (op: number): number[] =>
-          Array.from(compute.taskIds.subarray(compute.taskOffsets[op]!, compute.taskOffsets[op + 1]!));
-        const allExport = (op: number): boolean => tasksOf(op).every((i) => input.exported[i] === 1);
+        const exporting = (op: number): boolean => allExport(compute, input.exported, op);
         for (let op = 1; op < compute.rank.length; op++) {
-          if (compute.rank[op] !== compute.rank[op - 1] || !allExport(op) || !allExport(op - 1)) continue;
+          if (compute.rank[op] !== compute.rank[op - 1] || !exporting(op) || !exporting(op - 1)) continue;
           if (compute.after[op]! > compute.after[op - 1]! && compute.after[op - 1]! < 0) continue;
-          const prev = tasksOf(op - 1);
-          const ms = prev.reduce((s, i) => s + input.ms[i]!, 0);
-          const next = shape[tasksOf(op)[0]!]!;
+          const prev = tasksOfOp(compute, op - 1);
+          const ms = opMs(compute, input.ms, op - 1);
+          const next = shape[tasksOfOp(compute, op)[0]!]!;
           const k = prev.filter((i) => shape[i] === next).length;
           // Cut at maxOpMs when that keeps the next task's shape at a power of two (or absent) in
           // the op; else the op grew on towards one and stopped at 1.5 x maxOpMs.
