@@ -7,7 +7,7 @@
  * group entries (each flow: kind, sender > receiver, MB, whether it waits for an op) and its ops.
  *
  * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout]
- *                                [--dir forward|backward] [--list 12] [--rank R]
+ *                                [--dir forward|backward] [--list 12] [--rank R] [--cluster hopper-ib]
  */
 
 import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
@@ -38,7 +38,7 @@ for (const world of worlds)
       batch,
       world,
       seed,
-      clusterName: 'hopper-ib',
+      clusterName: val('--cluster', 'hopper-ib'),
       network: 'fluid',
       loaderLayout,
     });

@@ -9,6 +9,7 @@ import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import type { ComputeTable, TaskTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
+import { carryLaunchBatches } from './launch-carry.ts';
 import { needInput, needOrdered } from './need.ts';
 import type { FcpOptions } from './options.ts';
 import { buildOps, MAX_OP_MS, orderOps } from './order.ts';
@@ -364,7 +365,21 @@ export function buildPhaseOps(
   // 0.472/0.444/0.348/0.295/0.270 -> 0.481/0.453/0.346/0.293/0.273, bimodal
   // 0.553/0.514/0.489/0.447/0.453 -> 0.563/0.518/0.494/0.456/0.456, backward unchanged; the same
   // in the backward lost at 256 ranks, longtail 0.440 -> 0.426, magi 0.331 -> 0.321).
-  return orderOps(input, groupEnd, groups, world, MAX_OP_MS, reserve, !reshuffle || !backward, backward);
+  const ordered = orderOps(
+    input,
+    groupEnd,
+    groups,
+    world,
+    MAX_OP_MS,
+    reserve,
+    !reshuffle || !backward,
+    backward,
+  );
+  // Batches of a launch shape completed across ops where the estimate sees no delay
+  // (launch-carry.ts). Measured in session 20: docs/results.md.
+  const readyAt = (g: number, r: number): number =>
+    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
+  return carryLaunchBatches(ordered.compute, ordered.opOfTask, input, readyAt);
 }
 
 /**
