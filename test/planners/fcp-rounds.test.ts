@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { buildOps } from '../../src/planners/fcp/order.ts';
+import { buildOps } from '../../src/planners/fcp/ops-by-group.ts';
 import { GroupPlacer } from '../../src/planners/fcp/transfers/groups.ts';
 import {
   colourEdges,

@@ -16,16 +16,15 @@
  *    cut only where the ready group changes: no push waits for it, and every op pays its
  *    launches; in the forward no op waits for a later group than its first task's);
  *    where the estimate sees the rank wait for the next group, local work beyond the reserve
- *    fills the wait;
+ *    fills the wait; before an op of work that exports nothing is cut, available tasks of its
+ *    launch shapes complete its batches to powers of two (`completeBatches`);
  * 3. local work last (at least `reserve` ms of it when there is that much, none on a rank that
  *    exports nothing): it covers the last pushes and the `out` reshuffle instead of leaving them
  *    exposed.
  *
  * Every op waits for the latest group of its tasks; ops of a rank run in table order.
  */
-import { IntColumn } from '../../core/int-column.ts';
 import type { ComputeTable } from '../../plan/types.ts';
-import { countingSort } from './transfers/groups.ts';
 
 /**
  * Longest compute op of the exporting work, ms: pushes leave after at most this much compute (the
@@ -180,6 +179,57 @@ export function orderOps(
     setEntry(i, a, b, kx, x);
     avail += b - a;
   };
+  /** Tasks taken out of their run ahead of their turn (`completeBatches`); skipped when popped. */
+  const taken = new Uint8Array(n);
+  /** The available task of least (key, id) not taken yet. */
+  const popLive = (): number => {
+    for (;;) {
+      const x = pop();
+      if (taken[x] === 0) return x;
+      avail++; // counted off when it was taken
+    }
+  };
+  /**
+   * Before an op of work that exports nothing is cut: for each launch shape of the op whose task
+   * count is not a power of two, available tasks of that shape from groups the op already waits
+   * for join it up to the next power of two, where enough of them are available (the runtime
+   * splits a batch into powers of two, one launch each: launch-carry.ts). They are ready, so the
+   * rank idles no more than before, and nothing waits for work that exports nothing. Mode (b)
+   * forward at 256 ranks (`longtail` seed 1): 14684 -> 11534 launches; simulated MFU in
+   * docs/results.md, "Session 20".
+   */
+  const completeBatches = (): number => {
+    const shape = t.shape;
+    let ms = 0;
+    if (shape === undefined) return ms;
+    const count = new Map<number, number>();
+    for (let j = offsets[ops - 1]!; j < idsN; j++) {
+      const s = shape[ids[j]!]!;
+      count.set(s, (count.get(s) ?? 0) + 1);
+    }
+    for (const [s, c] of count) {
+      if ((c & (c - 1)) === 0) continue;
+      let need = 1;
+      while (need < c) need *= 2;
+      need -= c;
+      const found: number[] = [];
+      for (let h = 0; h < hn && found.length < need; h++) {
+        if (t.ready[exp[hPos[h]!]!]! > opAfter) continue;
+        for (let q = hPos[h]!; q < hEnd[h]! && found.length < need; q++) {
+          const x = exp[q]!;
+          if (taken[x] === 0 && shape[x] === s && t.exported[x] === 0) found.push(x);
+        }
+      }
+      if (found.length < need) continue;
+      for (const x of found) {
+        taken[x] = 1;
+        avail--;
+        add(x);
+        ms += t.ms[x]!;
+      }
+    }
+    return ms;
+  };
   /** The available task of least (key, id), taken. */
   const pop = (): number => {
     const top = hId[0]!;
@@ -295,7 +345,7 @@ export function orderOps(
         pushRun(next, b);
         next = b;
       }
-      const i = pop();
+      const i = popLive();
       const a = t.ready[i]!;
       // An op of exporting work is cut every `maxOpMs` (its pushes wait for its end) and where
       // work that exports nothing follows or precedes it; an op of work that exports nothing (on
@@ -326,6 +376,7 @@ export function orderOps(
       const cap = same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs;
       const full = opMs >= cap && !(opMs < POW2_OP_FACTOR * cap && completesBatch(i));
       const cut = opExports === 1 || ex === 1 ? opExports !== ex || full || later : a > opAfter;
+      if (cut && opAfter !== -2 && opExports === 0 && ex === 0) now += completeBatches();
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
         opAfter = a;
@@ -348,44 +399,6 @@ export function orderOps(
       taskOffsets: offsets.slice(0, ops + 1),
       taskIds: ids.slice(0, idsN),
     },
-    opOfTask,
-  };
-}
-
-/**
- * Compute ops from each task's rank and `after` group: one op per (rank, after), ops rank-major
- * and by ascending `after` within a rank (so a rank's ops run in group order), tasks in id order.
- */
-export function buildOps(
-  taskRank: Int32Array,
-  taskAfter: Int32Array,
-  world: number,
-): { compute: ComputeTable; opOfTask: Int32Array } {
-  const n = taskRank.length;
-  let maxAfter = -1;
-  for (let t = 0; t < n; t++) maxAfter = Math.max(maxAfter, taskAfter[t]!);
-  // Two stable counting sorts: by after, then by rank.
-  const afterKey = new Int32Array(n);
-  for (let t = 0; t < n; t++) afterKey[t] = taskAfter[t]! + 1;
-  const byAfter = countingSort(afterKey, maxAfter + 2, null);
-  const order = countingSort(taskRank, world, byAfter);
-  const rank = new IntColumn();
-  const after = new IntColumn();
-  const offsets = new IntColumn();
-  const opOfTask = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    const t = order[i]!;
-    const ops = rank.length;
-    if (ops === 0 || rank.get(ops - 1) !== taskRank[t] || after.get(ops - 1) !== taskAfter[t]) {
-      rank.push(taskRank[t]!);
-      after.push(taskAfter[t]!);
-      offsets.push(i);
-    }
-    opOfTask[t] = rank.length - 1;
-  }
-  offsets.push(n);
-  return {
-    compute: { rank: rank.toArray(), after: after.toArray(), taskOffsets: offsets.toArray(), taskIds: order },
     opOfTask,
   };
 }
