@@ -34,6 +34,41 @@ export function batchLaunches(n: number): number {
   return c;
 }
 
+/** Task counts by launch shape of one op, in order of first appearance (ops hold few shapes). */
+export class ShapeCounts {
+  /** Most shapes tracked; an op with more is left as it is. */
+  static readonly MAX = 64;
+  readonly key = new Float64Array(ShapeCounts.MAX);
+  readonly count = new Int32Array(ShapeCounts.MAX);
+  n = 0;
+  clear(): void {
+    this.n = 0;
+  }
+  /** Counts one task of shape `s`; false when the table is full. */
+  add(s: number): boolean {
+    for (let h = 0; h < this.n; h++)
+      if (this.key[h] === s) {
+        this.count[h]!++;
+        return true;
+      }
+    if (this.n === ShapeCounts.MAX) return false;
+    this.key[this.n] = s;
+    this.count[this.n++] = 1;
+    return true;
+  }
+  countOf(s: number): number {
+    for (let h = 0; h < this.n; h++) if (this.key[h] === s) return this.count[h]!;
+    return 0;
+  }
+}
+
+/** `a` copied into a larger array of at least `size` entries. */
+function grow(a: Int32Array, size: number): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(Math.max(size, 2 * a.length));
+  b.set(a);
+  return b;
+}
+
 /** Largest power of two not above `n` (n >= 1). */
 function floorPow2(n: number): number {
   let p = 1;
@@ -67,19 +102,22 @@ export function carryLaunchBatches(
     }
   const newOp = opOfTask.slice();
   let moved = 0;
-  // Tasks of the op being looked at: its own and those carried into it, in order.
-  let cur: number[] = [];
+  // Tasks carried into the op being looked at (their newOp already says so), and their ms.
+  let cur = new Int32Array(16);
+  let curN = 0;
   let curMs = 0;
+  let carried = new Int32Array(16);
+  let carriedN = 0;
+  const here = new ShapeCounts();
+  const there = new ShapeCounts();
   let end = 0;
-  const isCarried = new Uint8Array(opOfTask.length);
   for (let k = 0; k < n; k++) {
     const r = ops.rank[k]!;
     if (k === 0 || ops.rank[k - 1] !== r) {
       end = 0;
-      cur = [];
+      curN = 0;
       curMs = 0;
     }
-    for (let j = off[k]!; j < off[k + 1]!; j++) cur.push(ids[j]!);
     let ms = opMs[k]! + curMs;
     const start = Math.max(end, readyAt(ops.after[k]!, r));
     // The next op of the rank, when neither exports and it waits for no earlier group (a rank's
@@ -92,50 +130,53 @@ export function carryLaunchBatches(
       ops.after[k + 1]! >= ops.after[k]!
         ? k + 1
         : -1;
-    const carried: number[] = [];
+    carriedN = 0;
     if (next >= 0) {
-      // Batches of the op and of the next one, by shape.
-      const here = new Map<number, number[]>();
-      for (const i of cur) {
-        const s = t.shape[i]!;
-        const list = here.get(s);
-        if (list === undefined) here.set(s, [i]);
-        else list.push(i);
-      }
-      const there = new Map<number, number>();
-      for (let j = off[next]!; j < off[next + 1]!; j++) {
-        const s = t.shape[ids[j]!]!;
-        there.set(s, (there.get(s) ?? 0) + 1);
-      }
+      // Batches of the op (the tasks carried in, then its own) and of the next one, by shape.
+      here.clear();
+      there.clear();
+      let fits = true;
+      for (let q = 0; q < curN && fits; q++) fits = here.add(t.shape[cur[q]!]!);
+      for (let j = off[k]!; j < off[k + 1]! && fits; j++) fits = here.add(t.shape[ids[j]!]!);
+      for (let j = off[next]!; j < off[next + 1]! && fits; j++) fits = there.add(t.shape[ids[j]!]!);
       const arrival = readyAt(ops.after[next]!, r);
       let left = ms;
-      for (const [s, list] of here) {
-        const c = list.length;
-        const m = there.get(s) ?? 0;
+      for (let h = 0; h < here.n && fits; h++) {
+        const s = here.key[h]!;
+        const c = here.count[h]!;
+        const m = there.countOf(s);
         const keep = floorPow2(c);
         const extra = c - keep;
         if (extra === 0 || m === 0) continue;
-        const saved = batchLaunches(c) + batchLaunches(m) - 1 - batchLaunches(m + extra);
-        if (saved <= 0) continue;
+        if (batchLaunches(c) + batchLaunches(m) - 1 - batchLaunches(m + extra) <= 0) continue;
+        // The op's tasks of this shape past the first `keep`, in the op's order.
+        if (carried.length < carriedN + extra) carried = grow(carried, carriedN + extra);
+        const from = carriedN;
+        let seen = 0;
         let extraMs = 0;
-        for (let q = keep; q < c; q++) extraMs += t.ms[list[q]!]!;
-        if (arrival > start + left - extraMs + Number(process.env.FCP_CARRY_TOL ?? 0)) continue;
-        left -= extraMs;
-        for (let q = keep; q < c; q++) carried.push(list[q]!);
+        const take = (i: number): void => {
+          if (t.shape[i] !== s || seen++ < keep) return;
+          carried[carriedN++] = i;
+          extraMs += t.ms[i]!;
+        };
+        for (let q = 0; q < curN; q++) take(cur[q]!);
+        for (let j = off[k]!; j < off[k + 1]!; j++) take(ids[j]!);
+        if (arrival > start + left - extraMs) carriedN = from;
+        else left -= extraMs;
       }
       curMs = ms - left;
       ms = left;
     }
-    for (const i of carried) isCarried[i] = 1;
-    for (const i of cur) if (isCarried[i] === 0) newOp[i] = k;
-    for (const i of carried) {
-      isCarried[i] = 0;
-      newOp[i] = next;
-      moved++;
-    }
+    // Tasks carried in and not carried on stay in this op: newOp says so already.
+    for (let q = 0; q < carriedN; q++) newOp[carried[q]!] = next;
+    moved += carriedN;
     end = start + ms;
+    // What was carried is the next op's carried-in set.
+    const swap = cur;
     cur = carried;
-    if (carried.length === 0) curMs = 0;
+    curN = carriedN;
+    carried = swap;
+    if (carriedN === 0) curMs = 0;
   }
   if (moved === 0) return { compute: ops, opOfTask };
   // The ops' task lists again: each op's own tasks in their order, then those carried into it.

@@ -25,6 +25,7 @@
  * Every op waits for the latest group of its tasks; ops of a rank run in table order.
  */
 import type { ComputeTable } from '../../plan/types.ts';
+import { ShapeCounts } from './launch-carry.ts';
 
 /**
  * Longest compute op of the exporting work, ms: pushes leave after at most this much compute (the
@@ -181,6 +182,9 @@ export function orderOps(
   };
   /** Tasks taken out of their run ahead of their turn (`completeBatches`); skipped when popped. */
   const taken = new Uint8Array(n);
+  const counts = new ShapeCounts();
+  /** Tasks found to complete a batch (a batch needs fewer than its count again). */
+  const found = new Int32Array(n);
   /** The available task of least (key, id) not taken yet. */
   const popLive = (): number => {
     for (;;) {
@@ -202,26 +206,28 @@ export function orderOps(
     const shape = t.shape;
     let ms = 0;
     if (shape === undefined) return ms;
-    const count = new Map<number, number>();
-    for (let j = offsets[ops - 1]!; j < idsN; j++) {
-      const s = shape[ids[j]!]!;
-      count.set(s, (count.get(s) ?? 0) + 1);
-    }
-    for (const [s, c] of count) {
+    counts.clear();
+    for (let j = offsets[ops - 1]!; j < idsN; j++) if (!counts.add(shape[ids[j]!]!)) return ms;
+    // The op's shapes as they were before any task joins (a joining task adds to its own shape).
+    const shapes = counts.n;
+    for (let h = 0; h < shapes; h++) {
+      const s = counts.key[h]!;
+      const c = counts.count[h]!;
       if ((c & (c - 1)) === 0) continue;
       let need = 1;
       while (need < c) need *= 2;
       need -= c;
-      const found: number[] = [];
-      for (let h = 0; h < hn && found.length < need; h++) {
-        if (t.ready[exp[hPos[h]!]!]! > opAfter) continue;
-        for (let q = hPos[h]!; q < hEnd[h]! && found.length < need; q++) {
+      let nf = 0;
+      for (let e = 0; e < hn && nf < need; e++) {
+        if (t.ready[exp[hPos[e]!]!]! > opAfter) continue;
+        for (let q = hPos[e]!; q < hEnd[e]! && nf < need; q++) {
           const x = exp[q]!;
-          if (taken[x] === 0 && shape[x] === s && t.exported[x] === 0) found.push(x);
+          if (taken[x] === 0 && shape[x] === s && t.exported[x] === 0) found[nf++] = x;
         }
       }
-      if (found.length < need) continue;
-      for (const x of found) {
+      if (nf < need) continue;
+      for (let f = 0; f < nf; f++) {
+        const x = found[f]!;
         taken[x] = 1;
         avail--;
         add(x);
