@@ -406,7 +406,7 @@ test('before an op of work that exports nothing is cut, ready tasks of its shape
   assert.deepEqual([...shaped.compute.taskIds], [0, 1, 2, 3, 4]);
   assert.deepEqual([...shaped.compute.taskOffsets], [0, 4, 5]);
   assert.deepEqual([...shaped.compute.after], [0, 1]);
-  // Exporting squares are never taken ahead (their order is their pushes').
+  // An exporting square does not join an op of work that exports nothing.
   const exporting = orderOps(
     { ...input, exported: Uint8Array.from([0, 0, 0, 1, 0]), shape: Float64Array.from([1, 1, 1, 1, 2]) },
     groupEnd,
@@ -418,7 +418,46 @@ test('before an op of work that exports nothing is cut, ready tasks of its shape
   assert.ok(exporting.taskIds.indexOf(3) > exporting.taskIds.indexOf(4), 'the exporting A3 still after B');
 });
 
-test('with launch shapes, ops of work that exports nothing hold every task once and wait for its data', () => {
+test('an exporting op cut for a later group first takes ready exporting tasks of its shape', () => {
+  // The same squares and B, all exporting, ops up to 10 ms, no extension (the forward): B opens
+  // the next op at 3 ms; A3, ready since group 0, completes the op's batch of four first.
+  const input = {
+    rank: new Int32Array(5),
+    ready: Int32Array.from([0, 0, 0, 0, 1]),
+    exported: new Uint8Array(5).fill(1),
+    ms: new Float64Array(5).fill(1),
+    key: Float64Array.from([10, 11, 12, 13, 0]),
+  };
+  const groupEnd = Float64Array.from([0, 2.5]);
+  const plain = orderOps(input, groupEnd, 2, 1, 10, 0, true, false).compute;
+  assert.deepEqual([...plain.taskIds], [0, 1, 2, 4, 3], 'by key alone, A3 runs after B');
+  const shaped = orderOps(
+    { ...input, shape: Float64Array.from([1, 1, 1, 1, 2]) },
+    groupEnd,
+    2,
+    1,
+    10,
+    0,
+    true,
+    false,
+  ).compute;
+  assert.deepEqual([...shaped.taskIds], [0, 1, 2, 3, 4]);
+  assert.deepEqual([...shaped.taskOffsets], [0, 4, 5]);
+  // A3 that exports nothing does not join an exporting op (nor the reverse: the test above).
+  const mixed = orderOps(
+    { ...input, exported: Uint8Array.from([1, 1, 1, 0, 1]), shape: Float64Array.from([1, 1, 1, 1, 2]) },
+    groupEnd,
+    2,
+    1,
+    10,
+    0,
+    true,
+    false,
+  ).compute;
+  assert.ok(mixed.taskIds.indexOf(3) > mixed.taskIds.indexOf(4), 'A3 still after B');
+});
+
+test('with launch shapes, ops hold every task once and wait for its data', () => {
   let changed = 0;
   fc.assert(
     fc.property(
@@ -429,17 +468,20 @@ test('with launch shapes, ops of work that exports nothing hold every task once 
           shape: fc.integer({ min: 0, max: 1 }),
           ms: fc.double({ min: 0.1, max: 1, noNaN: true }),
           key: fc.integer({ min: 0, max: 100 }),
+          exported: fc.boolean(),
         }),
         { minLength: 20, maxLength: 80 },
       ),
       fc.double({ min: 0.2, max: 3, noNaN: true }),
-      (ts, gap) => {
+      fc.boolean(),
+      (ts, gap, exports) => {
         const W = 2;
         const G = 4;
         const input = {
           rank: Int32Array.from(ts, (t) => t.rank),
           ready: Int32Array.from(ts, (t) => t.ready),
-          exported: new Uint8Array(ts.length),
+          // Half the runs export nothing (the forward of a loader layout).
+          exported: Uint8Array.from(ts, (t) => (exports && t.exported ? 1 : 0)),
           ms: Float64Array.from(ts, (t) => t.ms),
           key: Float64Array.from(ts, (t) => t.key),
         };

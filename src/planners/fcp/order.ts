@@ -194,13 +194,14 @@ export function orderOps(
     }
   };
   /**
-   * Before an op of work that exports nothing is cut: for each launch shape of the op whose task
-   * count is not a power of two, available tasks of that shape from groups the op already waits
-   * for join it up to the next power of two, where enough of them are available (the runtime
-   * splits a batch into powers of two, one launch each: launch-carry.ts). They are ready, so the
-   * rank idles no more than before, and nothing waits for work that exports nothing. Mode (b)
-   * forward at 256 ranks (`longtail` seed 1): 14684 -> 11534 launches; simulated MFU in
-   * docs/results.md, "Session 20".
+   * Before an op is cut: for each launch shape of the op whose task count is not a power of two,
+   * available tasks of that shape (exporting as the op does or not) from groups the op already
+   * waits for join it up to the next power of two, where enough of them are available (the
+   * runtime splits a batch into powers of two, one launch each: launch-carry.ts). They are ready,
+   * so the rank idles no more than before; their own pushes leave no later (they would have run
+   * in a later op), the op's others by the pulled tasks' time. `longtail` seed 1, forward / backward
+   * launches at 256 ranks: mode (b) 14684 / 22790 -> 11534 / 21725, mode (a)
+   * 18144 / 21813 -> 16685 / 20178; simulated MFU in docs/results.md, "Session 20".
    */
   const completeBatches = (): number => {
     const shape = t.shape;
@@ -222,7 +223,7 @@ export function orderOps(
         if (t.ready[exp[hPos[e]!]!]! > opAfter) continue;
         for (let q = hPos[e]!; q < hEnd[e]! && nf < need; q++) {
           const x = exp[q]!;
-          if (taken[x] === 0 && shape[x] === s && t.exported[x] === 0) found[nf++] = x;
+          if (taken[x] === 0 && shape[x] === s && t.exported[x] === opExports) found[nf++] = x;
         }
       }
       if (nf < need) continue;
@@ -382,7 +383,10 @@ export function orderOps(
       const cap = same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs;
       const full = opMs >= cap && !(opMs < POW2_OP_FACTOR * cap && completesBatch(i));
       const cut = opExports === 1 || ex === 1 ? opExports !== ex || full || later : a > opAfter;
-      if (cut && opAfter !== -2 && opExports === 0 && ex === 0) now += completeBatches();
+      // Batches completed before a cut: an exporting op's pulled tasks export too (they would run
+      // in a later op, so no push leaves later but this op's, by their time).
+      if (cut && opAfter !== -2 && ((opExports === 0 && ex === 0) || opExports === 1))
+        now += completeBatches();
       if (opAfter === -2 || cut) open(r, a);
       else if (a > opAfter) {
         opAfter = a;
