@@ -8,6 +8,7 @@
  * Run: npx tsx bench/launch-share.ts [--batch bimodal] [--world 16] [--seed 1]
  *                                    [--strategies fcp,magi] [--loader-layout] (FCP in mode (b))
  *                                    [--magi chunk,overlap] (default 4096,3: the tuned magi at 16 ranks)
+ *                                    (bytescale: its tuned rules, work-sized groups packed by work)
  */
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
@@ -26,8 +27,15 @@ const problem = resolveProblem({
 const [chunk, overlap] = val('--magi', '4096,3').split(',').map(Number);
 const loaderLayout = args.includes('--loader-layout');
 
+/** FCP in the chosen mode, MagiAttention as given, ByteScale with its tuned rules (docs/baselines.md). */
 const optionsOf = (s: string): Record<string, unknown> =>
-  s === 'fcp' ? { loaderLayout } : s === 'magi' ? { chunkSize: chunk, overlapDegree: overlap } : {};
+  s === 'fcp'
+    ? { loaderLayout }
+    : s === 'magi'
+      ? { chunkSize: chunk, overlapDegree: overlap }
+      : s === 'bytescale'
+        ? { bytescaleSizing: 'work', bytescalePacking: 'work', bytescalePow2: false }
+        : {};
 
 console.log(
   `launch share (simulated): ${val('--batch', 'bimodal')} ${problem.world} ranks seed ${val('--seed', '1')}${loaderLayout ? ', FCP mode (b)' : ''}`,
