@@ -16,8 +16,8 @@
  *    cut only where the ready group changes: no push waits for it, and every op pays its
  *    launches; in the forward no op waits for a later group than its first task's);
  *    where the estimate sees the rank wait for the next group, local work beyond the reserve
- *    fills the wait; before an op of work that exports nothing is cut, available tasks of its
- *    launch shapes complete its batches to powers of two (`completeBatches`);
+ *    fills the wait; before an op is cut, available tasks of its launch shapes (exporting as it
+ *    does or not) complete its batches to powers of two (`completeBatches`);
  * 3. local work last (at least `reserve` ms of it when there is that much, none on a rank that
  *    exports nothing): it covers the last pushes and the `out` reshuffle instead of leaving them
  *    exposed.
@@ -183,7 +183,7 @@ export function orderOps(
   /** Tasks taken out of their run ahead of their turn (`completeBatches`); skipped when popped. */
   const taken = new Uint8Array(n);
   const counts = new ShapeCounts();
-  /** Tasks found to complete a batch (a batch needs fewer than its count again). */
+  /** Tasks found to complete a batch (never more than the op's tasks: n is enough). */
   const found = new Int32Array(n);
   /** The available task of least (key, id) not taken yet. */
   const popLive = (): number => {
