@@ -101,7 +101,7 @@ export class OpCost {
       const rest = (key - (causal ? 1 : 0)) / 2;
       const lk = rest % 1048576;
       const lq = (rest - lk) / 1048576;
-      total += k.denseMs(dir, lq, lk, causal, count) + popcount(count) * launch;
+      total += k.denseMs(dir, lq, lk, causal, count) + batchLaunches(count) * launch;
     }
     return total;
   }
@@ -130,8 +130,11 @@ function resetLaunchStats(v: LaunchStats): void {
   v.maxLk = 0;
 }
 
-/** Number of set bits: launches of a batch split into powers of two. */
-function popcount(n: number): number {
+/**
+ * Launches of a batch of `n` identical dense pieces, split into powers of two (one launch each):
+ * the number of set bits of `n`. The planner cuts ops with the same rule (fcp/launch-carry.ts).
+ */
+export function batchLaunches(n: number): number {
   let c = 0;
   for (let x = n; x > 0; x = Math.floor(x / 2)) c += x % 2;
   return c;

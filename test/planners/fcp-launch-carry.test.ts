@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { batchLaunches } from '../../src/cost/op-cost.ts';
 import type { ComputeTable } from '../../src/plan/types.ts';
-import { batchLaunches, carryLaunchBatches } from '../../src/planners/fcp/launch-carry.ts';
+import { carryLaunchBatches } from '../../src/planners/fcp/launch-carry.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
 
 /** Launches of every rank: per op, one batch per shape, split into powers of two. */

@@ -36,10 +36,10 @@ const opMs = (c: ComputeTable, ms: Float64Array, op: number): number =>
 const allExport = (c: ComputeTable, exported: Uint8Array, op: number): boolean =>
   tasksOfOp(c, op).every((i) => exported[i] === 1);
 
-/** Estimated group ends: group g ends on rank r at 2 (g + 1) + r ms. */
-const groupEnds = (G: number, W: number): Float64Array => {
+/** Estimated group ends: group g ends on rank r at gap (g + 1) + skew r ms. */
+const groupEnds = (G: number, W: number, gap = 2, skew = 1): Float64Array => {
   const out = new Float64Array(G * W);
-  for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) out[g * W + r] = 2 * (g + 1) + r;
+  for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) out[g * W + r] = gap * (g + 1) + skew * r;
   return out;
 };
 
@@ -477,16 +477,9 @@ test('with launch shapes, ops hold every task once and wait for its data', () =>
       (ts, gap, exports) => {
         const W = 2;
         const G = 4;
-        const input = {
-          rank: Int32Array.from(ts, (t) => t.rank),
-          ready: Int32Array.from(ts, (t) => t.ready),
-          // Half the runs export nothing (the forward of a loader layout).
-          exported: Uint8Array.from(ts, (t) => (exports && t.exported ? 1 : 0)),
-          ms: Float64Array.from(ts, (t) => t.ms),
-          key: Float64Array.from(ts, (t) => t.key),
-        };
-        const groupEnd = new Float64Array(G * W);
-        for (let g = 0; g < G; g++) for (let r = 0; r < W; r++) groupEnd[g * W + r] = gap * (g + 1) + 0.1 * r;
+        // Half the runs export nothing (the forward of a loader layout).
+        const input = inputOf(ts.map((t) => ({ ...t, exported: exports && t.exported })));
+        const groupEnd = groupEnds(G, W, gap, 0.1);
         const shaped = orderOps(
           { ...input, shape: Float64Array.from(ts, (t) => t.shape) },
           groupEnd,

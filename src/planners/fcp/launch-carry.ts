@@ -19,6 +19,7 @@
  * (`completeBatches`); this pass moves what is still left over forward. Alone, simulated, mode (b),
  * 45 batches: +0.0004 ± 0.0001 forward MFU, 26 up, none down (docs/results.md, "Session 20").
  */
+import { batchLaunches } from '../../cost/op-cost.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 
 /** Per task what the carry reads (order.ts's input): rank-free, as ops carry their rank. */
@@ -29,13 +30,6 @@ export interface CarryInput {
   readonly ms: Float64Array;
   /** Per task, a key of its launch shape (phase.ts, `batchShapes`). */
   readonly shape: Float64Array;
-}
-
-/** Launches of a batch of `n` identical pieces (split into powers of two). */
-export function batchLaunches(n: number): number {
-  let c = 0;
-  for (let x = n; x > 0; x = Math.floor(x / 2)) c += x % 2;
-  return c;
 }
 
 /** Task counts by launch shape of one op, in order of first appearance (ops hold few shapes). */

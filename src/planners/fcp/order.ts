@@ -260,9 +260,7 @@ export function orderOps(
     for (let j = offsets[ops - 1]!; j < idsN; j++) if (shape[ids[j]!] === s) k++;
     return k > 0 && (k & (k - 1)) !== 0;
   };
-  /** Estimated arrival of group g on rank r (-1: from the start). */
-  const readyAt = (g: number, r: number): number =>
-    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
+  const readyAt = groupArrival(groupEnd, groups, world);
   for (let r = 0; r < world; r++) {
     let nl = 0;
     let ne = 0;
@@ -411,6 +409,18 @@ export function orderOps(
     },
     opOfTask,
   };
+}
+
+/**
+ * Estimated arrival of group g on rank r, ms, from `groupEnd[g * world + r]` (the group's estimated
+ * end): 0 for g < 0 (from the start), never for a group past the last.
+ */
+export function groupArrival(
+  groupEnd: Float64Array,
+  groups: number,
+  world: number,
+): (g: number, r: number) => number {
+  return (g, r) => (g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY);
 }
 
 /**

@@ -13,7 +13,7 @@ import { carryLaunchBatches } from './launch-carry.ts';
 import { needInput, needOrdered } from './need.ts';
 import { buildOps } from './ops-by-group.ts';
 import type { FcpOptions } from './options.ts';
-import { MAX_OP_MS, orderOps } from './order.ts';
+import { groupArrival, MAX_OP_MS, orderOps } from './order.ts';
 import { firstEndingAfter } from './placement/layout.ts';
 import { exportFlags, firstPieceEndingAfter, rsPiecesInto, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
@@ -378,9 +378,7 @@ export function buildPhaseOps(
   );
   // Batches of a launch shape completed across ops where the estimate sees no delay
   // (launch-carry.ts). Measured in session 20: docs/results.md.
-  const readyAt = (g: number, r: number): number =>
-    g < 0 ? 0 : g < groups ? groupEnd[g * world + r]! : Number.POSITIVE_INFINITY;
-  return carryLaunchBatches(ordered.compute, ordered.opOfTask, input, readyAt);
+  return carryLaunchBatches(ordered.compute, ordered.opOfTask, input, groupArrival(groupEnd, groups, world));
 }
 
 /**
