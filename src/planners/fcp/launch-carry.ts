@@ -28,7 +28,7 @@ export interface CarryInput {
   readonly exported: Uint8Array;
   /** Estimated ms of each task (no launches). */
   readonly ms: Float64Array;
-  /** Per task, a key of its launch shape (phase.ts, `batchShapes`). */
+  /** Per task, a key of its launch shape (launch-shapes.ts, `batchShapes`). */
   readonly shape: Float64Array;
 }
 

@@ -11,7 +11,8 @@
  *    first exported work's data (the estimated end of that work's group); all of it on a rank
  *    that exports nothing (nothing at its end needs covering);
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
- *    so that partials and rows complete progressively, cut into ops of at most `maxOpMs` so that
+ *    so that partials and rows complete progressively (the caller's `key`: the backward of a loader
+ *    layout puts the launch shape first, launch-shapes.ts), cut into ops of at most `maxOpMs` so that
  *    each push can leave after a short op rather than a long one (work that exports nothing is
  *    cut only where the ready group changes: no push waits for it, and every op pays its
  *    launches; in the forward no op waits for a later group than its first task's);
@@ -49,7 +50,7 @@ export interface OrderInput {
    */
   readonly unit?: Int32Array | undefined;
   /**
-   * Per task, a key of the kernel launches it makes (phase.ts, `batchShapes`): the GPU runtime
+   * Per task, a key of the kernel launches it makes (launch-shapes.ts, `batchShapes`): the GPU runtime
    * batches an op's identical dense pieces, split into powers of two, one launch each
    * (python/fcp_torch/kernels.py, `plan_launches`); undefined: ops are cut by time alone.
    */

@@ -6,10 +6,11 @@
 import { gatherFloat64Via, gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
-import type { ComputeTable, TaskTable } from '../../plan/types.ts';
+import type { ComputeTable } from '../../plan/types.ts';
 import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { carryLaunchBatches } from './launch-carry.ts';
+import { batchShapes, shapeMajorKeys } from './launch-shapes.ts';
 import { needInput, needOrdered } from './need.ts';
 import { buildOps } from './ops-by-group.ts';
 import type { FcpOptions } from './options.ts';
@@ -308,21 +309,6 @@ export function reserveOf(
 }
 
 /**
- * Per task, a key of its launch shape for the op cut (order.ts, OrderInput.shape): its query and
- * key lengths and whether it crosses the causal diagonal. Tasks of one key cut into the same
- * pieces, which the runtime batches into shared launches; grid tiles of one block size share a
- * key, which is what matters (a key shared by unlike tasks only misjudges a cut).
- */
-export function batchShapes(t: TaskTable, causal: boolean): Float64Array {
-  const out = new Float64Array(t.rank.length);
-  for (let i = 0; i < out.length; i++) {
-    const crosses = causal && t.kvStart[i]! + t.kvLength[i]! > t.qStart[i]! ? 1 : 0;
-    out[i] = (t.qLength[i]! * 2 ** 24 + t.kvLength[i]!) * 2 + crosses;
-  }
-  return out;
-}
-
-/**
  * Compute ops of a phase: ordered so that exports finish early and local work fills both ends
  * (order.ts), or, under the pipeline ablations, one op per ready group.
  */
@@ -346,7 +332,10 @@ export function buildPhaseOps(
   const exported = exportFlags(ctx, tasks, backward);
   const unit = backward ? keyRuns(ctx, t) : queryPieces(ctx, tasks);
   const shape = batchShapes(t, ctx.mask === 'causal');
-  const input = { rank: t.rank, ready: after, exported, ms, key, unit, shape };
+  const reshuffle = ctx.pieces.moving.length > 0;
+  // The backward of a loader layout takes its available tasks shape by shape (launch-shapes.ts).
+  const order = backward && !reshuffle ? shapeMajorKeys(key, shape) : key;
+  const input = { rank: t.rank, ready: after, exported, ms, key: order, unit, shape };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
   // its `out` pushes no longer share `kv` groups (forward.ts). Measured, mode (a), simulated,
@@ -356,7 +345,6 @@ export function buildPhaseOps(
   // The backward of mode (a) keeps the fixed reserve and no gap filling: its `out` pushes queue
   // behind the last ops and the per-group estimate is rougher (measured: both cost up to 0.003
   // MFU in mode (a), `magi` and `bimodal`, 64-256 ranks).
-  const reshuffle = ctx.pieces.moving.length > 0;
   // (The forward of a loader layout exports nothing: it keeps no reserve either way.)
   const perRank = backward !== reshuffle;
   const reserve = perRank ? reserveOf(t, exported, RESERVE_MS, backward, tctx) : RESERVE_MS;
