@@ -512,3 +512,34 @@ test('with launch shapes, ops hold every task once and wait for its data', () =>
   // The generator reaches the batch completion (else the properties above would hold vacuously).
   assert.ok(changed > 20, `only ${changed} of 200 runs took a task ahead`);
 });
+
+test('backward ops grow far from the rank end (a tenth of the work to come), never to wait for a later group', () => {
+  // One rank, 60 exporting tiles of 0.5 ms each (30 ms), every one of another push unit, ops cut
+  // at 2 ms: by time alone 15 ops of 4 tiles.
+  const n = 60;
+  const input = {
+    rank: new Int32Array(n),
+    ready: new Int32Array(n),
+    exported: new Uint8Array(n).fill(1),
+    ms: new Float64Array(n).fill(0.5),
+    key: Float64Array.from({ length: n }, (_, i) => i),
+    unit: Int32Array.from({ length: n }, (_, i) => i),
+  };
+  const sizes = (c: ComputeTable): number[] =>
+    Array.from({ length: c.rank.length }, (_, op) => c.taskOffsets[op + 1]! - c.taskOffsets[op]!);
+  const groupEnd = Float64Array.from([0, 50]);
+  const forward = orderOps(input, groupEnd, 2, 1, 2, 0, true, false).compute;
+  assert.deepEqual(sizes(forward), new Array(15).fill(4), 'without `extend` (the forward) by time alone');
+  const backward = orderOps(input, groupEnd, 2, 1, 2, 0).compute;
+  const s = sizes(backward);
+  // The first op grows while it holds less than a tenth of the work still to come: 6 tiles (3 ms
+  // against 30 - 2.5 = 27.5 ms to come after five); the last ops are back at the 2 ms cut.
+  assert.equal(s[0], 6);
+  assert.ok(s.length < 15, `${s.length} ops`);
+  assert.deepEqual(s.slice(-3), [4, 4, 4]);
+  // Tiles of a later group: the op that holds the first group's work does not grow to wait for it.
+  const split = { ...input, ready: Int32Array.from({ length: n }, (_, i) => (i < 5 ? 0 : 1)) };
+  const c = orderOps(split, groupEnd, 2, 1, 2, 0).compute;
+  assert.deepEqual(Array.from(c.taskIds.subarray(c.taskOffsets[0]!, c.taskOffsets[1]!)), [0, 1, 2, 3, 4]);
+  assert.equal(c.after[0], 0);
+});

@@ -13,7 +13,8 @@
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
  *    so that partials and rows complete progressively (the caller's `key`: the backward of a loader
  *    layout puts the launch shape first, launch-shapes.ts), cut into ops of at most `maxOpMs` so that
- *    each push can leave after a short op rather than a long one (work that exports nothing is
+ *    each push can leave after a short op rather than a long one (in the backward, longer far from
+ *    the rank's end: up to a tenth of its work still to come, TAIL_FRACTION; work that exports nothing is
  *    cut only where the ready group changes: no push waits for it, and every op pays its
  *    launches; in the forward no op waits for a later group than its first task's);
  *    where the estimate sees the rank wait for the next group, local work beyond the reserve
@@ -105,11 +106,15 @@ export function orderOps(
     opExports = -1;
   };
   let lastTask = -1;
+  /** The open rank's estimated work, ms: all of it, and what its ops hold so far. */
+  let rankMs = 0;
+  let doneMs = 0;
   const add = (task: number): void => {
     lastTask = task;
     opOfTask[task] = ops - 1;
     ids[idsN++] = task;
     opMs += t.ms[task]!;
+    doneMs += t.ms[task]!;
     if (opExports !== 1) opExports = t.exported[task]!;
   };
   // Per rank: local tasks (in id order), exporting tasks by ready group (counting sort), each
@@ -267,9 +272,12 @@ export function orderOps(
     let ne = 0;
     let localMs = 0;
     let exports = false;
+    rankMs = 0;
+    doneMs = 0;
     bucket.fill(0);
     for (let k = off[r]!; k < off[r + 1]!; k++) {
       const i = byRank[k]!;
+      rankMs += t.ms[i]!;
       if (t.exported[i] !== 0) exports = true;
       if (t.exported[i] === 0 && t.ready[i]! < 0) {
         local[nl++] = i;
@@ -380,7 +388,11 @@ export function orderOps(
       // backward MFU at 64-256 ranks fell by 0.008-0.012.
       const same = t.unit !== undefined && lastTask >= 0 && t.unit[lastTask] === t.unit[i];
       const cap = same ? UNIT_OP_FACTOR * maxOpMs : maxOpMs;
-      const full = opMs >= cap && !(opMs < POW2_OP_FACTOR * cap && completesBatch(i));
+      // Far from the rank's end a push has time to travel, and every cut costs the next op its
+      // launches: with `extend` (the backward) an op grows past its cut while its next task waits
+      // for no later group than the op does, up to TAIL_FRACTION of the rank's work still to come.
+      const early = extend && a <= opAfter && opMs < TAIL_FRACTION * (rankMs - doneMs);
+      const full = opMs >= cap && !(opMs < POW2_OP_FACTOR * cap && completesBatch(i)) && !early;
       const cut = opExports === 1 || ex === 1 ? opExports !== ex || full || later : a > opAfter;
       // Batches completed before a cut: an exporting op's pulled tasks export too (they would run
       // in a later op, so no push leaves later but this op's, by their time).
@@ -429,6 +441,16 @@ export function groupArrival(
  * push (orderOps; measured in phase.ts, buildPhaseOps).
  */
 const UNIT_OP_FACTOR = 2;
+
+/**
+ * Share of a rank's work still to come that an op of exporting work may reach in the backward when
+ * it waits for no later group (orderOps): ops long where the rank's end is far, `maxOpMs` near it.
+ * Measured (simulated, fluid, hopper-ib, `npx tsx bench/quality-ab.ts [--loader-layout] --worlds
+ * 16,32,64,128,256`, B - A backward MFU, seeds 1-3): 0.05 +0.0020, 0.1 +0.0028, 0.2 +0.0023, 0.4
+ * -0.0014 in mode (b); letting such an op also wait for a later group lost 0.026 at 0.1. Held-out
+ * and the other settings: docs/results.md, "Session 21".
+ */
+const TAIL_FRACTION = 0.1;
 
 /**
  * How far past its cut (`maxOpMs`, or UNIT_OP_FACTOR x that inside a push unit) an op of exporting
