@@ -36,6 +36,19 @@ const opMs = (c: ComputeTable, ms: Float64Array, op: number): number =>
 const allExport = (c: ComputeTable, exported: Uint8Array, op: number): boolean =>
   tasksOfOp(c, op).every((i) => exported[i] === 1);
 
+/** One rank's `n` exporting tasks of `ms` each, ready with group 0, keys in id order. */
+const oneRank = (n: number, ms: number) => ({
+  rank: new Int32Array(n),
+  ready: new Int32Array(n),
+  exported: new Uint8Array(n).fill(1),
+  ms: new Float64Array(n).fill(ms),
+  key: Float64Array.from({ length: n }, (_, i) => i),
+});
+
+/** Tasks per op, in table order. */
+const sizes = (c: { taskOffsets: Int32Array }): number[] =>
+  Array.from({ length: c.taskOffsets.length - 1 }, (_, op) => c.taskOffsets[op + 1]! - c.taskOffsets[op]!);
+
 /** Estimated group ends: group g ends on rank r at gap (g + 1) + skew r ms. */
 const groupEnds = (G: number, W: number, gap = 2, skew = 1): Float64Array => {
   const out = new Float64Array(G * W);
@@ -361,15 +374,7 @@ test('with launch shapes, an exporting op ends on a power of two of its next tas
 test('squares of one shape make ops of four (one launch), not three (2 + 1 launches)', () => {
   // One rank, 12 exporting squares of 0.7 ms ready at once, ops cut at 2 ms.
   const n = 12;
-  const input = {
-    rank: new Int32Array(n),
-    ready: new Int32Array(n),
-    exported: new Uint8Array(n).fill(1),
-    ms: new Float64Array(n).fill(0.7),
-    key: Float64Array.from({ length: n }, (_, i) => i),
-  };
-  const sizes = (c: { taskOffsets: Int32Array }): number[] =>
-    Array.from({ length: c.taskOffsets.length - 1 }, (_, op) => c.taskOffsets[op + 1]! - c.taskOffsets[op]!);
+  const input = oneRank(n, 0.7);
   const groupEnd = Float64Array.from([1]);
   assert.deepEqual(sizes(orderOps(input, groupEnd, 1, 1, 2, 0).compute), [3, 3, 3, 3], 'by time alone');
   const shaped = orderOps({ ...input, shape: new Float64Array(n) }, groupEnd, 1, 1, 2, 0).compute;
@@ -517,16 +522,7 @@ test('backward ops grow far from the rank end (a tenth of the work to come), nev
   // One rank, 60 exporting tiles of 0.5 ms each (30 ms), every one of another push unit, ops cut
   // at 2 ms: by time alone 15 ops of 4 tiles.
   const n = 60;
-  const input = {
-    rank: new Int32Array(n),
-    ready: new Int32Array(n),
-    exported: new Uint8Array(n).fill(1),
-    ms: new Float64Array(n).fill(0.5),
-    key: Float64Array.from({ length: n }, (_, i) => i),
-    unit: Int32Array.from({ length: n }, (_, i) => i),
-  };
-  const sizes = (c: ComputeTable): number[] =>
-    Array.from({ length: c.rank.length }, (_, op) => c.taskOffsets[op + 1]! - c.taskOffsets[op]!);
+  const input = { ...oneRank(n, 0.5), unit: Int32Array.from({ length: n }, (_, i) => i) };
   const groupEnd = Float64Array.from([0, 50]);
   const forward = orderOps(input, groupEnd, 2, 1, 2, 0, true, false).compute;
   assert.deepEqual(sizes(forward), new Array(15).fill(4), 'without `extend` (the forward) by time alone');
