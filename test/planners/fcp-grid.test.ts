@@ -18,7 +18,7 @@ import {
 import { rectStep } from '../../src/planners/fcp/grid-tasks.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
-import { MAX_OP_MS } from '../../src/planners/fcp/order.ts';
+import { MAX_OP_MS } from '../../src/planners/fcp/op-cut.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 interface Tile {

@@ -23,7 +23,7 @@ import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
 import { COLUMNS } from '../../plan/types.ts';
 import { type TileGeometry, type TileSink, walkTiles } from './grid.ts';
 import type { KernelTime } from './kernel-time.ts';
-import { MAX_OP_MS } from './order.ts';
+import { MAX_OP_MS } from './op-cut.ts';
 import {
   type EdgesByRs,
   type KeyPieces,
