@@ -40,7 +40,8 @@ export function batchShapes(
  * frequent shape first (ties: the smaller shape key), then by `key`. orderOps (order.ts) takes the
  * available task of least key, so among the tasks whose data has arrived a rank runs one shape
  * after another, and its ops hold few shapes each. The result is exact: the shape's rank times the
- * number of distinct keys plus the key's rank (integers below 2^53 for up to 2^26 tasks).
+ * span of the keys plus the key (or, where that would pass 2^53 or a key is not a non-negative
+ * integer, the key's rank among the distinct keys: below 2^53 for up to 2^26 tasks).
  *
  * Used for the backward of a loader layout only. Measured (simulated, `npx tsx
  * bench/quality-ab.ts --loader-layout`, 3 batch kinds, 16-256 ranks): docs/results.md, "Session
@@ -50,44 +51,58 @@ export function batchShapes(
  */
 export function shapeMajorKeys(key: Float64Array, shape: Float64Array): Float64Array {
   const n = key.length;
-  const keyRank = denseRanks(key);
   // Distinct shapes ascending with their counts, then ranked by count (descending), shape ascending.
   const shapes = Float64Array.from(shape).sort();
-  const values: number[] = [];
-  const counts: number[] = [];
+  let distinct = 0;
+  for (let i = 0; i < n; i++) if (i === 0 || shapes[i] !== shapes[i - 1]) shapes[distinct++] = shapes[i]!;
+  const values = shapes.subarray(0, distinct);
+  const counts = new Int32Array(distinct);
+  const shapeOf = new Int32Array(n);
   for (let i = 0; i < n; i++) {
-    if (i > 0 && shapes[i] === shapes[i - 1]) counts[counts.length - 1]!++;
-    else {
-      values.push(shapes[i]!);
-      counts.push(1);
-    }
+    const j = lowerBound(values, shape[i]!);
+    shapeOf[i] = j;
+    counts[j]!++;
   }
-  const byCount = values.map((_, j) => j).sort((a, b) => counts[b]! - counts[a]! || a - b);
-  const rankOfValue = new Float64Array(values.length);
-  byCount.forEach((j, r) => {
-    rankOfValue[j] = r;
-  });
-  let distinctKeys = 0;
-  for (let i = 0; i < n; i++) distinctKeys = Math.max(distinctKeys, keyRank[i]! + 1);
+  const byCount = Array.from({ length: distinct }, (_, j) => j).sort(
+    (a, b) => counts[b]! - counts[a]! || a - b,
+  );
+  const rankOfValue = new Int32Array(distinct);
+  for (let r = 0; r < distinct; r++) rankOfValue[byCount[r]!] = r;
+  // Keys that are non-negative integers small enough compose directly (the phases' keys: sequence
+  // x 2^31 + position, below 2^45 at 256 ranks); otherwise by their ranks among the distinct keys.
+  let maxKey = 0;
+  let integral = true;
+  for (let i = 0; i < n; i++) {
+    const k = key[i]!;
+    if (!(Number.isInteger(k) && k >= 0)) integral = false;
+    else if (k > maxKey) maxKey = k;
+  }
+  const direct = integral && distinct * (maxKey + 1) <= Number.MAX_SAFE_INTEGER;
+  const keyOf = direct ? key : denseRanks(key);
+  let span = maxKey + 1;
+  if (!direct) {
+    span = 0;
+    for (let i = 0; i < n; i++) span = Math.max(span, keyOf[i]! + 1);
+  }
   const out = new Float64Array(n);
-  for (let i = 0; i < n; i++)
-    out[i] = rankOfValue[lowerBound(values, shape[i]!)]! * distinctKeys + keyRank[i]!;
+  for (let i = 0; i < n; i++) out[i] = rankOfValue[shapeOf[i]!]! * span + keyOf[i]!;
   return out;
 }
 
 /** Rank of each value among the distinct values (0 for the least). */
 function denseRanks(x: Float64Array): Int32Array {
   const sorted = Float64Array.from(x).sort();
-  const distinct: number[] = [];
+  let d = 0;
   for (let i = 0; i < sorted.length; i++)
-    if (i === 0 || sorted[i] !== sorted[i - 1]) distinct.push(sorted[i]!);
+    if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[d++] = sorted[i]!;
+  const distinct = sorted.subarray(0, d);
   const out = new Int32Array(x.length);
   for (let i = 0; i < x.length; i++) out[i] = lowerBound(distinct, x[i]!);
   return out;
 }
 
 /** First index of a sorted array whose value is not below `v`. */
-function lowerBound(a: readonly number[], v: number): number {
+function lowerBound(a: Float64Array, v: number): number {
   let lo = 0;
   let hi = a.length;
   while (lo < hi) {

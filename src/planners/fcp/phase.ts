@@ -326,9 +326,14 @@ export function buildPhaseOps(
   const { world, o } = ctx;
   if (o.noPipeline) return buildOps(tasks.table.rank, after, world);
   const t = tasks.table;
+  // Position keys: the token's offset in the packed batch (sequence, then position; small enough
+  // for launch-shapes.ts to put a shape rank above it exactly).
+  const lens = ctx.problem.sequences;
+  const seqStart = new Float64Array(lens.length);
+  for (let s = 1; s < lens.length; s++) seqStart[s] = seqStart[s - 1]! + lens[s - 1]!;
   const key = new Float64Array(t.rank.length);
   for (let i = 0; i < key.length; i++)
-    key[i] = t.seq[i]! * 2 ** 31 + (backward ? t.kvStart[i]! : t.qStart[i]!);
+    key[i] = seqStart[t.seq[i]!]! + (backward ? t.kvStart[i]! : t.qStart[i]!);
   const { groupEnd, groups } = estimateGroups(tctx, placer, list);
   const exported = exportFlags(ctx, tasks, backward);
   const unit = backward ? keyRuns(ctx, t) : queryPieces(ctx, tasks);
