@@ -12,6 +12,8 @@
  * bench/launch-share.ts --loader-layout --batch bimodal --world 16 --seed 3`).
  */
 
+import { assert } from '../../core/assert.ts';
+
 /**
  * Per task, a key of its launch shape for the op cut (order.ts, OrderInput.shape): its query and
  * key lengths and whether it crosses the causal diagonal. Tasks of one key cut into the same
@@ -40,8 +42,9 @@ export function batchShapes(
  * frequent shape first (ties: the smaller shape key), then by `key`. orderOps (order.ts) takes the
  * available task of least key, so among the tasks whose data has arrived a rank runs one shape
  * after another, and its ops hold few shapes each. The result is exact: the shape's rank times the
- * span of the keys plus the key (or, where that would pass 2^53 or a key is not a non-negative
- * integer, the key's rank among the distinct keys: below 2^53 for up to 2^26 tasks).
+ * span of the keys plus the key. The keys must be non-negative integers with (distinct shapes) x
+ * (largest key + 1) within 2^53 (phase.ts passes token offsets in the packed batch: below 2^27 at
+ * 4096 ranks of 32K tokens); anything else is a bug of the caller (asserted).
  *
  * Used for the backward of a loader layout only. Measured (simulated, `npx tsx
  * bench/quality-ab.ts --loader-layout`, 3 batch kinds, 16-256 ranks): docs/results.md, "Session
@@ -68,36 +71,19 @@ export function shapeMajorKeys(key: Float64Array, shape: Float64Array): Float64A
   );
   const rankOfValue = new Int32Array(distinct);
   for (let r = 0; r < distinct; r++) rankOfValue[byCount[r]!] = r;
-  // Keys that are non-negative integers small enough compose directly (the phases' keys: sequence
-  // x 2^31 + position, below 2^45 at 256 ranks); otherwise by their ranks among the distinct keys.
   let maxKey = 0;
-  let integral = true;
   for (let i = 0; i < n; i++) {
     const k = key[i]!;
-    if (!(Number.isInteger(k) && k >= 0)) integral = false;
-    else if (k > maxKey) maxKey = k;
+    assert(Number.isInteger(k) && k >= 0, `shapeMajorKeys: key ${k} is not a non-negative integer`);
+    if (k > maxKey) maxKey = k;
   }
-  const direct = integral && distinct * (maxKey + 1) <= Number.MAX_SAFE_INTEGER;
-  const keyOf = direct ? key : denseRanks(key);
-  let span = maxKey + 1;
-  if (!direct) {
-    span = 0;
-    for (let i = 0; i < n; i++) span = Math.max(span, keyOf[i]! + 1);
-  }
+  const span = maxKey + 1;
+  assert(
+    distinct * span <= Number.MAX_SAFE_INTEGER,
+    `shapeMajorKeys: ${distinct} shapes x ${span} keys pass 2^53`,
+  );
   const out = new Float64Array(n);
-  for (let i = 0; i < n; i++) out[i] = rankOfValue[shapeOf[i]!]! * span + keyOf[i]!;
-  return out;
-}
-
-/** Rank of each value among the distinct values (0 for the least). */
-function denseRanks(x: Float64Array): Int32Array {
-  const sorted = Float64Array.from(x).sort();
-  let d = 0;
-  for (let i = 0; i < sorted.length; i++)
-    if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[d++] = sorted[i]!;
-  const distinct = sorted.subarray(0, d);
-  const out = new Int32Array(x.length);
-  for (let i = 0; i < x.length; i++) out[i] = lowerBound(distinct, x[i]!);
+  for (let i = 0; i < n; i++) out[i] = rankOfValue[shapeOf[i]!]! * span + key[i]!;
   return out;
 }
 
