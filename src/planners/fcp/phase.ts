@@ -17,6 +17,7 @@ import { buildOps } from './ops-by-group.ts';
 import type { FcpOptions } from './options.ts';
 import { groupArrival, orderOps } from './order.ts';
 import { firstEndingAfter } from './placement/layout.ts';
+import { nodeLocalLast } from './push-links.ts';
 import { exportFlags, firstPieceEndingAfter, rsPiecesInto, type TaskContext, type Tasks } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
@@ -339,8 +340,14 @@ export function buildPhaseOps(
   const unit = backward ? keyRuns(ctx, t) : queryPieces(ctx, tasks);
   const shape = batchShapes(t, ctx.mask === 'causal');
   const reshuffle = ctx.pieces.moving.length > 0;
-  // The backward of a loader layout takes its available tasks shape by shape (launch-shapes.ts).
-  const order = backward && !reshuffle ? shapeMajorKeys(key, shape) : key;
+  // The backward of a loader layout takes its available tasks shape by shape (launch-shapes.ts);
+  // with a reshuffle (mode (a)) it takes the tasks whose dK,dV partial crosses nodes first
+  // (push-links.ts).
+  const order = !backward
+    ? key
+    : reshuffle
+      ? nodeLocalLast(key, t.rank, homeRanks(ctx, unit), ctx.links.nodeSize)
+      : shapeMajorKeys(key, shape);
   const input = { rank: t.rank, ready: after, exported, ms, key: order, unit, shape };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
@@ -391,6 +398,11 @@ function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
     unit[i] = firstEndingAfter(runs.start, runs.length, runs.off[s]!, runs.off[s + 1]!, t.kvStart[i]!);
   }
   return unit;
+}
+
+/** Per task, the rank of its push unit's home run (keyRuns): where its dK,dV partial goes. */
+function homeRanks(ctx: PhaseContext, unit: Int32Array): Int32Array {
+  return Int32Array.from(unit, (u) => ctx.runs.rank[u]!);
 }
 
 /**
