@@ -1,8 +1,8 @@
 /**
- * The backward's NIC-first order of mode (a) (push-links.ts): keys put every task whose dK,dV
- * partial crosses nodes before every task whose partial stays in the node, position order kept
- * inside each class; with them a rank's last op pushes over NVLink where position order left a
- * NIC push at the end.
+ * The NIC-first order of mode (a) (push-links.ts; phase.ts uses it in both phases): keys put every
+ * task whose push (backward: dK,dV partial; forward: O rows) crosses nodes before every task whose
+ * push stays in the node, position order kept inside each class; with them a rank's last op pushes
+ * over NVLink where position order left a NIC push at the end.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

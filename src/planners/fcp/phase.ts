@@ -341,13 +341,18 @@ export function buildPhaseOps(
   const shape = batchShapes(t, ctx.mask === 'causal');
   const reshuffle = ctx.pieces.moving.length > 0;
   // The backward of a loader layout takes its available tasks shape by shape (launch-shapes.ts);
-  // with a reshuffle (mode (a)) it takes the tasks whose dK,dV partial crosses nodes first
-  // (push-links.ts).
-  const order = !backward
-    ? key
-    : reshuffle
-      ? nodeLocalLast(key, t.rank, homeRanks(ctx, unit), ctx.links.nodeSize)
-      : shapeMajorKeys(key, shape);
+  // with a reshuffle (mode (a)) both phases take the tasks whose push crosses nodes first
+  // (push-links.ts): the backward's dK,dV partial, the forward's O rows.
+  const order = !reshuffle
+    ? backward
+      ? shapeMajorKeys(key, shape)
+      : key
+    : nodeLocalLast(
+        key,
+        t.rank,
+        backward ? homeRanks(ctx, unit) : userRanks(ctx, t.rank, unit),
+        ctx.links.nodeSize,
+      );
   const input = { rank: t.rank, ready: after, exported, ms, key: order, unit, shape };
   // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
   // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
@@ -403,6 +408,11 @@ function keyRuns(ctx: PhaseContext, t: Tasks['table']): Int32Array {
 /** Per task, the rank of its push unit's home run (keyRuns): where its dK,dV partial goes. */
 function homeRanks(ctx: PhaseContext, unit: Int32Array): Int32Array {
   return Int32Array.from(unit, (u) => ctx.runs.rank[u]!);
+}
+
+/** Per task, the user rank of its forward push unit (queryPieces): where its O rows go (its own rank when none move). */
+function userRanks(ctx: PhaseContext, rank: Int32Array, unit: Int32Array): Int32Array {
+  return Int32Array.from(unit, (u, i) => (u >= 0 ? ctx.pieces.user[u]! : rank[i]!));
 }
 
 /**
