@@ -1,5 +1,5 @@
 /**
- * The NIC-first order of mode (a) (push-links.ts; phase.ts uses it in both phases): keys put every
+ * The NIC-first order of mode (a) (push-links.ts; task-keys.ts uses it in both phases): keys put every
  * task whose push (backward: dK,dV partial; forward: O rows) crosses nodes before every task whose
  * push stays in the node, position order kept inside each class; with them a rank's last op pushes
  * over NVLink where position order left a NIC push at the end.

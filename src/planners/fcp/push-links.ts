@@ -28,7 +28,7 @@
  */
 
 /**
- * Keys of `key` (non-negative, as phase.ts builds them) with `span` (above every key) added to the
+ * Keys of `key` (non-negative, as task-keys.ts builds them) with `span` (above every key) added to the
  * tasks whose push stays in their rank's node: `pushTo[i]`, the rank task i's results go to
  * (itself when nothing leaves), and `rank[i]` its rank; `nodeSize` GPUs per node (ranks
  * r / nodeSize share a node). Tasks of one class keep their order by key.
