@@ -10,20 +10,7 @@ import { batchLaunches } from '../../src/cost/op-cost.ts';
 import type { ComputeTable } from '../../src/plan/types.ts';
 import { carryLaunchBatches } from '../../src/planners/fcp/launch-carry.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
-
-/** Launches of every rank: per op, one batch per shape, split into powers of two. */
-const launchesPerRank = (c: ComputeTable, shape: Float64Array, world: number): number[] => {
-  const out = new Array<number>(world).fill(0);
-  for (let op = 0; op < c.rank.length; op++) {
-    const count = new Map<number, number>();
-    for (let j = c.taskOffsets[op]!; j < c.taskOffsets[op + 1]!; j++) {
-      const s = shape[c.taskIds[j]!]!;
-      count.set(s, (count.get(s) ?? 0) + 1);
-    }
-    for (const n of count.values()) out[c.rank[op]!]! += batchLaunches(n);
-  }
-  return out;
-};
+import { launchesPerRank } from '../helpers/order-input.ts';
 
 /** Estimated end of every op (ops of a rank in table order, each after its group's arrival). */
 const opEnds = (c: ComputeTable, ms: Float64Array, readyAt: (g: number, r: number) => number): number[] => {

@@ -7,24 +7,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { AssertionError } from '../../src/core/assert.ts';
-import { batchLaunches } from '../../src/cost/op-cost.ts';
 import type { ComputeTable } from '../../src/plan/types.ts';
 import { batchShapes, shapeMajorKeys } from '../../src/planners/fcp/launch-shapes.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
+import { launchesPerRank, oneRank } from '../helpers/order-input.ts';
 
-/** Launches of a rank's ops: per op, the power-of-two batches of each shape. */
-const launches = (c: ComputeTable, shape: Float64Array): number => {
-  let out = 0;
-  for (let op = 0; op < c.rank.length; op++) {
-    const count = new Map<number, number>();
-    for (let k = c.taskOffsets[op]!; k < c.taskOffsets[op + 1]!; k++) {
-      const s = shape[c.taskIds[k]!]!;
-      count.set(s, (count.get(s) ?? 0) + 1);
-    }
-    for (const n of count.values()) out += batchLaunches(n);
-  }
-  return out;
-};
+/** Launches of the one rank's ops. */
+const launches = (c: ComputeTable, shape: Float64Array): number => launchesPerRank(c, shape, 1)[0]!;
 
 test('shape-major keys order by shape frequency (descending), shape, then key, exactly', () => {
   fc.assert(
@@ -85,14 +74,7 @@ test('taken shape by shape, a rank of interleaved shapes makes ops of one shape 
   // each, all ready at once, ops cut at 2 ms: by position each op holds all three shapes.
   const n = 24;
   const shape = Float64Array.from({ length: n }, (_, i) => i % 3);
-  const input = {
-    rank: new Int32Array(n),
-    ready: new Int32Array(n),
-    exported: new Uint8Array(n).fill(1),
-    ms: new Float64Array(n).fill(0.5),
-    key: Float64Array.from({ length: n }, (_, i) => i),
-    shape,
-  };
+  const input = { ...oneRank(n, 0.5), shape };
   const groupEnd = Float64Array.from([0]);
   const byPosition = orderOps(input, groupEnd, 1, 1, 2, 0).compute;
   const byShape = orderOps({ ...input, key: shapeMajorKeys(input.key, shape) }, groupEnd, 1, 1, 2, 0).compute;

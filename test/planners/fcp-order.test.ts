@@ -8,6 +8,7 @@ import type { ComputeTable } from '../../src/plan/types.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
 import { reserveOf } from '../../src/planners/fcp/phase.ts';
 import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
+import { oneRank } from '../helpers/order-input.ts';
 
 const taskArb = fc.record({
   rank: fc.integer({ min: 0, max: 3 }),
@@ -35,15 +36,6 @@ const opMs = (c: ComputeTable, ms: Float64Array, op: number): number =>
   tasksOfOp(c, op).reduce((s, i) => s + ms[i]!, 0);
 const allExport = (c: ComputeTable, exported: Uint8Array, op: number): boolean =>
   tasksOfOp(c, op).every((i) => exported[i] === 1);
-
-/** One rank's `n` exporting tasks of `ms` each, ready with group 0, keys in id order. */
-const oneRank = (n: number, ms: number) => ({
-  rank: new Int32Array(n),
-  ready: new Int32Array(n),
-  exported: new Uint8Array(n).fill(1),
-  ms: new Float64Array(n).fill(ms),
-  key: Float64Array.from({ length: n }, (_, i) => i),
-});
 
 /** Tasks per op, in table order. */
 const sizes = (c: { taskOffsets: Int32Array }): number[] =>

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { orderOps } from '../../src/planners/fcp/order.ts';
 import { nodeLocalLast } from '../../src/planners/fcp/push-links.ts';
+import { oneRank } from '../helpers/order-input.ts';
 
 test('node-local-last keys put cross-node pushes first and keep the key order inside each class', () => {
   fc.assert(
@@ -44,14 +45,8 @@ test("with node-local-last keys a rank's last exporting op pushes inside its nod
   // cut at 2 ms: by position the tiles whose partials go to rank 5 (the other node) come last.
   const n = 8;
   const pushTo = Int32Array.from({ length: n }, (_, i) => (i < 4 ? 1 : 5));
-  const input = {
-    rank: new Int32Array(n),
-    ready: new Int32Array(n),
-    exported: new Uint8Array(n).fill(1),
-    ms: new Float64Array(n).fill(1),
-    key: Float64Array.from({ length: n }, (_, i) => i),
-  };
-  const groupEnd = Float64Array.from([0, 0, 0, 0, 0, 0, 0, 0]);
+  const input = oneRank(n, 1);
+  const groupEnd = new Float64Array(8);
   const lastPushes = (key: Float64Array): number[] => {
     const c = orderOps({ ...input, key }, groupEnd, 1, 8, 2, 0, true, true).compute;
     const last = c.rank.length - 1;

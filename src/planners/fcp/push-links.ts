@@ -21,15 +21,15 @@
  * 0.0011, ratio-5920 +0.0006 ± 0.0006; then the forward too: seeds 1-3 +0.0015 ± 0.0007 (16 up, 7
  * down), held-out +0.0027 ± 0.0007 (26 up, 10 down), contention +0.0020 ± 0.0007, ratio-5920
  * +0.0012 ± 0.0003 (19 up, 2 down). Counting a backward task's dQ push to its queries' user rank
- * too was less good (+0.0034 / +0.0021). In mode
- * (b) the backward's order is the launch shapes' (launch-shapes.ts) and this key there is neutral
- * or worse (-0.0002 / +0.0001 below the shape key, -0.0010 / -0.0002 above it), and its forward
- * exports nothing: not used. docs/results.md, "Session 22".
+ * too was less good (+0.0034 / +0.0021). In mode (b) the backward's order is the launch shapes'
+ * (launch-shapes.ts) and this key there is neutral or worse (-0.0002 / +0.0001 below the shape
+ * key, -0.0010 / -0.0002 above it), and its forward exports nothing: not used. docs/results.md,
+ * "Session 22".
  */
 
 /**
- * Keys of `key` (non-negative, as task-keys.ts builds them) with `span` (above every key) added to the
- * tasks whose push stays in their rank's node: `pushTo[i]`, the rank task i's results go to
+ * Keys of `key` (non-negative, as task-keys.ts builds them) with `span` (above every key) added
+ * to the tasks whose push stays in their rank's node: `pushTo[i]`, the rank task i's results go to
  * (itself when nothing leaves), and `rank[i]` its rank; `nodeSize` GPUs per node (ranks
  * r / nodeSize share a node). Tasks of one class keep their order by key.
  */
