@@ -12,6 +12,9 @@ import { evenUserLayout } from '../../src/plan/layout.ts';
 import type { Layout } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
+import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
+import { layoutAtCap } from '../../src/planners/fcp/loader-caps.ts';
+import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import { levelTokens, TOKEN_BAND, tokenImbalance } from '../../src/planners/fcp/placement/loader-layout.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
@@ -138,4 +141,16 @@ test('loaderLayout plans: valid, congestion-free, equal tokens per rank, no in/o
     ),
     { seed: 5, numRuns: 30 },
   );
+});
+
+test('an unscored cap (one cap searched) gives the same layout as a scored one, without the score', () => {
+  const problem = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 3 });
+  const o = resolveFcpOptions({});
+  const kernel = new KernelTime(problem.model, o.calibration);
+  const scored = layoutAtCap(problem, o, kernel, 1.1);
+  const unscored = layoutAtCap(problem, o, kernel, 1.1, false);
+  assert.deepEqual(unscored.layout, scored.layout);
+  assert.deepEqual(unscored.blockSize, scored.blockSize);
+  assert.ok(Number.isFinite(scored.cost) && scored.cost > 0);
+  assert.ok(Number.isNaN(unscored.cost) && Number.isNaN(unscored.kvMs));
 });

@@ -108,8 +108,9 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // How much of the search the budget buys (loader-search.ts; no budget: all of it).
   const fo = options as FcpPlannerOptions;
   const search = loaderSearch(world, fo.planBudgetMs, fo.loaderSearch);
-  for (const cap of search.caps ?? LOADER_CAPS) {
-    const c = layoutAtCap(problem, o, kernel, cap);
+  const caps = search.caps ?? LOADER_CAPS;
+  for (const cap of caps) {
+    const c = layoutAtCap(problem, o, kernel, cap, caps.length > 1);
     if (best === null || c.cost < best.cost) best = c;
   }
   assert(best !== null, 'at least one cap is tried');

@@ -41,9 +41,9 @@ export interface CapLayout {
   readonly layout: Layout;
   /** Block size of each sequence in the capped placement. */
   readonly blockSize: Int32Array;
-  /** The busiest rank's K/V time of `layout`, ms (placement/loader-comm.ts; 0 with `balance: 'pairs'`). */
+  /** The busiest rank's K/V time of `layout`, ms (placement/loader-comm.ts; 0 with `balance: 'pairs'`; NaN unscored). */
   readonly kvMs: number;
-  /** What the search keeps the least of: the busiest rank of `layout` placed home-first, plus `kvMs`. */
+  /** What the search keeps the least of: the busiest rank of `layout` placed home-first, plus `kvMs` (NaN unscored). */
   readonly cost: number;
 }
 
@@ -54,8 +54,19 @@ export function maxOf(load: Float64Array): number {
   return m;
 }
 
-/** Places the blocks of `problem` under token cap `cap` (x the mean tokens per rank) and levels the result. */
-export function layoutAtCap(problem: Problem, o: FcpOptions, kernel: KernelTime, cap: number): CapLayout {
+/**
+ * Places the blocks of `problem` under token cap `cap` (x the mean tokens per rank) and levels the
+ * result. `scored` false: the search has nothing to compare (one cap), so the levelled layout's
+ * placement and K/V time, which only score it, are skipped (`kvMs` and `cost` are then NaN; at
+ * 4096 ranks that placement was a sixth of mode (b)'s planning time).
+ */
+export function layoutAtCap(
+  problem: Problem,
+  o: FcpOptions,
+  kernel: KernelTime,
+  cap: number,
+  scored = true,
+): CapLayout {
   const { sequences, world, mask } = problem;
   const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
   const memoryTokens = Math.min(problem.memoryTokens, Math.ceil(cap * mean));
@@ -67,6 +78,7 @@ export function layoutAtCap(problem: Problem, o: FcpOptions, kernel: KernelTime,
   const home = homeLayoutOf(homeRuns(placed.blocks, placed.placement.blockRank, world));
   const layout = levelTokens(home, sequences, world, mask);
   const blockSize = placed.blocks.blockSizeOfSeq;
+  if (!scored) return { cap, placed, home, layout, blockSize, kvMs: Number.NaN, cost: Number.NaN };
   const levelled = placeBlocks(plannerContext({ ...problem, userLayout: layout }, o, kernel, blockSize));
   // Kept by the busiest rank's modelled load, not by the imbalance ratio: a tight cap can force
   // the memory fallback's smaller blocks (longtail at 32 ranks: 512-token blocks, backward kernel
