@@ -34,7 +34,8 @@ function place(
   placer: Placer = 'home',
 ) {
   const problem = resolveProblem({ batch, world, tokensPerRank, seed });
-  const o = resolveFcpOptions(extra);
+  // The placers alone: mode (a)'s per-phase exchanges after them are fcp-phase-swaps.test.ts's.
+  const o = resolveFcpOptions({ phaseSwaps: 0, ...extra });
   const ctx = plannerContext(problem, o, TM);
   const { userRows } = ctx;
   const { blocks, weights, placement } = placeBlocks(ctx, false, placer);

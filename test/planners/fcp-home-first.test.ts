@@ -20,7 +20,8 @@ const TM = new KernelTime(LLAMA3_70B);
 
 function place(batch: string, world: number, tpr: number, seed: number, placer: Placer, blockSize = 512) {
   const problem = resolveProblem({ batch, world, tokensPerRank: tpr, seed });
-  const ctx = plannerContext(problem, resolveFcpOptions({ blockSize }), TM);
+  // The placer alone: mode (a)'s per-phase exchanges after it are fcp-phase-swaps.test.ts's.
+  const ctx = plannerContext(problem, resolveFcpOptions({ blockSize, phaseSwaps: 0 }), TM);
   const placed = placeBlocks(ctx, false, placer);
   return { problem, userRows: ctx.userRows, ...placed };
 }

@@ -29,6 +29,11 @@ export interface FcpPlannerOptions extends PlannerOptions {
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
   /**
+   * Mode (a): exchanges that even the home layout phase by phase (placement/phase-swaps.ts); -1
+   * (default): 32 up to 4 nodes, none beyond; 0: none; n: at most n at any scale.
+   */
+  phaseSwaps?: number;
+  /**
    * Mode (b): which token swaps of the loader layout to keep (index.ts, planForLoaderLayout):
    * `node` (inside nodes, or to ranks that fetch the sequence already) or `any`. Unset: the
    * self-tuner plans both and keeps the lower estimate (with `tune: false`, the modelled choice).
@@ -86,6 +91,8 @@ export interface FcpOptions {
   readonly nodePacking: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
+  /** Mode (a)'s per-phase exchanges: -1 auto (placement/phase-swaps.ts), 0 none, n at most n. */
+  readonly phaseSwaps: number;
   /** Largest square tile side for dense kernels (0: tasks are not tiled). */
   readonly tile: number;
   /** Smallest tile side for the remainder strips (<= tile). */
@@ -113,6 +120,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   nodePacking: false,
   fixedBlocks: false,
   refineSteps: -1,
+  phaseSwaps: -1,
   tile: 4096,
   minTile: 1024,
   balance: 'time',
@@ -188,6 +196,15 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     issues.push(
       issue('option.refineSteps', `refineSteps must be an integer >= 0 (got ${refineSteps})`, 'refineSteps'),
     );
+  const phaseSwaps = o.phaseSwaps ?? d.phaseSwaps;
+  if (!(Number.isInteger(phaseSwaps) && phaseSwaps >= -1))
+    issues.push(
+      issue(
+        'option.phaseSwaps',
+        `phaseSwaps must be an integer >= 0, or -1 for the default (got ${phaseSwaps})`,
+        'phaseSwaps',
+      ),
+    );
   const tile = o.tile ?? d.tile;
   if (!(Number.isInteger(tile) && tile >= 0))
     issues.push(
@@ -254,6 +271,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     nodePacking: o.nodePacking ?? d.nodePacking,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
+    phaseSwaps,
     tile,
     minTile: Math.min(minTile, Math.max(tile, 1)),
     balance,
@@ -264,9 +282,11 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, fanOut, ...rest } = o;
+  const { calibration, commCoalesce, fanOut, phaseSwaps, ...rest } = o;
   return {
     ...rest,
+    // Recorded only when set, so plans made with the default keep their bytes.
+    ...(phaseSwaps !== FCP_DEFAULTS.phaseSwaps ? { phaseSwaps } : {}),
     // Recorded only when on, so plans without it keep their bytes.
     ...(fanOut ? { fanOut } : {}),
     // Recorded only when it chains rounds, so plans without chains keep their bytes.

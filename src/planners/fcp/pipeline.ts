@@ -41,6 +41,8 @@ export interface FcpStats {
   computeImbalance: number;
   greedyImbalance: number;
   refineSteps: number;
+  /** Mode (a)'s per-phase exchanges applied (placement/phase-swaps.ts); absent when none. */
+  phaseSwaps?: number;
   memoryAttempts: number;
   maxHomeTokens: number;
   movedTokens: number;
@@ -191,6 +193,8 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
     computeImbalance: computeImbalance(placement.computeLoad),
     greedyImbalance: placement.greedyImbalance,
     refineSteps: placement.refineSteps,
+    // Recorded only when some were applied, so other plans keep their bytes.
+    ...(placed.phaseSwaps !== undefined ? { phaseSwaps: placed.phaseSwaps } : {}),
     memoryAttempts: attempts,
     maxHomeTokens: maxMem,
     movedTokens: movedTokens(pieces),

@@ -25,6 +25,7 @@ import type { FcpOptions } from '../options.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
 import { homeFirstPlacement } from './home-first.ts';
+import { phaseSwapSteps, swapPlacement } from './phase-swaps.ts';
 import { refineStepBudget } from './refine.ts';
 import { type Weights, weighBlocks } from './weights.ts';
 
@@ -67,6 +68,8 @@ export interface Placed {
   readonly attempts: number;
   /** Milliseconds spent splitting and weighing (the rest is distribution). */
   readonly splitMs: number;
+  /** Mode (a)'s per-phase exchanges applied (phase-swaps.ts); absent: none. */
+  readonly phaseSwaps?: number;
 }
 
 /**
@@ -111,6 +114,32 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
             refineStepBudget(o.refineSteps, world),
           )
         : distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize, packHeavy);
+      // Mode (a): the home layout evened phase by phase (phase-swaps.ts).
+      const steps = homeFirst ? phaseSwapSteps(o, world, nodeSize) : 0;
+      const swapped =
+        steps > 0
+          ? swapPlacement(blocks, placement, {
+              sequences,
+              mask,
+              world,
+              memoryTokens,
+              nodeSize,
+              grid,
+              kernel: tm,
+              o,
+              steps,
+              weigh,
+            })
+          : null;
+      if (swapped !== null)
+        return {
+          blocks: swapped.blocks,
+          weights: swapped.weights,
+          placement: swapped.placement,
+          attempts: attempt + 1,
+          splitMs,
+          phaseSwaps: swapped.steps,
+        };
       return { blocks, weights, placement, attempts: attempt + 1, splitMs };
     } catch (e) {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;

@@ -38,6 +38,11 @@ export interface SwapOptions {
   readonly partners: number;
   /** GPUs per node: a piece may cross nodes only where it brings no new K/V dependency there. */
   readonly nodeSize: number;
+  /**
+   * Pieces never leave their rank's node (mode (a), phase-swaps.ts: a piece away from its user
+   * rank is reshuffled in every layer). Unset: they may cross nodes where `may` allows.
+   */
+  readonly nodeOnly?: boolean;
 }
 
 /** Finest cut of a row's pieces: its block size / 2^SUB_GRID. */
@@ -190,6 +195,7 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
   const may = (p: Piece, to: number): boolean => {
     const s = seq[p.row]!;
     if (Math.floor(st.rank[p.row]! / node) === Math.floor(to / node)) return true;
+    if (o.nodeOnly === true) return false;
     return (p.a === 0 && p.e === m.sequences[s]) || st.holds(to, s);
   };
 
