@@ -13,6 +13,7 @@ import { after, describe, it } from 'node:test';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson, writePlan } from '../../src/plan/io.ts';
+import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { cli } from '../helpers/cli.ts';
 
@@ -30,11 +31,12 @@ async function refused(args: string[], code: string): Promise<string> {
   return lines[0]!;
 }
 
+// phaseSwaps 0: a plan with `kv` and `dkv` transfers to break (mode (a)'s per-phase exchanges
+// may leave every sequence of so small a batch whole on one rank).
+const options: FcpPlannerOptions = { blockSize: 16, coalesce: 2, phaseSwaps: 0 };
 const plan = getPlanner('fcp').plan(
   resolveProblem({ batch: [70, 9, 33, 120, 4, 60, 1, 47], world: 4, model: SMALL_MODEL }),
-  // phaseSwaps 0: a plan with `kv` and `dkv` transfers to break (mode (a)'s per-phase exchanges
-  // may leave every sequence of so small a batch whole on one rank).
-  { blockSize: 16, coalesce: 2, phaseSwaps: 0 },
+  options,
 );
 const good = join(dir, 'good.json');
 writePlan(good, plan);
