@@ -223,7 +223,9 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
       const n0 = Math.floor(A / node) * node;
       const partners = new Set<number>();
       for (const key of partnerKeys) {
-        for (const r of lowest(0, world, k, A, key)) partners.add(r);
+        // With `nodeOnly` no piece crosses nodes: a partner elsewhere has nothing to exchange.
+        if (o.nodeOnly !== true || node >= world)
+          for (const r of lowest(0, world, k, A, key)) partners.add(r);
         if (node > 1 && world > node)
           for (const r of lowest(n0, Math.min(world, n0 + node), k, A, key)) partners.add(r);
       }
