@@ -109,7 +109,11 @@ export const BLOCK_SIZE_CANDIDATES: readonly number[] = [4096, 6144, 8192, 2048]
  * Measured planning time (ms) of one block size's tuned pipeline in mode (a) at 16 / 64 / 256 /
  * 1024 ranks: `npx tsx bench/planner.ts --worlds 16,64,256,1024 --reps 3` before the block size
  * was tuned (46d9699; column `best`, `longtail` seed 1, 2-core machine, 2026-12-05), the group
- * sizes the default budget buys included (two up to 128 ranks, one beyond).
+ * sizes the default budget buys included (two up to 128 ranks, one beyond). Mode (a)'s per-phase
+ * exchanges (placement/phase-swaps.ts, up to 4 nodes) came later and add about 30 ms per block size
+ * at 16 ranks; the whole tuned plan still took 173 ms there with four block sizes (session 23,
+ * `npx tsx bench/planner.ts --worlds 16,32 --reps 3`; 157 ms at 32), so the model is left as
+ * measured.
  */
 const BLOCK_PIPELINE_MS: readonly [number, number, number, number] = [39, 43, 104, 772];
 const BLOCK_PIPELINE_WORLDS = [16, 64, 256, 1024] as const;
