@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import type { ComputeTable } from '../../src/plan/types.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
-import { reserveOf } from '../../src/planners/fcp/phase.ts';
+import { reserveOf } from '../../src/planners/fcp/phase-ops.ts';
 import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
 import { oneRank } from '../helpers/order-input.ts';
 

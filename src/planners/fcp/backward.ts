@@ -23,17 +23,15 @@ import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { type ForwardResult, IN_WEIGHT } from './forward.ts';
 import {
-  applyAblations,
-  buildPhaseOps,
   groupCount,
   hunger,
   lastGroup,
-  lastWriter,
   type PhaseStats,
   placeIn,
   placeKv,
   timelineContext,
 } from './phase.ts';
+import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
 import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
 import { chooseSenders } from './transfers/fetch.ts';

@@ -24,18 +24,16 @@ import type { Phase } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { buildGridTasks } from './grid-tasks.ts';
 import {
-  applyAblations,
-  buildPhaseOps,
   colourIn,
   groupCount,
   hunger,
   lastGroup,
-  lastWriter,
   type PhaseStats,
   placeIn,
   placeKv,
   timelineContext,
 } from './phase.ts';
+import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
 import { buildTasks, edgesByRs, type Tasks } from './tasks.ts';
 import { chooseSenders, type KvEdges } from './transfers/fetch.ts';
 import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';

@@ -16,7 +16,7 @@
  *   backward    backward.ts: the forward's tasks and rounds again, `dkv` and `out` pushes
  *   assemble    the plan file and `meta.stats`
  *
- * The stages themselves are in pipeline.ts, helpers both phases share in phase.ts, the self-tuner in
+ * The stages themselves are in pipeline.ts, helpers both phases share in phase.ts and phase-ops.ts, the self-tuner in
  * tuner.ts; this module keeps mode (b)'s loader layout (levelled, then refined by token swaps:
  * placement/token-swap.ts). Same problem and options give a byte-identical plan:
  * every stage is deterministic (ties broken by ids) and nothing reads the clock except the stage

@@ -13,7 +13,7 @@ export const MAX_OP_MS = 2;
 
 /**
  * How much longer than `maxOpMs` an op of exporting work may grow while its tasks feed the same
- * push (orderOps; measured in phase.ts, buildPhaseOps).
+ * push (orderOps; measured in phase-ops.ts, buildPhaseOps).
  */
 export const UNIT_OP_FACTOR = 2;
 

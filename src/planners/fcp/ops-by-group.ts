@@ -1,5 +1,5 @@
 /**
- * Compute ops of the `noPipeline` ablation (phase.ts): one op per rank and ready group, so that
+ * Compute ops of the `noPipeline` ablation (phase-ops.ts): one op per rank and ready group, so that
  * every op waits for the group completing its data and nothing overlaps inside a rank.
  */
 import { IntColumn } from '../../core/int-column.ts';

@@ -39,7 +39,7 @@ export interface OrderInput {
   /** Sort key inside a ready group (e.g. sequence and key start). */
   readonly key: Float64Array;
   /**
-   * Per task, the push its results join, which leaves after the last op feeding it (phase.ts: in
+   * Per task, the push its results join, which leaves after the last op feeding it (phase-ops.ts: in
    * the backward the home run of its keys, one `dkv` partial; in the forward the reshuffle piece of
    * its queries, one `out` push); undefined: every task its own.
    */

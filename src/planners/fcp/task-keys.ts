@@ -1,7 +1,7 @@
 /**
  * What orderOps (order.ts) reads of a phase's tasks beside their times and ready groups: each
  * task's push unit (the push its results join, which leaves after the last op feeding it) and its
- * order key (which available task a rank takes next). buildPhaseOps (phase.ts) builds both here.
+ * order key (which available task a rank takes next). buildPhaseOps (phase-ops.ts) builds both here.
  *
  * Keys start from positions: the token's offset in the packed batch (sequence, then position; of
  * the keys in the backward, of the queries in the forward), so that partials and rows complete

@@ -13,6 +13,16 @@
  */
 import type { Layout } from '../../../plan/types.ts';
 import type { PhaseLoads, SwapModel } from './phase-cost.ts';
+import {
+  type Fill,
+  fillOf,
+  firstAtLeast,
+  lowest,
+  piecesOf,
+  type RankView,
+  top3,
+  topWithout,
+} from './swap-pieces.ts';
 import { type Delta, type Piece, SwapLayout, sum } from './swap-state.ts';
 
 export type { PhaseLoads, SwapModel } from './phase-cost.ts';
@@ -45,9 +55,6 @@ export interface SwapOptions {
   readonly nodeOnly?: boolean;
 }
 
-/** Finest cut of a row's pieces: its block size / 2^SUB_GRID. */
-const SUB_GRID = 2;
-
 /**
  * Weight of the work an exchange adds in total (both ranks, both phases) in its score: cutting a
  * run or a short sequence in two costs kernel efficiency, which a gain on the busiest rank alone
@@ -58,34 +65,6 @@ const WASTE = 0.25;
 /** Relative gain below which an exchange is not worth a step (float noise of the sums). */
 const EPS = 1e-9;
 
-/** What a step reads of one rank: its pieces with their removal changes, and its rows. */
-interface RankView {
-  readonly rank: number;
-  readonly pieces: Piece[];
-  readonly rem: Delta[];
-  /** Non-empty rows by removal change per token (normalised), dearest first. */
-  readonly dear: number[];
-  /** Removal change of each whole row. */
-  readonly rowRem: Map<number, Delta>;
-  /** The whole-row piece of each row (its memo of loads alone is reused across fills). */
-  readonly whole: Map<number, Piece>;
-  /** Piece ids by size, ascending (ties: id). */
-  readonly bySize: Int32Array;
-}
-
-/** First index of `v.bySize` whose piece holds at least `y` tokens. */
-function firstAtLeast(v: RankView, y: number): number {
-  let lo = 0;
-  let hi = v.bySize.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const p = v.pieces[v.bySize[mid]!]!;
-    if (p.e - p.a < y) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /** An exchange: pieces from the busy rank A to B and from B to A, and the load changes of both. */
 interface Move {
   readonly A: number;
@@ -94,41 +73,6 @@ interface Move {
   readonly take: readonly Piece[];
   readonly dA: Delta;
   readonly dB: Delta;
-}
-
-/** The three ranks of largest load, largest first (ties: lower rank). */
-function top3(load: Float64Array): number[] {
-  const t: number[] = [];
-  for (let r = 0; r < load.length; r++) {
-    let k = t.length;
-    while (k > 0 && load[t[k - 1]!]! < load[r]!) k--;
-    if (k < 3) {
-      t.splice(k, 0, r);
-      if (t.length > 3) t.pop();
-    }
-  }
-  return t;
-}
-
-/** Largest load over ranks other than x and y, from its three largest. */
-function topWithout(load: Float64Array, top: readonly number[], x: number, y: number): number {
-  for (const r of top) if (r !== x && r !== y) return load[r]!;
-  return 0;
-}
-
-/** The k ranks of [lo, hi) (other than `skip`) of least key, ascending (ties: lower rank). */
-function lowest(lo: number, hi: number, k: number, skip: number, key: (r: number) => number): number[] {
-  const low: number[] = [];
-  for (let r = lo; r < hi; r++) {
-    if (r === skip) continue;
-    let j = low.length;
-    while (j > 0 && key(low[j - 1]!) > key(r)) j--;
-    if (j < k) {
-      low.splice(j, 0, r);
-      if (low.length > k) low.pop();
-    }
-  }
-  return low;
 }
 
 /**
@@ -318,107 +262,4 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
     steps++;
   }
   return { layout: st.toLayout(), steps, before, after: { fwd: fwd.slice(), bwd: bwd.slice() } };
-}
-
-/**
- * Pieces rank r may give: whole rows, prefixes up to and suffixes from the first two block-grid
- * points inside, and the first and last half- and quarter-block points (a block of a long sequence
- * can outweigh the gap to any partner).
- */
-function piecesOf(st: SwapLayout, r: number, blockSize: Int32Array): Piece[] {
-  const out: Piece[] = [];
-  for (const i of st.byRank[r]!) {
-    const a = st.start[i]!;
-    const e = st.end[i]!;
-    if (e <= a) continue;
-    out.push({ row: i, a, e });
-    const b = blockSize[st.seq[i]!]!;
-    let g = (Math.floor(a / b) + 1) * b;
-    for (let k = 0; k < 2 && g < e; k++, g += b) out.push({ row: i, a, e: g });
-    g = (Math.ceil(e / b) - 1) * b;
-    for (let k = 0; k < 2 && g > a; k++, g -= b) out.push({ row: i, a: g, e });
-    for (let h = b >> 1; h >= b >> SUB_GRID && h >= 1; h >>= 1) {
-      const g1 = (Math.floor(a / h) + 1) * h;
-      if (g1 < e && g1 % (2 * h) !== 0) out.push({ row: i, a, e: g1 });
-      const g2 = (Math.ceil(e / h) - 1) * h;
-      if (g2 > a && g2 % (2 * h) !== 0 && g2 !== g1) out.push({ row: i, a: g2, e });
-    }
-  }
-  return out;
-}
-
-/** A fill: its pieces, their sequences, and the load changes on the rank they leave and the one they reach. */
-interface Fill {
-  readonly pieces: Piece[];
-  readonly seqs: Set<number>;
-  readonly dFrom: Delta;
-  readonly dTo: Delta;
-}
-
-/**
- * A fill of the rows of view `v`'s rank taken in `order` for rank `to`, of distinct sequences other
- * than `avoid`, with tokens in [yLo, yHi]; the last row is cut to the count (`prefix`: its first
- * tokens, else its last), at a block-grid point where one fits. Null when the rows do not reach
- * yLo. Its changes are separable (one piece per sequence): each row's removal plus its arrival.
- */
-function fillOf(
-  st: SwapLayout,
-  v: RankView,
-  to: number,
-  order: readonly number[],
-  avoid: number,
-  yLo: number,
-  yHi: number,
-  prefix: boolean,
-  blockSize: Int32Array,
-  may: (p: Piece, to: number) => boolean,
-): Fill | null {
-  if (yHi < 1 || yLo > yHi) return null;
-  const from = v.rank;
-  const pieces: Piece[] = [];
-  const seqs = new Set<number>();
-  const dFrom: Delta = [0, 0];
-  const dTo: Delta = [0, 0];
-  const add = (p: Piece, rem: Delta): void => {
-    pieces.push(p);
-    const arrive = st.arrive(to, p);
-    dFrom[0] += rem[0];
-    dFrom[1] += rem[1];
-    dTo[0] += arrive[0];
-    dTo[1] += arrive[1];
-  };
-  let acc = 0;
-  for (const i of order) {
-    if (acc >= yLo) break;
-    const s = st.seq[i]!;
-    const a = st.start[i]!;
-    const e = st.end[i]!;
-    if (s === avoid || seqs.has(s) || e <= a || !may({ row: i, a, e }, to)) continue;
-    if (acc + e - a <= yHi) {
-      seqs.add(s);
-      add(v.whole.get(i)!, v.rowRem.get(i)!);
-      acc += e - a;
-      continue;
-    }
-    const cLo = Math.max(1, yLo - acc);
-    const cHi = yHi - acc;
-    const b = blockSize[s]!;
-    let c = cLo;
-    let p: Piece;
-    if (prefix) {
-      const g = Math.ceil((a + cLo) / b) * b;
-      if (g - a <= cHi) c = g - a;
-      p = { row: i, a, e: a + c };
-    } else {
-      const g = Math.floor((e - cLo) / b) * b;
-      if (e - g <= cHi && g > a) c = e - g;
-      p = { row: i, a: e - c, e };
-    }
-    // A whole sequence may go anywhere; the part of one cut from it only where `may` says.
-    if (!may(p, to)) continue;
-    seqs.add(s);
-    add(p, st.delta(from, [p], []));
-    acc += c;
-  }
-  return acc >= yLo && acc <= yHi && pieces.length > 0 ? { pieces, seqs, dFrom, dTo } : null;
 }
