@@ -29,6 +29,7 @@
 import type { ComputeTable } from '../../plan/types.ts';
 import { ShapeCounts } from './launch-carry.ts';
 import { POW2_OP_FACTOR, TAIL_FRACTION, UNIT_OP_FACTOR } from './op-cut.ts';
+import { RunHeap } from './run-heap.ts';
 
 /** Per task: rank, ready group (-1: from the start), export flag, estimated ms, position key. */
 export interface OrderInput {
@@ -112,72 +113,19 @@ export function orderOps(
     if (opExports !== 1) opExports = t.exported[task]!;
   };
   // Per rank: local tasks (in id order), exporting tasks by ready group (counting sort), each
-  // group's run then sorted by (key, id), and a binary min-heap of the available runs by their
-  // next task's (key, id). Every task of a group arrives at once (the estimate is per group), so
-  // the available tasks are whole runs, and the smallest (key, id) among them is the smallest
-  // run head: the same order as a heap of tasks ((key, id) is a strict total order), at a heap
-  // of at most the groups rather than of the tasks (orderOps of one mode (b) plan at 256 ranks,
-  // longtail, 12 captured calls: 80 -> 69 ms).
+  // group's run then sorted by (key, id), and the available runs in a heap (run-heap.ts).
   const local = new Int32Array(n);
   const exp = new Int32Array(n);
   let maxReady = -1;
   for (let i = 0; i < n; i++) if (t.ready[i]! > maxReady) maxReady = t.ready[i]!;
   const bucket = new Int32Array(maxReady + 3);
   const key = t.key;
-  const runs = maxReady + 2;
-  // The heap: per entry, its run's next position in `exp`, its end, and its head's key and id.
-  const hPos = new Int32Array(runs);
-  const hEnd = new Int32Array(runs);
-  const hKey = new Float64Array(runs);
-  const hId = new Int32Array(runs);
-  let hn = 0;
+  const heap = new RunHeap(maxReady + 2, exp, key);
   /** Tasks in the heap's runs. */
   let avail = 0;
-  /** Heap entry `from` moved to slot `to` (both sifts). */
-  const moveEntry = (to: number, from: number): void => {
-    hPos[to] = hPos[from]!;
-    hEnd[to] = hEnd[from]!;
-    hKey[to] = hKey[from]!;
-    hId[to] = hId[from]!;
-  };
-  /** Slot `i` set to a run at `pos` (ending at `end`) whose head is task x of key kx. */
-  const setEntry = (i: number, pos: number, end: number, kx: number, x: number): void => {
-    hPos[i] = pos;
-    hEnd[i] = end;
-    hKey[i] = kx;
-    hId[i] = x;
-  };
-  const siftDown = (pos: number, end: number, kx: number, x: number): void => {
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= hn) break;
-      let c = l;
-      if (l + 1 < hn) {
-        const k1 = hKey[l + 1]!;
-        const k0 = hKey[l]!;
-        if (k1 < k0 || (k1 === k0 && hId[l + 1]! < hId[l]!)) c = l + 1;
-      }
-      const kc = hKey[c]!;
-      if (!(kc < kx || (kc === kx && hId[c]! < x))) break;
-      moveEntry(i, c);
-      i = c;
-    }
-    setEntry(i, pos, end, kx, x);
-  };
   /** Makes the tasks exp[a..b) (one group's run, sorted) available. */
   const pushRun = (a: number, b: number): void => {
-    const x = exp[a]!;
-    const kx = key[x]!;
-    let i = hn++;
-    while (i > 0) {
-      const up = (i - 1) >> 1;
-      const ky = hKey[up]!;
-      if (!(kx < ky || (kx === ky && x < hId[up]!))) break;
-      moveEntry(i, up);
-      i = up;
-    }
-    setEntry(i, a, b, kx, x);
+    heap.push(a, b);
     avail += b - a;
   };
   /** Tasks taken out of their run ahead of their turn (`completeBatches`); skipped when popped. */
@@ -219,9 +167,9 @@ export function orderOps(
       while (need < c) need *= 2;
       need -= c;
       let nf = 0;
-      for (let e = 0; e < hn && nf < need; e++) {
-        if (t.ready[exp[hPos[e]!]!]! > opAfter) continue;
-        for (let q = hPos[e]!; q < hEnd[e]! && nf < need; q++) {
+      for (let e = 0; e < heap.size && nf < need; e++) {
+        if (t.ready[exp[heap.pos[e]!]!]! > opAfter) continue;
+        for (let q = heap.pos[e]!; q < heap.end[e]! && nf < need; q++) {
           const x = exp[q]!;
           if (taken[x] === 0 && shape[x] === s && t.exported[x] === opExports) found[nf++] = x;
         }
@@ -239,13 +187,8 @@ export function orderOps(
   };
   /** The available task of least (key, id), taken. */
   const pop = (): number => {
-    const top = hId[0]!;
     avail--;
-    const pos = hPos[0]! + 1;
-    const end = hEnd[0]!;
-    if (pos < end) siftDown(pos, end, key[exp[pos]!]!, exp[pos]!);
-    else if (--hn > 0) siftDown(hPos[hn]!, hEnd[hn]!, hKey[hn]!, hId[hn]!);
-    return top;
+    return heap.pop();
   };
   /**
    * Whether task i would bring the open op's tasks of its launch shape to a power of two, or
@@ -328,7 +271,7 @@ export function orderOps(
     // 2. Exporting (and late-ready) work as a list schedule over the estimated timeline: of the
     //    tasks whose group has (by the estimate) arrived, the one with the smallest position key;
     //    so the order follows positions once the data is in, and arrival while it is not.
-    hn = 0;
+    heap.size = 0;
     avail = 0;
     let next = 0;
     opAfter = -2;
