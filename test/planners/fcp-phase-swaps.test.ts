@@ -5,6 +5,9 @@
  * stay valid and byte-identical for the same input.
  */
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { formatIssue } from '../../src/core/issues.ts';
@@ -23,6 +26,7 @@ import {
 } from '../../src/planners/fcp/placement/phase-swaps.ts';
 import { weightGeometry } from '../../src/planners/fcp/placement/place.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { cli } from '../helpers/cli.ts';
 
 const expectCode = (f: () => unknown, code: string): void =>
   assert.throws(f, (e: { issues?: { code: string }[] }) => e.issues?.some((i) => i.code === code) === true);
@@ -105,4 +109,33 @@ test('mode (a) plans with the default exchanges record them and are byte-identic
   assert.ok((stats.phaseSwaps ?? 0) > 0, 'the exchanges ran');
   const big = planFcp(resolveProblem({ batch: 'bimodal', world: 40, tokensPerRank: 2048, seed: 2 })).plan;
   assert.equal((big.meta!.stats as { phaseSwaps?: number }).phaseSwaps, undefined, 'none beyond 4 nodes');
+});
+
+test('fcp plan --phase-swaps: a bad value is one coded line, exit 2, no file; 0 switches the exchanges off', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fcp-phase-swaps-'));
+  try {
+    const bad = join(dir, 'bad.json');
+    const args = [
+      'plan',
+      '--strategy',
+      'fcp',
+      '--batch',
+      'bimodal',
+      '--world',
+      '16',
+      '--tokens-per-rank',
+      '2048',
+    ];
+    const r = await cli([...args, '--phase-swaps', '-2', '--out', bad]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /option\.phaseSwaps/);
+    assert.equal(r.err.trim().split('\n').length, 1);
+    assert.equal(existsSync(bad), false);
+    const off = join(dir, 'off.json');
+    assert.equal((await cli([...args, '--phase-swaps', '0', '--out', off])).code, 0);
+    const stats = JSON.parse(readFileSync(off, 'utf8')).meta.stats as { phaseSwaps?: number };
+    assert.equal(stats.phaseSwaps, undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
