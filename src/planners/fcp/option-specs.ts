@@ -82,7 +82,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     type: 'int',
     default: D.phaseSwaps,
     passDefault: false,
-    doc: "mode (a): exchanges of pieces within nodes that even the home layout phase by phase (max forward + max backward); -1: 32 up to 4 nodes, none beyond; 0: none; n: at most n at any scale",
+    doc: 'mode (a): exchanges of pieces within nodes that even the home layout phase by phase (max forward + max backward); -1: 32 up to 4 nodes, none beyond; 0: none; n: at most n at any scale',
   },
   {
     key: 'loaderLayout',
