@@ -23,9 +23,10 @@
  * 128 -0.0047; 256 -0.0075 (backward +0.0011, +0.0026, +0.0030, -0.0029). Letting the self-tuner's
  * estimate choose between the swapped and the unswapped layout instead gained less at 16-64
  * (+0.0033 ± 0.0011 / +0.0018 ± 0.0009) and picked wrongly at 256 (-0.0048 forward), so the rule
- * is by size. Planning: three to four exchange searches per plan (one per block size the tuner
- * tries), 16 ranks 35-85 -> 155-220 ms (`npx tsx bench/prof-run.ts 16 5`), still within the
- * 200 ms budget's size model at 256 ranks, where none run.
+ * is by size. Planning: one exchange search per block size the tuner tries (four at 16-32
+ * ranks); mode (a) at 16 ranks best 35-85 ms without them, 118-125 ms with them
+ * (`npx tsx bench/prof-run.ts 16 8`, after memoising run loads in swap-state.ts); none run at 256
+ * ranks, where the 200 ms budget applies.
  */
 import type { Mask } from '../../../plan/types.ts';
 import type { TileGeometry } from '../grid.ts';
