@@ -70,7 +70,9 @@ function fcpLines(plan: Plan): string[] {
       .join(', ');
   const lines = [
     `blocks ${st.blocks} (size ${st.blockSize.min}..${st.blockSize.max}), units ${st.units}, home runs ${st.homeRuns}, tasks ${st.tasks}`,
-    `balance: ${pct(st.greedyImbalance)} after the greedy, ${st.refineSteps} refinement steps`,
+    `balance: ${pct(st.greedyImbalance)} after the greedy, ${st.refineSteps} refinement steps${
+      st.phaseSwaps !== undefined ? `, per-phase exchanges ${st.phaseSwaps} (--phase-swaps)` : ''
+    }`,
     `forward (${st.forward.groups} groups): ${kinds(st.forward)}`,
     `backward (${st.backward.groups} groups): ${kinds(st.backward)}`,
   ];

@@ -131,6 +131,10 @@ test('fcp plan --phase-swaps: a bad value is one coded line, exit 2, no file; 0 
     assert.match(r.err, /option\.phaseSwaps/);
     assert.equal(r.err.trim().split('\n').length, 1);
     assert.equal(existsSync(bad), false);
+    // A batch where the exchanges apply (bimodal, 16 ranks, 4096 tokens each, seed 1).
+    const on = await cli([...args.slice(0, -1), '4096', '--out', join(dir, 'on.json')]);
+    assert.equal(on.code, 0);
+    assert.match(on.out + on.err, /per-phase exchanges \d+ \(--phase-swaps\)/);
     const off = join(dir, 'off.json');
     assert.equal((await cli([...args, '--phase-swaps', '0', '--out', off])).code, 0);
     const stats = JSON.parse(readFileSync(off, 'utf8')).meta.stats as { phaseSwaps?: number };
