@@ -1,3 +1,9 @@
+/**
+ * A phase's compute ops (forward.ts, backward.ts): ordered so that exports finish early and local
+ * work fills both ends (order.ts), with the local work kept for the end sized per rank
+ * ({@link reserveOf}); the pipeline ablations; and which op last touches each reshuffle piece (the
+ * op its `out` push must wait for). Split from phase.ts, which places the rounds.
+ */
 import { kvBytesPerToken, qBytesPerToken } from '../../model/attention.ts';
 import type { ComputeTable } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';

@@ -112,7 +112,7 @@ export const BLOCK_SIZE_CANDIDATES: readonly number[] = [4096, 6144, 8192, 2048]
  * sizes the default budget buys included (two up to 128 ranks, one beyond). Mode (a)'s per-phase
  * exchanges (placement/phase-swaps.ts, up to 4 nodes) came later and add about 30 ms per block size
  * at 16 ranks; the whole tuned plan still took 173 ms there with four block sizes (session 23,
- * `npx tsx bench/planner.ts --worlds 16,32 --reps 3`; 157 ms at 32), so the model is left as
+ * `npx tsx bench/planner.ts --worlds 16,32,64,256,1024,4096 --reps 3`; 157 ms at 32), so the model is left as
  * measured.
  */
 const BLOCK_PIPELINE_MS: readonly [number, number, number, number] = [39, 43, 104, 772];

@@ -19,7 +19,7 @@ export interface RankView {
   readonly dear: number[];
   /** Removal change of each whole row. */
   readonly rowRem: Map<number, Delta>;
-  /** The whole-row piece of each row (its memo of loads alone is reused across fills). */
+  /** The whole-row piece of each row. */
   readonly whole: Map<number, Piece>;
   /** Piece ids by size, ascending (ties: id). */
   readonly bySize: Int32Array;

@@ -5,17 +5,17 @@
  * of the tiles of that sequence's runs there (phase-cost.ts), so changes of different sequences
  * add up, and only the pairs a move touches are walked again.
  */
+
+import { TripleIds } from '../../../core/triple-ids.ts';
 import type { Layout } from '../../../plan/types.ts';
 import { PhaseTileCost, walkTiles } from '../grid.ts';
-import { addRuns, type SwapModel } from './phase-cost.ts';
+import type { SwapModel } from './phase-cost.ts';
 
 /** A piece of a row that may change rank: [a, e), a prefix, a suffix or the whole row. */
 export interface Piece {
   readonly row: number;
   readonly a: number;
   readonly e: number;
-  /** Its loads alone on a rank (memo of {@link SwapLayout.arrive}). */
-  alone?: Delta;
 }
 
 /** A load change: forward and backward ms. */
@@ -41,8 +41,9 @@ export class SwapLayout {
   private readonly cost: PhaseTileCost;
   private qa = new Int32Array(16);
   private qe = new Int32Array(16);
-  /** Loads of runs alone, by sequence, start and end ({@link runCost}). */
-  private readonly runs = new Map<number, Map<number, Map<number, Delta>>>();
+  /** Loads of runs alone ({@link runCost}), by the dense id of (sequence, start, end). */
+  private readonly runIds = new TripleIds();
+  private readonly runLoads: Delta[] = [];
   private readonly causal: boolean;
 
   constructor(
@@ -151,25 +152,14 @@ export class SwapLayout {
    * three quarters of its planning before the memo).
    */
   private runCost(s: number, a: number, e: number): Delta {
-    let bySeq = this.runs.get(s);
-    if (bySeq === undefined) {
-      bySeq = new Map();
-      this.runs.set(s, bySeq);
-    }
-    let byStart = bySeq.get(a);
-    if (byStart === undefined) {
-      byStart = new Map();
-      bySeq.set(a, byStart);
-    }
-    let d = byStart.get(e);
-    if (d === undefined) {
+    const id = this.runIds.intern(s, a, e);
+    if (id === this.runLoads.length) {
       this.cost.fwd = 0;
       this.cost.bwd = 0;
       walkTiles(a, e, this.m.sequences[s]!, this.m.blockSize[s]!, this.causal, this.m.grid, this.cost);
-      d = [this.cost.fwd, this.cost.bwd];
-      byStart.set(e, d);
+      this.runLoads.push([this.cost.fwd, this.cost.bwd]);
     }
-    return d;
+    return this.runLoads[id]!;
   }
 
   private baseOf(r: number, s: number): Delta {
@@ -202,13 +192,7 @@ export class SwapLayout {
   arrive(r: number, p: Piece): Delta {
     const s = this.seq[p.row]!;
     if (this.holds(r, s)) return this.delta(r, [], [p]);
-    if (p.alone === undefined) {
-      this.cost.fwd = 0;
-      this.cost.bwd = 0;
-      addRuns(this.m, s, [p.a], [p.e], this.cost);
-      p.alone = [this.cost.fwd, this.cost.bwd];
-    }
-    return p.alone;
+    return this.runCost(s, p.a, p.e);
   }
 
   /** Moves the pieces and applies the load changes computed for them (`dFrom`, `dTo` of ranks from and to). */
