@@ -6,7 +6,7 @@
  * ranks and the critical rank (latest end), with its wait list; `--rank R` also prints rank R's
  * group entries (each flow: kind, sender > receiver, MB, whether it waits for an op) and its ops.
  *
- * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout]
+ * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout] [--pxn] [--nic-swaps]
  *                                [--dir forward|backward] [--list 12] [--rank R] [--cluster hopper-ib]
  */
 
@@ -41,6 +41,8 @@ for (const world of worlds)
       clusterName: val('--cluster', 'hopper-ib'),
       network: 'fluid',
       loaderLayout,
+      ...(args.includes('--pxn') ? { routing: 'pxn' as const } : {}),
+      ...(args.includes('--nic-swaps') ? { options: { nicSwaps: true } } : {}),
     });
     const plan = replayed.plan;
     for (const dir of dirs) {

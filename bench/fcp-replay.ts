@@ -64,13 +64,23 @@ export interface ReplaySpec {
   readonly clusterName: string;
   readonly network: NetworkModel;
   readonly loaderLayout: boolean;
+  /** NCCL routing across nodes (default: the preset's). */
+  readonly routing?: 'direct' | 'pxn';
+  /** Planner options beside the mode. */
+  readonly options?: Record<string, unknown>;
 }
 
 /** Plans `spec` with FCP and builds the kernel, network and chunk models of the simulator. */
 export function planForReplay(spec: ReplaySpec): Replayed {
-  const cluster = resolveCluster(spec.clusterName, { network: spec.network });
+  const cluster = resolveCluster(spec.clusterName, {
+    network: spec.network,
+    ...(spec.routing !== undefined ? { routing: spec.routing } : {}),
+  });
   const problem = resolveProblem({ batch: spec.batch, world: spec.world, seed: spec.seed, cluster });
-  const plan = getPlanner('fcp').plan(problem, spec.loaderLayout ? { loaderLayout: true } : {});
+  const plan = getPlanner('fcp').plan(problem, {
+    ...(spec.options ?? {}),
+    ...(spec.loaderLayout ? { loaderLayout: true } : {}),
+  });
   const kernel = new KernelModel(plan.model, {
     peakTflops: cluster.peakTflops,
     slowdown: computeSlowdown(cluster),

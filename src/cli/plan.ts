@@ -72,7 +72,7 @@ function fcpLines(plan: Plan): string[] {
     `blocks ${st.blocks} (size ${st.blockSize.min}..${st.blockSize.max}), units ${st.units}, home runs ${st.homeRuns}, tasks ${st.tasks}`,
     `balance: ${pct(st.greedyImbalance)} after the greedy, ${st.refineSteps} refinement steps${
       st.phaseSwaps !== undefined ? `, per-phase exchanges ${st.phaseSwaps} (--phase-swaps)` : ''
-    }`,
+    }${st.nicSwaps !== undefined ? `, NIC swaps ${st.nicSwaps} (--nic-swaps)` : ''}`,
     `forward (${st.forward.groups} groups): ${kinds(st.forward)}`,
     `backward (${st.backward.groups} groups): ${kinds(st.backward)}`,
   ];

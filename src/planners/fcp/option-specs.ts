@@ -55,6 +55,12 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
   },
   { key: 'noLocality', owner: 'fcp', type: 'boolean', doc: 'ablation: no locality-aware tie-break' },
   {
+    key: 'nicSwaps',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: "experimental, mode (a): swaps of a sequence's blocks that spread the cross-node reshuffle over the ranks' NICs (off: simulated gains within noise beyond 32 ranks)",
+  },
+  {
     key: 'fixedBlocks',
     owner: 'fcp',
     type: 'boolean',

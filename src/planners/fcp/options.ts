@@ -26,6 +26,13 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * 16-64 ranks, but -5% (a) / -13% (b) at 256 (more K/V bytes), hence off.
    */
   nodePacking?: boolean;
+  /**
+   * Experimental, mode (a) (default false): swaps of a sequence's blocks that spread the cross-node
+   * reshuffle over the ranks' NICs (placement/nic-swaps.ts). Simulated, over paired batches: +0.009
+   * / +0.004 forward / backward MFU at 32 ranks, none at 16 (magi loses), within noise at 64-256
+   * (docs/results.md, "Session 24"), hence off.
+   */
+  nicSwaps?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
   /**
@@ -89,6 +96,7 @@ export interface FcpOptions {
   readonly noLocality: boolean;
   readonly noAffinity: boolean;
   readonly nodePacking: boolean;
+  readonly nicSwaps: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
   /** Mode (a)'s per-phase exchanges: -1 auto (placement/phase-swaps.ts), 0 none, n at most n. */
@@ -118,6 +126,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   noLocality: false,
   noAffinity: false,
   nodePacking: false,
+  nicSwaps: false,
   fixedBlocks: false,
   refineSteps: -1,
   phaseSwaps: -1,
@@ -239,6 +248,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     'noLocality',
     'noAffinity',
     'nodePacking',
+    'nicSwaps',
     'fixedBlocks',
     'fanOut',
     'tune',
@@ -269,6 +279,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     noLocality: o.noLocality ?? d.noLocality,
     noAffinity: o.noAffinity ?? d.noAffinity,
     nodePacking: o.nodePacking ?? d.nodePacking,
+    nicSwaps: o.nicSwaps ?? d.nicSwaps,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
     phaseSwaps,
@@ -282,9 +293,11 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, fanOut, phaseSwaps, ...rest } = o;
+  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, ...rest } = o;
   return {
     ...rest,
+    // Recorded only when on (experimental), so plans without it keep their bytes.
+    ...(nicSwaps ? { nicSwaps } : {}),
     // Recorded only when set, so plans made with the default keep their bytes.
     ...(phaseSwaps !== FCP_DEFAULTS.phaseSwaps ? { phaseSwaps } : {}),
     // Recorded only when on, so plans without it keep their bytes.

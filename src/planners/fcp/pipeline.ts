@@ -43,6 +43,8 @@ export interface FcpStats {
   refineSteps: number;
   /** Mode (a)'s per-phase exchanges applied (placement/phase-swaps.ts); absent when none. */
   phaseSwaps?: number;
+  /** Mode (a)'s swaps spreading the cross-node reshuffle over the NICs (placement/nic-swaps.ts); absent when none. */
+  nicSwaps?: number;
   memoryAttempts: number;
   maxHomeTokens: number;
   movedTokens: number;
@@ -195,6 +197,7 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
     refineSteps: placement.refineSteps,
     // Recorded only when some were applied, so other plans keep their bytes.
     ...(placed.phaseSwaps !== undefined ? { phaseSwaps: placed.phaseSwaps } : {}),
+    ...(placed.nicSwaps !== undefined ? { nicSwaps: placed.nicSwaps } : {}),
     memoryAttempts: attempts,
     maxHomeTokens: maxMem,
     movedTokens: movedTokens(pieces),

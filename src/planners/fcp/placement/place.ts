@@ -25,6 +25,7 @@ import type { FcpOptions } from '../options.ts';
 import { type Blocks, splitBlocks, userLayoutBlocks } from './blocks.ts';
 import { distributeUnits, type Placement, userPlacement } from './distribute.ts';
 import { homeFirstPlacement } from './home-first.ts';
+import { nicSwaps } from './nic-swaps.ts';
 import { phaseSwapSteps, swapPlacement } from './phase-swaps.ts';
 import { refineStepBudget } from './refine.ts';
 import { type Weights, weighBlocks } from './weights.ts';
@@ -70,6 +71,8 @@ export interface Placed {
   readonly splitMs: number;
   /** Mode (a)'s per-phase exchanges applied (phase-swaps.ts); absent: none. */
   readonly phaseSwaps?: number;
+  /** Mode (a)'s swaps that spread the cross-node reshuffle over the NICs (nic-swaps.ts); absent: none. */
+  readonly nicSwaps?: number;
 }
 
 /**
@@ -114,6 +117,11 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
             refineStepBudget(o.refineSteps, world),
           )
         : distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize, packHeavy);
+      // Mode (a), experimental: the cross-node reshuffle spread over the NICs (nic-swaps.ts).
+      const nic =
+        homeFirst && o.nicSwaps
+          ? nicSwaps(blocks, weights.block, userRows, placement, { world, nodeSize, memoryTokens })
+          : 0;
       // Mode (a): the home layout evened phase by phase (phase-swaps.ts).
       const steps = homeFirst ? phaseSwapSteps(o, world, nodeSize) : 0;
       const swapped =
@@ -139,8 +147,16 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
           attempts: attempt + 1,
           splitMs,
           phaseSwaps: swapped.steps,
+          ...(nic > 0 ? { nicSwaps: nic } : {}),
         };
-      return { blocks, weights, placement, attempts: attempt + 1, splitMs };
+      return {
+        blocks,
+        weights,
+        placement,
+        attempts: attempt + 1,
+        splitMs,
+        ...(nic > 0 ? { nicSwaps: nic } : {}),
+      };
     } catch (e) {
       if (!(e instanceof FcpError && e.code === 'plan.memory')) throw e;
     }
