@@ -8,11 +8,12 @@
  * with its standard error and the number of batches up and down, per batch kind and world, per
  * world, and over all.
  *
- * Sides: `--base <rev>` (A: that commit in a temporary worktree, B: this working tree), or `--env
+ * Sides: `--base <rev>` (A: that commit in a temporary worktree, B: this working tree), `--env
  * K=V[,K=V...]` (A: this tree, B: this tree with those environment variables, for experiments
- * behind a switch). All simulated.
+ * behind a switch), or `--b-args '<options>'` (B: this tree with more `fcp compare` options, e.g.
+ * `--free-kinds forward.in` for what hiding a kind of transfer would buy). All simulated.
  *
- * Run: npx tsx bench/quality-ab.ts (--base <rev> | --env K=V,...) [--batches longtail,magi,bimodal]
+ * Run: npx tsx bench/quality-ab.ts (--base <rev> | --env K=V,... | --b-args '...') [--batches longtail,magi,bimodal]
  *        [--worlds 16,64,256] [--seeds 6] [--seed 1] [--loader-layout] [--network fluid|contention]
  *        [--cluster hopper-ib] [--keep]
  */
@@ -31,7 +32,9 @@ const fail = (msg: string): never => {
 };
 const base = val('--base', '');
 const envSpec = val('--env', '');
-if ((base === '') === (envSpec === '')) fail('give exactly one of --base <rev> and --env K=V[,K=V...]');
+const bArgs = val('--b-args', '');
+if ([base, envSpec, bArgs].filter((x) => x !== '').length !== 1)
+  fail("give exactly one of --base <rev>, --env K=V[,K=V...] and --b-args '<fcp compare options>'");
 const envB: Record<string, string> = {};
 for (const kv of envSpec === '' ? [] : envSpec.split(',')) {
   const i = kv.indexOf('=');
@@ -70,16 +73,26 @@ interface Row {
   mfuBackward: number;
 }
 
-/** FCP's rows of one `fcp compare` run in `cwd` on `batch`. */
-function compare(cwd: string, batch: string, env: Record<string, string>, label: string): Row[] {
+/** FCP's rows of one `fcp compare` run in `cwd` on `batch` (`extra`: more compare options). */
+function compare(
+  cwd: string,
+  batch: string,
+  env: Record<string, string>,
+  label: string,
+  extra: readonly string[] = [],
+): Row[] {
   const out = mkdtempSync(join(tmpdir(), 'fcp-qab-'));
   const t0 = performance.now();
   try {
-    execFileSync('npx', ['tsx', 'src/cli.ts', 'compare', ...common, '--batch', batch, '--out', out], {
-      cwd,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    execFileSync(
+      'npx',
+      ['tsx', 'src/cli.ts', 'compare', ...common, ...extra, '--batch', batch, '--out', out],
+      {
+        cwd,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
     const rows = (
       JSON.parse(readFileSync(join(out, 'compare.json'), 'utf8')) as { rows: (Row & { strategy: string })[] }
     ).rows;
@@ -114,10 +127,17 @@ const sides =
         for (const b of batches) pair(b, compare(tree, b, {}, `A ${rev}`), compare(root, b, {}, 'B head'));
         return `A = ${rev}, B = this working tree`;
       })
-    : (() => {
-        for (const b of batches) pair(b, compare(root, b, {}, 'A'), compare(root, b, envB, `B ${envSpec}`));
-        return `A = this tree, B = this tree with ${envSpec}`;
-      })();
+    : envSpec !== ''
+      ? (() => {
+          for (const b of batches) pair(b, compare(root, b, {}, 'A'), compare(root, b, envB, `B ${envSpec}`));
+          return `A = this tree, B = this tree with ${envSpec}`;
+        })()
+      : (() => {
+          const extra = bArgs.split(/\s+/).filter((x) => x !== '');
+          for (const b of batches)
+            pair(b, compare(root, b, {}, 'A'), compare(root, b, {}, `B ${bArgs}`, extra));
+          return `A = this tree, B = this tree with compare options ${bArgs}`;
+        })();
 
 /** Mean, standard error of the mean, batches up and down. */
 function stats(xs: number[]): string {

@@ -327,6 +327,8 @@ export function register(program: Command): void {
       kernel: sim.kernel,
       calibration: sim.calibration?.sources ?? 'default',
       rates: sim.rates,
+      // What-if (--free-kinds): these kinds carried no bytes; absent in a real comparison.
+      ...(sim.freeKinds !== undefined ? { freeKinds: sim.freeKinds } : {}),
       plannerOptions: planner,
       baselines,
       // The earlier run whose winners restricted the sweeps (absent: the full sweep).

@@ -17,8 +17,10 @@ import {
   simulatePlan,
 } from '../executors/sim/index.ts';
 import { SIM_OPTION_SPECS } from '../executors/sim/option-specs.ts';
+import type { FreeKinds } from '../executors/sim/prepare.ts';
 import { parseSimgridModel, simgridEngine } from '../executors/simgrid/index.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
+import { KIND_NAMES } from '../plan/types.ts';
 import {
   CLUSTER_NAMES,
   type ClusterOverrides,
@@ -89,12 +91,38 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
     fail('option.rates', `--rates must be local or exact (got ${mode})`, 'rates');
   out.rates = { mode };
   if (o.padding === false) out.padding = false;
+  if (o.freeKinds !== undefined) out.freeKinds = parseFreeKinds(String(o.freeKinds));
   if (o.rateHops !== undefined) {
     const hops = intOption(o.rateHops, 'rateHops');
     if (hops < 1) fail('option.rateHops', `--rate-hops must be at least 1 (got ${hops})`, 'rateHops');
     out.rates.hops = hops;
   }
   return out;
+}
+
+/**
+ * `--free-kinds`: comma-separated kind names (in, kv, out, dkv), each for both phases or prefixed
+ * `forward.` / `backward.`; anything else is option error `option.freeKinds`.
+ */
+export function parseFreeKinds(spec: string): FreeKinds {
+  const forward: number[] = [];
+  const backward: number[] = [];
+  for (const raw of spec.split(',')) {
+    const item = raw.trim();
+    const dot = item.indexOf('.');
+    const phase = dot < 0 ? '' : item.slice(0, dot);
+    const name = dot < 0 ? item : item.slice(dot + 1);
+    const code = (KIND_NAMES as readonly string[]).indexOf(name);
+    if (code < 0 || (phase !== '' && phase !== 'forward' && phase !== 'backward'))
+      fail(
+        'option.freeKinds',
+        `--free-kinds takes in, kv, out, dkv, each optionally prefixed forward. or backward. (got ${JSON.stringify(item)})`,
+        'freeKinds',
+      );
+    if (phase !== 'backward' && !forward.includes(code)) forward.push(code);
+    if (phase !== 'forward' && !backward.includes(code)) backward.push(code);
+  }
+  return { forward, backward };
 }
 
 /** `--network` and `--network-params` into cluster overrides (validated by resolveCluster). */
@@ -266,6 +294,14 @@ export function register(program: Command): void {
     }
     if (out.json) out.printJson(r);
     else if (out.csv) out.printCsv(...simCsv(r));
-    else out.text(formatSimResult(r));
+    else {
+      const fk = opts.freeKinds;
+      const names = (codes: readonly number[]): string =>
+        codes.map((k) => KIND_NAMES[k]).join(', ') || 'none';
+      const whatIf = fk
+        ? `\nwhat-if, not a real time: forward ${names(fk.forward)} and backward ${names(fk.backward)} transfers carry no bytes (--free-kinds)`
+        : '';
+      out.text(formatSimResult(r) + whatIf);
+    }
   });
 }

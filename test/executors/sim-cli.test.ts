@@ -39,6 +39,22 @@ test('simulate prints a table, --json the full result, --trace a Chrome trace', 
   assert.ok(fast.forward.makespanMs <= json.forward.makespanMs);
 });
 
+test('--free-kinds: the named kinds carry no bytes, per phase; labelled a what-if; bad names rejected', async () => {
+  const full = JSON.parse(await run('simulate', planFile, '--json'));
+  const noIn = JSON.parse(await run('simulate', planFile, '--json', '--free-kinds', 'forward.in'));
+  const none = JSON.parse(await run('simulate', planFile, '--json', '--free-kinds', 'in,kv,out,dkv'));
+  // Only the forward changes, and it does not get slower; with every kind free the transfers are
+  // latency only, so neither phase is slower than with forward `in` alone free.
+  assert.equal(noIn.backward.makespanMs, full.backward.makespanMs);
+  assert.ok(noIn.forward.makespanMs <= full.forward.makespanMs);
+  assert.ok(none.forward.makespanMs <= noIn.forward.makespanMs + 1e-9);
+  assert.ok(none.backward.makespanMs < full.backward.makespanMs, 'the backward moves bytes in this plan');
+  assert.match(await run('simulate', planFile, '--free-kinds', 'backward.dkv'), /what-if, not a real time/);
+  assert.doesNotMatch(await run('simulate', planFile), /what-if/);
+  for (const bad of ['bogus', 'forward.nope', 'sideways.in', ''])
+    assert.equal(await codeOfAsync(run('simulate', planFile, '--free-kinds', bad)), 'option.freeKinds');
+});
+
 test('simulate rejects bad options with stable codes', async () => {
   assert.equal(await codeOfAsync(run('simulate', planFile, '--cluster', 'nope')), 'cluster.unknown');
   assert.equal(await codeOfAsync(run('simulate', planFile, '--kernel', 'fast')), 'option.kernel');

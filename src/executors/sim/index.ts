@@ -19,6 +19,7 @@ import { requireValidPlan } from '../../plan/validate.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming } from '../types.ts';
 import { type PhaseRun, runPhase } from './engine.ts';
+import type { FreeKinds } from './prepare.ts';
 import { type PreparedPhase, preparePhase } from './prepare.ts';
 import { RATE_DEFAULTS, type RateOptions } from './rates.ts';
 import { buildTrace } from './trace.ts';
@@ -46,6 +47,12 @@ export interface SimOptions {
    * default true. False costs what a runtime that does not pad executes (the GPU runtime's replay).
    */
   padding?: boolean | undefined;
+  /**
+   * What-if (`--free-kinds`): per phase, the transfer kinds (codes, plan/types.ts `Kind`) whose
+   * transfers carry no bytes (their latency is kept). Not a plan's real time: an upper bound on what
+   * hiding those transfers would buy.
+   */
+  freeKinds?: FreeKinds | undefined;
   /** Skip the validation of the plan (only for plans the caller has just validated). */
   skipValidation?: boolean | undefined;
   /**
@@ -156,6 +163,7 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
     network,
     op: new OpCost(kernel, plan.mask),
     chunks: new ChunkCoster(plan, kernel, options.padding ?? true),
+    freeKinds: options.freeKinds,
   };
   let pairs = 0;
   for (let i = 0; i < plan.sequences.length; i++)

@@ -19,6 +19,13 @@ export const SIM_CLI_DEFAULTS = { kernel: 'auto', engine: 'builtin', simgridMode
 /** The simulator's options in the order `--help` lists them (cluster fields override the preset). */
 export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
   {
+    key: 'freeKinds',
+    owner: 'sim',
+    type: 'string',
+    placeholder: 'kinds',
+    doc: 'what-if, not a real time: transfers of these kinds carry no bytes (latency kept), an upper bound on what hiding them would buy; comma-separated in, kv, out, dkv, each for both phases or prefixed forward. or backward. (e.g. forward.in)',
+  },
+  {
     key: 'calibration',
     owner: 'sim',
     type: 'string',

@@ -62,12 +62,20 @@ export function bytesPerToken(m: ModelShape, kind: number, forward: boolean): nu
   return fail('sim.plan.kind', `unknown transfer kind code ${kind}`);
 }
 
+/** Per phase, the kind codes whose transfers carry no bytes (what-if, `--free-kinds`). */
+export interface FreeKinds {
+  readonly forward: readonly number[];
+  readonly backward: readonly number[];
+}
+
 /** Context shared by both phases of one plan. */
 export interface PrepareContext {
   plan: Plan;
   network: Network;
   op: OpCost;
   chunks: ChunkCoster;
+  /** What-if: kinds whose transfers carry no bytes (latency kept); absent: none. */
+  freeKinds?: FreeKinds | undefined;
 }
 
 /** Prepares one phase. */
@@ -102,6 +110,7 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
   const mBytes = new Float64Array(n);
   const mDep = new Int32Array(n).fill(-1);
   const fwd = dir === 'forward';
+  const free = ctx.freeKinds?.[dir] ?? [];
   for (let i = 0; i < n; i++) {
     const chunk = i >= nT;
     const j = chunk ? i - nT : i;
@@ -128,7 +137,7 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     const kind = chunk ? ct!.kind[j]! : t.kind[j]!;
     mKind[i] = kind;
     const tokens = chunk ? ctx.chunks.partTokens(ct!.set[j]!, ct!.parts[j]!, ct!.part[j]!) : t.length[j]!;
-    mBytes[i] = tokens * bytesPerToken(plan.model, kind, fwd);
+    mBytes[i] = free.includes(kind) ? 0 : tokens * bytesPerToken(plan.model, kind, fwd);
   }
   // sendAfter: a message with one dependency keeps it; several make it unmergeable (-2) and are listed.
   const extraDeps: [number, number][] = [];
