@@ -42,7 +42,7 @@ import {
   summarise,
 } from './compare-format.ts';
 import { addOutputOptions, outputOf } from './output.ts';
-import { addSimOptions, networkLabel, simOptionsFrom } from './simulate.ts';
+import { addSimOptions, freeKindsLine, networkLabel, simOptionsFrom } from './simulate.ts';
 
 /** Format tag of compare.json. */
 export const COMPARE_FORMAT = 'fcp-compare/1';
@@ -349,6 +349,7 @@ export function register(program: Command): void {
       );
       out.text(formatCompareTable(summary, strategies, worlds));
       if (baselines === 'best') out.text(formatConfigs(rows));
+      if (sim.freeKinds !== undefined) out.text(freeKindsLine(sim.freeKinds));
     }
     if (o.out !== undefined) {
       await writeCompare(String(o.out), doc, compareCharts(summary, strategies, String(po.batch)));

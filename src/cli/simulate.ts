@@ -100,6 +100,12 @@ export function simOptionsFrom(o: Record<string, unknown>, extra: ClusterOverrid
   return out;
 }
 
+/** The line that marks a what-if run (`--free-kinds`) in the text output of simulate and compare. */
+export function freeKindsLine(fk: FreeKinds): string {
+  const names = (codes: readonly number[]): string => codes.map((k) => KIND_NAMES[k]).join(', ') || 'none';
+  return `what-if, not a real time: forward ${names(fk.forward)} and backward ${names(fk.backward)} transfers carry no bytes (--free-kinds)`;
+}
+
 /**
  * `--free-kinds`: comma-separated kind names (in, kv, out, dkv), each for both phases or prefixed
  * `forward.` / `backward.`; anything else is option error `option.freeKinds`.

@@ -53,6 +53,16 @@ test('--free-kinds: the named kinds carry no bytes, per phase; labelled a what-i
   assert.doesNotMatch(await run('simulate', planFile), /what-if/);
   for (const bad of ['bogus', 'forward.nope', 'sideways.in', ''])
     assert.equal(await codeOfAsync(run('simulate', planFile, '--free-kinds', bad)), 'option.freeKinds');
+  // compare: labelled in its table, recorded in compare.json; absent from a real comparison.
+  const out = join(dir, 'what-if');
+  const cmp = ['compare', '--strategies', 'ring', '--world', '4', '--tokens-per-rank', '4096', '--out', out];
+  assert.match(await run(...cmp, '--free-kinds', 'kv'), /what-if, not a real time/);
+  assert.deepEqual(JSON.parse(readFileSync(join(out, 'compare.json'), 'utf8')).freeKinds, {
+    forward: [1],
+    backward: [1],
+  });
+  assert.doesNotMatch(await run(...cmp), /what-if/);
+  assert.equal('freeKinds' in JSON.parse(readFileSync(join(out, 'compare.json'), 'utf8')), false);
 });
 
 test('simulate rejects bad options with stable codes', async () => {
