@@ -23,10 +23,10 @@ import type { TransferList } from './transfers/transfer-list.ts';
 const RESERVE_MS = 10;
 /**
  * Local work kept per rank for the end (ms, at most RESERVE_MS): what its largest push takes across
- * nodes (`tailFactor` times, latency included). A fixed 10 ms held all local work of a rank with
- * less than that back to cover a 1-2 ms tail while the rank idled through the whole first `in`
- * group (9 ms at 16 ranks, mode (a)); the exposed time is the same for any split between the
- * start and the end as long as each end is covered, so the end gets only what it needs.
+ * nodes (`tailFactor` times, latency included); the backward of a loader layout (mode (b)) uses it.
+ * A fixed 10 ms held all local work of a rank with less than that back to cover a 1-2 ms tail
+ * while the rank idled through its whole first group; the exposed time is the same for any split
+ * between the start and the end as long as each end is covered, so the end gets only what it needs.
  */
 export function reserveOf(
   tasks: Tasks['table'],
@@ -78,18 +78,25 @@ export function buildPhaseOps(
   const reshuffle = ctx.pieces.moving.length > 0;
   const order = orderKeys(ctx, t, backward, unit, shape);
   const input = { rank: t.rank, ready: after, exported, ms, key: order, unit, shape };
-  // Without a reshuffle (a loader layout) the backward's tail (dK,dV partials) is sized per rank
-  // and local work fills the estimated waits; so does the forward with one (mode (a)), now that
-  // its `out` pushes no longer share `kv` groups (forward.ts). Measured, mode (a), simulated,
-  // `fcp compare --strategies fcp --world 16,32,64 --batch B --batches 3`, fwd MFU fixed 10 ms
-  // reserve -> per rank: longtail 0.430/0.456/0.508 -> 0.430/0.459/0.508, magi 0.440/0.428/0.327
-  // -> 0.453/0.427/0.323, bimodal 0.526/0.477/0.448 -> 0.532/0.477/0.450; 128/256 within 0.001.
+  // Local work kept for the end of the phase (order.ts). Without a reshuffle (a loader layout) the
+  // backward's tail (dK,dV partials) is sized per rank (reserveOf) and local work fills the
+  // estimated waits. The forward with one (mode (a)) keeps none: its ranks that import the most
+  // have the least work of their own, and that little is worth more at the start, while the first
+  // `in` group is on its way (longtail 16 ranks seed 1: rank 8 held back all of its 2.4 ms for a
+  // 2.7 ms reserve and idled 10.1 ms), than under the last `out` push. Measured (simulated, `npx
+  // tsx bench/quality-ab.ts --worlds W --seeds N`, per-rank reserve -> none, forward MFU, mean ±
+  // standard error over paired batches; backward unchanged): hopper-ib fluid 16 / 32 ranks seeds
+  // 1-6 +0.0154 ± 0.0032 / +0.0066 ± 0.0021 (26 up, 5 down), contention +0.0151 / +0.0077 (25 up,
+  // 4 down), ratio-5920 +0.0046 / +0.0025 (25 up, 1 down), held-out seeds 7-12 +0.0110 / +0.0047
+  // (24 up, 5 down); 64-256 seeds 1-3 +0.0008 ± 0.0011, 64/128 seeds 4-6 +0.0013 ± 0.0010. (Half
+  // and one and a half times the largest push were in between: +0.0039 and -0.0020 over 16/32.)
   // The backward of mode (a) keeps the fixed reserve and no gap filling: its `out` pushes queue
   // behind the last ops and the per-group estimate is rougher (measured: both cost up to 0.003
-  // MFU in mode (a), `magi` and `bimodal`, 64-256 ranks).
+  // MFU in mode (a), `magi` and `bimodal`, 64-256 ranks; none or 5 ms instead of 10, with the
+  // forward's change: -0.0006 ± 0.0010 / -0.0005 ± 0.0007 backward at 16/32).
   // (The forward of a loader layout exports nothing: it keeps no reserve either way.)
-  const perRank = backward !== reshuffle;
-  const reserve = perRank ? reserveOf(t, exported, RESERVE_MS, backward, tctx) : RESERVE_MS;
+  const reserve =
+    !reshuffle && backward ? reserveOf(t, exported, RESERVE_MS, backward, tctx) : backward ? RESERVE_MS : 0;
   // Ops of exporting work wait for a later group only in the backward: in the forward (mode (a):
   // moved queries' O) each later group opens an op (simulated, mode (a), fluid, 3 batches, fwd MFU
   // at 16-256: longtail 0.470/0.467/0.518/0.485/0.436 -> 0.485/0.469/0.523/0.478/0.439, magi
