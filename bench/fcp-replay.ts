@@ -14,6 +14,7 @@ import { RATE_DEFAULTS } from '../src/executors/sim/rates.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
 import { chainsAsGroups } from '../src/plan/chains.ts';
 import type { Plan } from '../src/plan/types.ts';
+import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import {
   type ClusterSpec,
   computeSlowdown,
@@ -67,7 +68,7 @@ export interface ReplaySpec {
   /** NCCL routing across nodes (default: the preset's). */
   readonly routing?: 'direct' | 'pxn';
   /** Planner options beside the mode. */
-  readonly options?: Record<string, unknown>;
+  readonly options?: Partial<FcpPlannerOptions>;
 }
 
 /** Plans `spec` with FCP and builds the kernel, network and chunk models of the simulator. */

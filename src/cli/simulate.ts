@@ -300,14 +300,6 @@ export function register(program: Command): void {
     }
     if (out.json) out.printJson(r);
     else if (out.csv) out.printCsv(...simCsv(r));
-    else {
-      const fk = opts.freeKinds;
-      const names = (codes: readonly number[]): string =>
-        codes.map((k) => KIND_NAMES[k]).join(', ') || 'none';
-      const whatIf = fk
-        ? `\nwhat-if, not a real time: forward ${names(fk.forward)} and backward ${names(fk.backward)} transfers carry no bytes (--free-kinds)`
-        : '';
-      out.text(formatSimResult(r) + whatIf);
-    }
+    else out.text(formatSimResult(r) + (opts.freeKinds ? `\n${freeKindsLine(opts.freeKinds)}` : ''));
   });
 }

@@ -19,8 +19,7 @@ import { requireValidPlan } from '../../plan/validate.ts';
 import { type ClusterSpec, computeSlowdown, resolveCluster } from '../../problem/cluster.ts';
 import type { ExecutionResult, Executor, ExecutorRunOptions, RankTiming } from '../types.ts';
 import { type PhaseRun, runPhase } from './engine.ts';
-import type { FreeKinds } from './prepare.ts';
-import { type PreparedPhase, preparePhase } from './prepare.ts';
+import { type FreeKinds, type PreparedPhase, preparePhase } from './prepare.ts';
 import { RATE_DEFAULTS, type RateOptions } from './rates.ts';
 import { buildTrace } from './trace.ts';
 

@@ -95,8 +95,7 @@ export function buildPhaseOps(
   // MFU in mode (a), `magi` and `bimodal`, 64-256 ranks; none or 5 ms instead of 10, with the
   // forward's change: -0.0006 ± 0.0010 / -0.0005 ± 0.0007 backward at 16/32).
   // (The forward of a loader layout exports nothing: it keeps no reserve either way.)
-  const reserve =
-    !reshuffle && backward ? reserveOf(t, exported, RESERVE_MS, backward, tctx) : backward ? RESERVE_MS : 0;
+  const reserve = !backward ? 0 : reshuffle ? RESERVE_MS : reserveOf(t, exported, RESERVE_MS, backward, tctx);
   // Ops of exporting work wait for a later group only in the backward: in the forward (mode (a):
   // moved queries' O) each later group opens an op (simulated, mode (a), fluid, 3 batches, fwd MFU
   // at 16-256: longtail 0.470/0.467/0.518/0.485/0.436 -> 0.485/0.469/0.523/0.478/0.439, magi

@@ -23,6 +23,7 @@
  */
 import type { Blocks } from './blocks.ts';
 import type { Placement } from './distribute.ts';
+import { firstEndingAfter } from './layout.ts';
 import type { SeqRows } from './seq-rows.ts';
 
 /**
@@ -49,8 +50,8 @@ export interface NicSwapSpace {
 }
 
 /**
- * Swaps pieces of one sequence between ranks (module comment) in the placement's `blockRank`,
- * `computeLoad` and `memoryLoad` (changed in place) and returns how many swaps were made. `w`:
+ * Trades blocks between ranks (module comment) in the placement's `blockRank`, `computeLoad` and
+ * `memoryLoad` (changed in place) and returns how many trades were made. `w`:
  * compute weight per block (what `computeLoad` sums per rank); `userRows`: the user layout by
  * sequence.
  */
@@ -79,10 +80,10 @@ export function nicSwaps(
     const s = blocks.seq[b]!;
     const a = blocks.start[b]!;
     const e = a + blocks.length[b]!;
-    for (let i = userRows.off[s]!; i < userRows.off[s + 1]!; i++) {
+    const end = userRows.off[s + 1]!;
+    for (let i = firstEndingAfter(userRows.start, userRows.length, userRows.off[s]!, end, a); i < end; i++) {
       const ra = userRows.start[i]!;
       const re = ra + userRows.length[i]!;
-      if (re <= a) continue;
       if (ra >= e) break;
       segRank.push(userRows.rank[i]!);
       segTok.push(Math.min(e, re) - Math.max(a, ra));
