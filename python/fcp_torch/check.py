@@ -468,15 +468,19 @@ def _phase_rules(plan: Plan, name: str, cuts: _Cuts, E: int, ops: _Table, trs: _
     key = dst * E + te
     m_in = kind == KIND_IN
     kv_kinds = (kind == KIND_KV) | (m_in if not bwd else np.zeros_like(m_in))
-    # inNotHome / senderMissing of `in`
-    bad = m_in & (src != user[te])
+    # inNotHome / senderMissing of `in`: sent by the user rank or by a relay that received it as
+    # `in` in an earlier group; received by the home or by a relay that sends it on (FCP's two-hop
+    # `in` across nodes).
+    got = _lookup_min(key[m_in], grp[m_in], src * E + te)
+    bad = m_in & (src != user[te]) & (got >= grp)
     if bad.any():
         i = _first(bad)
-        _fail("plan.rule3.senderMissing", f"{tpath}: rank {int(src[i])} sends `in` of {cuts.where(te[i])}, whose user rank is {int(user[te[i]])}")
-    bad = m_in & (dst != home[te])
+        _fail("plan.rule3.senderMissing", f"{tpath}: rank {int(src[i])} sends `in` of {cuts.where(te[i])}, whose user rank is {int(user[te[i]])}, without receiving it first")
+    sends_on = _lookup_min((src * E + te)[m_in], grp[m_in], dst * E + te) < INF
+    bad = m_in & (dst != home[te]) & ~sends_on
     if bad.any():
         i = _first(bad)
-        _fail("plan.rule3.inNotHome", f"{tpath}: `in` of {cuts.where(te[i])} goes to rank {int(dst[i])}, not its home {int(home[te[i]])}")
+        _fail("plan.rule3.inNotHome", f"{tpath}: `in` of {cuts.where(te[i])} goes to rank {int(dst[i])}, not its home {int(home[te[i]])}, which does not send it on")
     # Op data: Q (forward) / dO (backward) at the op's rank by its `after`.
     orow, oe = cuts.span(ops["seq"], ops["qs"], ops["qe"])
     r_, a_ = ops["rank"][orow], ops["after"][orow]

@@ -268,7 +268,7 @@ def rank_memory(plan: Plan, rank: int, dtype: str = "float32", kernel: str = "ma
         np.concatenate([prog.user_start, prog.home_start]),
         np.concatenate([prog.user_length, prog.home_length]),
     )
-    nq = _union_size(*base)
+    nq = _union_size(*prog.q_space_rows())
     nkf, nkb = _kv_size(prog, "forward", base), _kv_size(prog, "backward", base)
     U = prog.user_tokens
     zc = _zero_copy(prog, nq, nkf, nkb, _union_size(*base))

@@ -337,6 +337,19 @@ class RankProgram:
     def user_tokens(self) -> int:
         return int(self.user_length.sum())
 
+    def q_space_rows(self):
+        """(seq, start, length) of every token range this rank ever holds query-sized data of: its
+        user and home layouts, and what it receives as `in` (an `in` lands at its home, already in
+        the home layout, unless the rank relays it: FCP's two-hop `in` across nodes)."""
+        seqs, starts, lens = [self.user_seq, self.home_seq], [self.user_start, self.home_start], [self.user_length, self.home_length]
+        for pp in (self.forward, self.backward):
+            for g in pp.groups:
+                m = (g.dst == self.rank) & (g.kind == KIND_IN)
+                seqs.append(g.seq[m])
+                starts.append(g.start[m])
+                lens.append(g.length[m])
+        return np.concatenate(seqs), np.concatenate(starts), np.concatenate(lens)
+
     def attended_pairs(self, phase: str = "forward") -> int:
         """Attended (query, key) pairs of this rank's tasks in `phase` (FLOPs = 4 * pairs * qHeads * headDim)."""
         total = 0

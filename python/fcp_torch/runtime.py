@@ -176,7 +176,7 @@ class RankRuntime:
             np.concatenate([p.user_start, p.home_start]),
             np.concatenate([p.user_length, p.home_length]),
         )
-        self.qspace = TokenSpace(*base)
+        self.qspace = TokenSpace(*p.q_space_rows())
         wr = self._window_rows_spec
         if isinstance(wr, str) and wr.endswith("q"):
             wr = int(float(wr[:-1] or 1) * self.qspace.size)

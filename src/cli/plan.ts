@@ -23,6 +23,7 @@ import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
+import { type Routing, resolveCluster } from '../problem/cluster.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
 import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
@@ -106,7 +107,11 @@ export function register(program: Command): void {
     .option('--strategy <name>', 'planning strategy (see --list)', 'fcp')
     .option('--list', 'list the strategies and exit')
     .option('--no-validate', 'skip the validator (the summary then lacks the rule-6 report)')
-    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break');
+    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break')
+    .option(
+      '--routing <how>',
+      "NCCL routing across nodes the plan is made for: direct or pxn (NCCL's default for point-to-point; FCP's mode (a) then relays its reshuffle across nodes); simulate it with the same --routing (default: the preset's, direct)",
+    );
   addMemoryOptions(cmd);
   addOutOption(cmd, 'write the plan here (.json, or .json.gz for gzip)', undefined, '--output');
   addOutputOptions(cmd, {
@@ -127,7 +132,17 @@ export function register(program: Command): void {
       fail('cli.conflictingOptions', '--csv prints the rule-6 report; drop --no-validate', 'csv');
     const planner = getPlanner(String(opts.strategy));
     const memOpts = opts.memory !== false ? memoryOptionsFrom(opts) : undefined;
-    const problem = problemFrom(opts);
+    // resolveCluster rejects a routing other than direct or pxn (`option.routing`).
+    const problem = problemFrom(
+      opts,
+      opts.routing === undefined
+        ? {}
+        : {
+            cluster: resolveCluster(String(opts.cluster ?? 'hopper-ib'), {
+              routing: String(opts.routing) as Routing,
+            }),
+          },
+    );
     const options = plannerOptionsFrom(opts);
     const t0 = performance.now();
     const plan = planner.plan(problem, options);

@@ -92,7 +92,20 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
       base.end.push(lay.start[i]! + lay.length[i]!);
       if (isUser) user[lay.rank[i]!]! += lay.length[i]!;
     }
-  const q = unionSizes(W, base.rank, base.seq, base.start, base.end);
+  // The query space also holds what a rank relays as `in` (FCP's two-hop `in`; elsewhere an `in`
+  // lands in the home layout, already counted), as the torch runtime's does.
+  const qb = { rank: [...base.rank], seq: [...base.seq], start: [...base.start], end: [...base.end] };
+  for (const ph of [p.forward, p.backward]) {
+    const t = ph.transfers;
+    for (let i = 0; i < t.kind.length; i++)
+      if (t.kind[i] === Kind.in) {
+        qb.rank.push(t.dst[i]!);
+        qb.seq.push(t.seq[i]!);
+        qb.start.push(t.start[i]!);
+        qb.end.push(t.start[i]! + t.length[i]!);
+      }
+  }
+  const q = unionSizes(W, qb.rank, qb.seq, qb.start, qb.end);
   const fw = phaseSizes(p, p.forward, 'forward', base, o);
   const bw = phaseSizes(p, p.backward, 'backward', base, o);
   const half = e !== F32;

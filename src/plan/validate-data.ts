@@ -7,7 +7,8 @@
  * g are usable by ops with `after >= g` and by sends of groups > g.
  *
  * Checks: a task's query side (forward Q, backward dO) and its whole key range (K,V) are on the
- * op's rank by group `after`; an `in` is sent by the user rank to the home rank; a `kv` sender
+ * op's rank by group `after`; an `in` is sent by the user rank, or by a relay that received it in an
+ * earlier group, to the home rank or to a relay that sends it on; a `kv` sender
  * holds K,V before its group; an `out` is sent by the home rank. A `dkv` moves whatever partial the
  * sender has (rule 4 follows it).
  */
@@ -23,8 +24,8 @@ export function layoutHolding(l: FlatLayout): Holding {
   return { seq: l.seq, rank: l.rank, start: l.start, end: l.end, avail: -1, n: l.n };
 }
 
-/** Receptions of transfers of the given kinds, usable after their group. */
-function arrivals(tr: FlatTransfers, kinds: number[]): Holding {
+/** Receptions of transfers of the given kinds, usable after their group (`sent`: the senders' side, from the start). */
+function arrivals(tr: FlatTransfers, kinds: number[], sent = false): Holding {
   let n = 0;
   for (let i = 0; i < tr.n; i++) if (kinds.includes(tr.kind[i]!)) n++;
   const h = {
@@ -39,10 +40,10 @@ function arrivals(tr: FlatTransfers, kinds: number[]): Holding {
   for (let i = 0; i < tr.n; i++)
     if (kinds.includes(tr.kind[i]!)) {
       h.seq[k] = tr.seq[i]!;
-      h.rank[k] = tr.dst[i]!;
+      h.rank[k] = sent ? tr.src[i]! : tr.dst[i]!;
       h.start[k] = tr.start[i]!;
       h.end[k] = tr.end[i]!;
-      h.avail[k++] = tr.group[i]!;
+      h.avail[k++] = sent ? -1 : tr.group[i]!;
     }
   return h;
 }
@@ -55,7 +56,6 @@ function arrivals(tr: FlatTransfers, kinds: number[]): Holding {
 export function checkDataPresence(
   flat: FlatPlan,
   ph: FlatPhase,
-  user: RangeIndex,
   home: RangeIndex,
   sink: IssueSink,
   kvOrigin?: Int32Array,
@@ -71,6 +71,8 @@ export function checkDataPresence(
       ? [layoutHolding(flat.user), ins, arrivals(tr, [Kind.kv])]
       : [layoutHolding(flat.user), layoutHolding(flat.home), arrivals(tr, [Kind.kv])],
   );
+  // Ranges each rank sends on as `in`: a relay (an `in` receiver that is not the home) must.
+  const inSent = new RangeIndex(nSeq, [arrivals(tr, [Kind.in], true)]);
   const qName = fwd ? 'Q' : 'dO';
   const t = flat.tasks;
   for (let i = 0; i < t.n; i++) {
@@ -110,13 +112,15 @@ export function checkDataPresence(
     let held = true;
     let what = '';
     if (kind === Kind.in) {
-      held = user.covers(s, src, a, b, FOREVER);
-      what = fwd ? 'Q,K,V (user layout)' : 'dO (user layout)';
-      if (!home.covers(s, tr.dst[i]!, a, b, FOREVER)) {
+      // From the user layout, or relayed: received as `in` in an earlier group.
+      held = qSide.covers(s, src, a, b, tr.group[i]! - 1);
+      what = fwd ? 'Q,K,V (user layout or an earlier in)' : 'dO (user layout or an earlier in)';
+      const dst = tr.dst[i]!;
+      if (!home.covers(s, dst, a, b, FOREVER) && !inSent.covers(s, dst, a, b, FOREVER)) {
         const w = whereOf(tr.origin[i]!, path, chunkPath);
         sink.addOnce(
           'plan.rule3.inNotHome',
-          `in of tokens [${a}, ${b}) of sequence ${s} goes to rank ${tr.dst[i]}, which is not their home`,
+          `in of tokens [${a}, ${b}) of sequence ${s} goes to rank ${dst}, which is not their home and does not relay them`,
           w.path,
           w.row,
         );

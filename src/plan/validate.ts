@@ -27,8 +27,10 @@
  *   exactly one of the backward phase, an op of the task's own rank.
  * - A transfer may have several `sendAfter` ops (all on its sender); it waits for the latest.
  * - A task needs its whole key range [kvStart, kvStart+kvLength) present, not only attended keys.
- * - `in` goes from the user rank to the home rank; `out` from the home rank to the user rank, and
- *   only once per token; no transfer goes from a rank to itself.
+ * - `in` goes from the user rank to the home rank, directly or through relays (a rank that is not
+ *   the home receives it and sends it on in a later group: FCP's two-hop `in` across nodes); `out`
+ *   from the home rank to the user rank, and only once per token; no transfer goes from a rank to
+ *   itself.
  * - `dkv` semantics and the race rule: see validate-outputs.ts.
  *
  * Chunk rows are checked through a few expanded representative sequences (validate-expand.ts),
@@ -90,13 +92,12 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
   const nSeq = plan.sequences.length;
   const userB = checkLayout(flat, flat.user, 'userLayout', sink);
   const homeB = checkLayout(flat, flat.home, 'homeLayout', sink);
-  const user = new RangeIndex(nSeq, [layoutHolding(flat.user)]);
   const home = new RangeIndex(nSeq, [layoutHolding(flat.home)]);
   const t = flat.tasks;
   const taskB = { byQuery: bucketBySeq(nSeq, t.seq, t.n, t.qs), byKey: bucketBySeq(nSeq, t.seq, t.n, t.ks) };
   checkTasks(flat, home, taskB.byQuery, sink);
   for (const ph of [flat.forward, flat.backward]) {
-    checkDataPresence(flat, ph, user, home, sink, originsOk ? plan[ph.name].kvOrigin : undefined);
+    checkDataPresence(flat, ph, home, sink, originsOk ? plan[ph.name].kvOrigin : undefined);
     checkOutputs(flat, ph, userB, homeB, taskB, sink);
   }
   return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };

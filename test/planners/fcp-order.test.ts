@@ -300,6 +300,7 @@ test('the reserve per rank is what its largest push takes, capped, and 0 for a r
     computeSlowdown: 1,
     contentionLoss: 0,
     contentionMsgMs: 0,
+    pxn: false,
   };
   const model = { qHeads: 64, kvHeads: 8, headDim: 128, bytesPerElement: 2 } as never;
   const tctx = { world: 3, links, model, causal: true, dir: 'forward', tm: null as never } as const;

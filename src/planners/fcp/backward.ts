@@ -29,6 +29,7 @@ import {
   type PhaseStats,
   placeIn,
   placeKv,
+  relayCount,
   timelineContext,
 } from './phase.ts';
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
@@ -218,7 +219,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
     stats: {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, dkv: dkv.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, dkv: dkv.delta, out: out.delta },
-      transfers: { in: m.length, kv: edges.src.length, dkv: nd, out: m.length },
+      transfers: { in: m.length + relayCount(inColouring), kv: edges.src.length, dkv: nd, out: m.length },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
     },

@@ -27,10 +27,12 @@ import {
   colourIn,
   groupCount,
   hunger,
+  type InColouring,
   lastGroup,
   type PhaseStats,
   placeIn,
   placeKv,
+  relayCount,
   timelineContext,
 } from './phase.ts';
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
@@ -45,7 +47,7 @@ import { TransferList } from './transfers/transfer-list.ts';
 export interface ForwardResult {
   readonly phase: Phase;
   readonly tasks: Tasks;
-  readonly inColouring: Colouring;
+  readonly inColouring: InColouring;
   readonly kvEdges: KvEdges;
   readonly kvColouring: Colouring;
   readonly stats: PhaseStats;
@@ -112,7 +114,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
     stats: {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, out: out.delta },
-      transfers: { in: m.length, kv: edges.src.length, out: m.length },
+      transfers: { in: m.length + relayCount(inColouring), kv: edges.src.length, out: m.length },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
     },

@@ -61,6 +61,12 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     doc: "experimental, mode (a): swaps of a sequence's blocks that spread the cross-node reshuffle over the ranks' NICs (off: simulated gains within noise beyond 32 ranks)",
   },
   {
+    key: 'noInRelays',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'ablation: no two-hop `in` across nodes (by default, under PXN routing, mode (a) may send a piece of its reshuffle to a node mate of its home, which forwards it over NVLink)',
+  },
+  {
     key: 'fixedBlocks',
     owner: 'fcp',
     type: 'boolean',

@@ -33,6 +33,12 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * (docs/results.md, "Session 24"), hence off.
    */
   nicSwaps?: boolean;
+  /**
+   * Ablation (default false): no two-hop `in` across nodes. By default, under PXN routing, a piece
+   * of the reshuffle that crosses nodes may first go to a node mate of its home, which forwards it
+   * over NVLink (transfers/in-relays.ts).
+   */
+  noInRelays?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
   /**
@@ -97,6 +103,7 @@ export interface FcpOptions {
   readonly noAffinity: boolean;
   readonly nodePacking: boolean;
   readonly nicSwaps: boolean;
+  readonly noInRelays: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
   /** Mode (a)'s per-phase exchanges: -1 auto (placement/phase-swaps.ts), 0 none, n at most n. */
@@ -127,6 +134,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   noAffinity: false,
   nodePacking: false,
   nicSwaps: false,
+  noInRelays: false,
   fixedBlocks: false,
   refineSteps: -1,
   phaseSwaps: -1,
@@ -249,6 +257,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     'noAffinity',
     'nodePacking',
     'nicSwaps',
+    'noInRelays',
     'fixedBlocks',
     'fanOut',
     'tune',
@@ -280,6 +289,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     noAffinity: o.noAffinity ?? d.noAffinity,
     nodePacking: o.nodePacking ?? d.nodePacking,
     nicSwaps: o.nicSwaps ?? d.nicSwaps,
+    noInRelays: o.noInRelays ?? d.noInRelays,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
     phaseSwaps,
@@ -293,9 +303,11 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, ...rest } = o;
+  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, noInRelays, ...rest } = o;
   return {
     ...rest,
+    // Recorded only when on (an ablation), so plans without it keep their bytes.
+    ...(noInRelays ? { noInRelays } : {}),
     // Recorded only when on (experimental), so plans without it keep their bytes.
     ...(nicSwaps ? { nicSwaps } : {}),
     // Recorded only when set, so plans made with the default keep their bytes.

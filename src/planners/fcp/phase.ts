@@ -13,6 +13,7 @@ import type { TaskContext } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
 import type { GroupPlacer } from './transfers/groups.ts';
+import { inRelays } from './transfers/in-relays.ts';
 import { needOrder } from './transfers/need-order.ts';
 import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
 import { handOverKv } from './transfers/same-slot.ts';
@@ -234,34 +235,68 @@ function handOvers(ctx: PhaseContext): boolean {
   return ctx.o.rounds !== 'naive' && ctx.pieces.moving.length === 0;
 }
 
-/** Places the `in` edges (moving pieces, user -> home); returns each piece's arrival group (-1: stays). */
-export function placeIn(placer: GroupPlacer, list: TransferList, ctx: TaskContext, c: Colouring): Int32Array {
+/**
+ * Places the `in` edges (moving pieces, user -> home, or user -> relay -> home for the pieces
+ * `c.relay` names); returns each piece's arrival group at its home (-1: stays). A relayed piece's
+ * second hop (NVLink) joins the first round where both ranks are free from the group after its
+ * first hop's (data received in a group can be sent on in a later one).
+ */
+export function placeIn(
+  placer: GroupPlacer,
+  list: TransferList,
+  ctx: TaskContext,
+  c: InColouring,
+): Int32Array {
   const { pieces } = ctx;
-  const { order, readyOf } = orderRounds(c, null, new Float64Array(pieces.moving.length).fill(1));
-  const src = gatherInt32(pieces.user, pieces.moving);
-  const dst = gatherInt32(pieces.home, pieces.moving);
+  const m = pieces.moving;
+  const { order, readyOf } = orderRounds(c, null, new Float64Array(m.length).fill(1));
+  const src = gatherInt32(pieces.user, m);
+  const dst = firstHops(pieces, c.relay);
   const slot = placeColouring(placer, c, order, readyOf, src, dst);
   const group = new Int32Array(pieces.seq.length).fill(-1);
-  for (let i = 0; i < pieces.moving.length; i++) {
-    const p = pieces.moving[i]!;
-    list.add(
-      slot[i]!,
-      pieces.user[p]!,
-      pieces.home[p]!,
-      Kind.in,
-      pieces.seq[p]!,
-      pieces.start[p]!,
-      pieces.length[p]!,
-    );
+  for (let i = 0; i < m.length; i++) {
+    const p = m[i]!;
+    list.add(slot[i]!, src[i]!, dst[i]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
     group[p] = placer.groupOf(slot[i]!);
+  }
+  for (let i = 0; i < m.length; i++) {
+    const t = c.relay[i]!;
+    if (t < 0) continue;
+    const p = m[i]!;
+    const s2 = placer.fill(t, pieces.home[p]!, group[p]! + 1);
+    list.add(s2, t, pieces.home[p]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    group[p] = placer.groupOf(s2);
   }
   return group;
 }
 
-/** Colouring of the `in` edges (shared by both phases: the same pieces move). */
-export function colourIn(ctx: PhaseContext): Colouring {
+/** The `in` colouring with the relay of every moving piece (-1: straight to its home). */
+export interface InColouring extends Colouring {
+  readonly relay: Int32Array;
+}
+
+/** Receiver of each moving piece's first hop: its relay, or its home. */
+function firstHops(pieces: TaskContext['pieces'], relay: Int32Array): Int32Array {
+  return Int32Array.from(pieces.moving, (p, i) => (relay[i]! >= 0 ? relay[i]! : pieces.home[p]!));
+}
+
+/**
+ * Colouring of the `in` edges' first hops (shared by both phases: the same pieces move, and Q,K,V
+ * and dO take the same paths), with the relays chosen for them (transfers/in-relays.ts).
+ */
+export function colourIn(ctx: PhaseContext): InColouring {
   const { pieces } = ctx;
+  const relay =
+    ctx.o.noInRelays || ctx.o.rounds === 'naive'
+      ? new Int32Array(pieces.moving.length).fill(-1)
+      : inRelays(pieces, ctx.world, ctx.links);
   const src = gatherInt32(pieces.user, pieces.moving);
-  const dst = gatherInt32(pieces.home, pieces.moving);
-  return colourEdges(src, dst, ctx.world, ctx.o.rounds);
+  return { ...colourEdges(src, firstHops(pieces, relay), ctx.world, ctx.o.rounds), relay };
+}
+
+/** Number of relayed `in` pieces (each one more transfer). */
+export function relayCount(c: InColouring): number {
+  let n = 0;
+  for (const t of c.relay) if (t >= 0) n++;
+  return n;
 }

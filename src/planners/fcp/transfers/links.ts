@@ -29,6 +29,11 @@ export interface LinkModel {
    */
   readonly contentionLoss: number;
   readonly contentionMsgMs: number;
+  /**
+   * NCCL's PXN routing (ClusterSpec.routing): a message across nodes leaves by the sender-node GPU
+   * on the receiver's rail, so the receiver also picks the sending NIC (in-relays.ts).
+   */
+  readonly pxn: boolean;
 }
 
 /** Time for one inter-node port to move `bytes` as `k` concurrent flows, ms (no latency). */
@@ -54,5 +59,6 @@ export function linkModel(cluster: ClusterSpec, gpusPerNode: number): LinkModel 
     computeSlowdown: computeSlowdown(cluster),
     contentionLoss: cluster.network === 'contention' ? cluster.contentionLoss : 0,
     contentionMsgMs: cluster.network === 'contention' ? cluster.contentionMsgUs / 1000 : 0,
+    pxn: !torus && cluster.routing === 'pxn',
   };
 }
