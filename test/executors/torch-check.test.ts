@@ -17,7 +17,9 @@ import { findTorchPython, pythonPackageRoot, torchSuiteSkip } from '../../src/ex
 import { getPlanner, plannerNames } from '../../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
+import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 // Under CI a missing torch fails the suite (torchSuiteSkip throws) instead of skipping it.
@@ -41,6 +43,30 @@ describe('fcp_torch.check against the TypeScript validator', { skip }, () => {
           assert.deepEqual(validatePlan(p).issues, [], `${s} ${world} ${mask}`);
           writePlan(join(plans, `${s}-${world}-${mask}.json`), p);
         }
+    // FCP with two-hop `in` (PXN routing across two nodes of two GPUs): relays received and sent on.
+    const relayed = getPlanner('fcp').plan(
+      resolveProblem({
+        batch: 'longtail',
+        world: 4,
+        tokensPerRank: 256,
+        gpusPerNode: 2,
+        model: SMALL_MODEL,
+        cluster: resolveCluster('hopper-ib', { routing: 'pxn' }),
+      }),
+      { blockSize: 64 },
+    );
+    assert.deepEqual(validatePlan(relayed).issues, []);
+    const t = relayed.forward.transfers;
+    const h = relayed.homeLayout;
+    const isHome = (r: number, seq: number, pos: number): boolean =>
+      h.rank.some(
+        (x, j) => x === r && h.seq[j] === seq && h.start[j]! <= pos && pos < h.start[j]! + h.length[j]!,
+      );
+    assert.ok(
+      t.kind.some((k, i) => k === Kind.in && !isHome(t.dst[i]!, t.seq[i]!, t.start[i]!)),
+      'the plan relays an in',
+    );
+    writePlan(join(plans, 'fcp-4-relays.json'), relayed);
     const r = spawnSync(
       python!.python,
       ['-m', 'tests.check_corpus', '--plans', plans, '--out', out, '--per-table', '4'],
