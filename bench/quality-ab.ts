@@ -15,7 +15,7 @@
  *
  * Run: npx tsx bench/quality-ab.ts (--base <rev> | --env K=V,... | --b-args '...') [--batches longtail,magi,bimodal]
  *        [--worlds 16,64,256] [--seeds 6] [--seed 1] [--loader-layout] [--network fluid|contention]
- *        [--cluster hopper-ib] [--keep]
+ *        [--cluster hopper-ib] [--routing direct|pxn] [--keep]
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -56,6 +56,8 @@ const common = [
   val('--network', 'fluid'),
   '--cluster',
   val('--cluster', 'hopper-ib'),
+  '--routing',
+  val('--routing', 'direct'),
   '--world',
   worlds,
   '--batches',
@@ -151,7 +153,7 @@ function stats(xs: number[]): string {
 }
 
 console.log(
-  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}`,
+  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing`,
 );
 console.log(
   `${'batch'.padEnd(9)} ${'GPUs'.padStart(5)}  ${'n'.padStart(3)}  forward${' '.repeat(31)}backward`,
