@@ -205,7 +205,7 @@ describe('in relays: plans', () => {
       assert.deepEqual(relayRows(p, 'forward'), []);
       assert.deepEqual(relayRows(p, 'backward'), []);
     }
-    assert.equal((off.meta?.options as Record<string, unknown>).noInRelays, true);
+    assert.equal((off.meta?.options as Record<string, unknown> | undefined)?.noInRelays, true);
   });
 
   it('the validator rejects a relay that keeps the range, or sends it on before it arrived', () => {
