@@ -509,17 +509,23 @@ def _phase_rules(plan: Plan, name: str, cuts: _Cuts, E: int, ops: _Table, trs: _
             i = _first(bad)
             _fail("plan.rule3.senderMissing", f"{tpath}: rank {int(src[i])} sends K/V of {cuts.where(te[i])} in group {int(grp[i])} without holding it")
     # rule 4, `out`: from the home rank, to the user rank, exactly once, after the last op with
-    # those queries (forward O; backward dQ, and dK/dV complete: see _dkv_flow).
+    # those queries (forward O; backward dQ, and dK/dV complete: see _dkv_flow). One relay may sit
+    # between (FCP's two-hop `out` across nodes): the home sends to a rank that received nothing
+    # else of it and sends it on to the user rank in a later group.
     m_out = kind == KIND_OUT
-    bad = m_out & (src != home[te])
+    from_home = m_out & (src == home[te])
+    got = _lookup_min(key[m_out], grp[m_out], src * E + te)
+    bad = m_out & ~from_home & (got >= grp)
     if bad.any():
         i = _first(bad)
-        _fail("plan.rule3.senderMissing", f"{tpath}: `out` of {cuts.where(te[i])} leaves rank {int(src[i])}, not its home {int(home[te[i]])}")
-    bad = m_out & (dst != user[te])
+        _fail("plan.rule3.senderMissing", f"{tpath}: `out` of {cuts.where(te[i])} leaves rank {int(src[i])}, not its home {int(home[te[i]])}, which did not receive it first")
+    to_user = m_out & (dst == user[te])
+    sends_on = _lookup_min((src * E + te)[to_user], grp[to_user], dst * E + te) < INF
+    bad = m_out & ~to_user & ~(from_home & sends_on)
     if bad.any():
         i = _first(bad)
-        _fail("plan.rule4.outNotUser", f"{tpath}: `out` of {cuts.where(te[i])} goes to rank {int(dst[i])}, not its user rank {int(user[te[i]])}")
-    n_out = np.bincount(te[m_out], minlength=E)
+        _fail("plan.rule4.outNotUser", f"{tpath}: `out` of {cuts.where(te[i])} goes to rank {int(dst[i])}, not its user rank {int(user[te[i]])} nor a relay that sends it on")
+    n_out = np.bincount(te[to_user], minlength=E)
     need_out = user != home
     if np.any(need_out & (n_out == 0)):
         _fail("plan.rule4.outMissing", f"{name}: {cuts.where(_first(need_out & (n_out == 0)))} never reach their user rank (no `out`)")
@@ -527,7 +533,7 @@ def _phase_rules(plan: Plan, name: str, cuts: _Cuts, E: int, ops: _Table, trs: _
         _fail("plan.rule4.outDuplicate", f"{name}: {cuts.where(_first(n_out > 1))} are sent `out` {int(n_out.max())} times")
     last_q = np.full(E, -1, np.int64)
     np.maximum.at(last_q, oe, ops["pos"][orow])
-    bad = m_out & (sa < last_q[te])
+    bad = from_home & (sa < last_q[te])
     if bad.any():
         i = _first(bad)
         _fail("plan.rule4.outEarly", f"{tpath}: `out` of {cuts.where(te[i])} in group {int(grp[i])} leaves before op {int(last_q[te[i]])} of rank {int(src[i])} finished it (its sendAfter is {int(sa[i])})")
@@ -602,8 +608,9 @@ def _dkv_flow(plan, cuts: _Cuts, E: int, ops: _Table, trow, te, kind, src, dst, 
     if bad.any():
         i = _first(bad)
         _fail("plan.rule4.dkvLost", f"{tpath}: the dK/dV partial of {cuts.where(ce[i])} from op {int(c_pos[i])} of rank {int(c_rank[i])} ends on rank {int(at[i])}, not the key's home {int(home[ce[i]])}")
-    # The key's `out` (user != home) must leave after every partial arrived and every local op ran.
-    m_out = kind == KIND_OUT
+    # The key's `out` (user != home) must leave its home after every partial arrived and every
+    # local op ran (a relay's hop follows it).
+    m_out = (kind == KIND_OUT) & (src == home[te])
     out_grp = np.full(E, INF, np.int64)
     out_sa = np.full(E, INF, np.int64)
     out_grp[te[m_out]] = grp[m_out]

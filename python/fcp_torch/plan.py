@@ -339,12 +339,13 @@ class RankProgram:
 
     def q_space_rows(self):
         """(seq, start, length) of every token range this rank ever holds query-sized data of: its
-        user and home layouts, and what it receives as `in` (an `in` lands at its home, already in
-        the home layout, unless the rank relays it: FCP's two-hop `in` across nodes)."""
+        user and home layouts, and what it receives as `in` or `out` (an `in` lands at its home and
+        an `out` at its user rank, both already in the layouts, unless the rank relays it: FCP's
+        two-hop reshuffle across nodes)."""
         seqs, starts, lens = [self.user_seq, self.home_seq], [self.user_start, self.home_start], [self.user_length, self.home_length]
         for pp in (self.forward, self.backward):
             for g in pp.groups:
-                m = (g.dst == self.rank) & (g.kind == KIND_IN)
+                m = (g.dst == self.rank) & ((g.kind == KIND_IN) | (g.kind == KIND_OUT))
                 seqs.append(g.seq[m])
                 starts.append(g.start[m])
                 lens.append(g.length[m])

@@ -92,13 +92,14 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
       base.end.push(lay.start[i]! + lay.length[i]!);
       if (isUser) user[lay.rank[i]!]! += lay.length[i]!;
     }
-  // The query space also holds what a rank relays as `in` (FCP's two-hop `in`; elsewhere an `in`
-  // lands in the home layout, already counted), as the torch runtime's does.
+  // The query space also holds what a rank relays as `in` or `out` (FCP's two-hop reshuffle;
+  // elsewhere an `in` lands in the home layout and an `out` in the user layout, already counted),
+  // as the torch runtime's does (RankProgram.q_space_rows).
   const qb = { rank: [...base.rank], seq: [...base.seq], start: [...base.start], end: [...base.end] };
   for (const ph of [p.forward, p.backward]) {
     const t = ph.transfers;
     for (let i = 0; i < t.kind.length; i++)
-      if (t.kind[i] === Kind.in) {
+      if (t.kind[i] === Kind.in || t.kind[i] === Kind.out) {
         qb.rank.push(t.dst[i]!);
         qb.seq.push(t.seq[i]!);
         qb.start.push(t.start[i]!);

@@ -9,7 +9,8 @@
  * Checks: a task's query side (forward Q, backward dO) and its whole key range (K,V) are on the
  * op's rank by group `after`; an `in` is sent by the user rank, or by a relay that received it in an
  * earlier group, to the home rank or to a relay that sends it on; a `kv` sender
- * holds K,V before its group; an `out` is sent by the home rank. A `dkv` moves whatever partial the
+ * holds K,V before its group; an `out` is sent by the home rank, or by a relay that received it as
+ * `out` in an earlier group. A `dkv` moves whatever partial the
  * sender has (rule 4 follows it).
  */
 import { Kind } from './types.ts';
@@ -73,6 +74,8 @@ export function checkDataPresence(
   );
   // Ranges each rank sends on as `in`: a relay (an `in` receiver that is not the home) must.
   const inSent = new RangeIndex(nSeq, [arrivals(tr, [Kind.in], true)]);
+  // Outputs a relay received as `out` (FCP's two-hop `out`; rule 4 follows them to the user rank).
+  const outGot = new RangeIndex(nSeq, [arrivals(tr, [Kind.out])]);
   const qName = fwd ? 'Q' : 'dO';
   const t = flat.tasks;
   for (let i = 0; i < t.n; i++) {
@@ -138,8 +141,8 @@ export function checkDataPresence(
           row,
         );
     } else if (kind === Kind.out) {
-      held = home.covers(s, src, a, b, FOREVER);
-      what = fwd ? 'O (home layout)' : 'dQ,dK,dV (home layout)';
+      held = home.covers(s, src, a, b, FOREVER) || outGot.covers(s, src, a, b, tr.group[i]! - 1);
+      what = fwd ? 'O (home layout or an earlier out)' : 'dQ,dK,dV (home layout or an earlier out)';
     }
     if (!held) {
       const w = whereOf(tr.origin[i]!, path, chunkPath);

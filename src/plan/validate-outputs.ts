@@ -121,7 +121,13 @@ export function checkOutputs(
   }
 }
 
-/** Checks the `out` rows over [a, e); returns true when it reported a missing out. */
+/**
+ * Checks the `out` rows over [a, e); returns true when it reported a missing out. An out goes from
+ * the home `h` to the user rank `u`, directly or through one relay (FCP's two-hop `out` across
+ * nodes): the home sends it to a rank that sends it on to `u` (rule 3 checks that the relay
+ * received it in an earlier group). Exactly one row delivers it to `u`; the home's row waits for
+ * the data to be final.
+ */
 function checkOut(
   ctx: Ctx,
   s: number,
@@ -138,27 +144,43 @@ function checkOut(
   const tr = ph.transfers;
   const what = ph.name === 'forward' ? 'O' : 'dQ,dK,dV';
   let valid = 0;
+  const notUser = (o: number, w: ReturnType<typeof whereOf>): void =>
+    sink.addOnce(
+      'plan.rule4.outNotUser',
+      `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${tr.dst[o]}, not to their user rank ${u}${tr.src[o] === h ? ' nor to a relay that sends it on' : ''}`,
+      w.path,
+      w.row,
+    );
   for (const o of outs) {
-    if (tr.src[o] !== h) continue; // rule 3 reports a sender without the data
     const w = whereOf(tr.origin[o]!, ctx.trPath, ctx.chunkPath);
-    if (tr.dst[o] !== u) {
-      sink.addOnce(
-        'plan.rule4.outNotUser',
-        `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${tr.dst[o]}, not to their user rank ${u}`,
-        w.path,
-        w.row,
-      );
+    if (tr.src[o] !== h) {
+      // A relay's hop (rule 3 reports a sender that did not receive it first): to the user only.
+      if (tr.dst[o] !== u) notUser(o, w);
+      else if (++valid === 2)
+        sink.addOnce(
+          'plan.rule4.outDuplicate',
+          `${what} of tokens [${a}, ${e}) of sequence ${s} is sent to rank ${u} twice`,
+          w.path,
+          w.row,
+        );
       continue;
     }
-    valid++;
-    if (valid === 2)
+    if (tr.dst[o] !== u) {
+      const relay = tr.dst[o]!;
+      if (!outs.some((x) => tr.src[x] === relay && tr.dst[x] === u)) {
+        notUser(o, w);
+        continue;
+      }
+    } else if (++valid === 2) {
       sink.addOnce(
         'plan.rule4.outDuplicate',
         `${what} of tokens [${a}, ${e}) of sequence ${s} is sent to rank ${u} twice`,
         w.path,
         w.row,
       );
-    else if (tr.sendAfter[o]! < lastLocal || tr.group[o]! <= lastArrival) {
+      continue;
+    }
+    if (tr.sendAfter[o]! < lastLocal || tr.group[o]! <= lastArrival) {
       const why =
         tr.sendAfter[o]! < lastLocal
           ? `op ${lastLocal} still writes it but the out waits only for ${tr.sendAfter[o]! < 0 ? 'no op' : `op ${tr.sendAfter[o]}`}`

@@ -43,29 +43,33 @@ describe('fcp_torch.check against the TypeScript validator', { skip }, () => {
           assert.deepEqual(validatePlan(p).issues, [], `${s} ${world} ${mask}`);
           writePlan(join(plans, `${s}-${world}-${mask}.json`), p);
         }
-    // FCP with two-hop `in` (PXN routing across two nodes of two GPUs): relays received and sent on.
+    // FCP with two-hop `in` and `out` (PXN routing across two nodes of two GPUs): relays.
     const relayed = getPlanner('fcp').plan(
       resolveProblem({
         batch: 'longtail',
         world: 4,
+        seed: 3,
         tokensPerRank: 256,
         gpusPerNode: 2,
         model: SMALL_MODEL,
         cluster: resolveCluster('hopper-ib', { routing: 'pxn' }),
       }),
-      { blockSize: 64 },
+      { blockSize: 32 },
     );
     assert.deepEqual(validatePlan(relayed).issues, []);
     const t = relayed.forward.transfers;
-    const h = relayed.homeLayout;
-    const isHome = (r: number, seq: number, pos: number): boolean =>
-      h.rank.some(
-        (x, j) => x === r && h.seq[j] === seq && h.start[j]! <= pos && pos < h.start[j]! + h.length[j]!,
+    const holds = (l: typeof relayed.homeLayout, r: number, seq: number, pos: number): boolean =>
+      l.rank.some(
+        (x, j) => x === r && l.seq[j] === seq && l.start[j]! <= pos && pos < l.start[j]! + l.length[j]!,
       );
-    assert.ok(
-      t.kind.some((k, i) => k === Kind.in && !isHome(t.dst[i]!, t.seq[i]!, t.start[i]!)),
-      'the plan relays an in',
-    );
+    for (const [kind, layout] of [
+      [Kind.in, relayed.homeLayout],
+      [Kind.out, relayed.userLayout],
+    ] as const)
+      assert.ok(
+        t.kind.some((k, i) => k === kind && !holds(layout, t.dst[i]!, t.seq[i]!, t.start[i]!)),
+        `the plan relays an ${kind === Kind.in ? 'in' : 'out'}`,
+      );
     writePlan(join(plans, 'fcp-4-relays.json'), relayed);
     const r = spawnSync(
       python!.python,

@@ -32,13 +32,27 @@ export function senderNeeds(phase: 0 | 1, kind: number): { bits: number; what: s
   return { bits: Has.home, what: phase === 0 ? 'the O it sends' : 'the dQ/dK/dV it sends' };
 }
 
-/** Copies the payload of tokens [start, start+len) out of `st` (a dkv's partial is not zeroed here). */
+/**
+ * What a relay of an `out` (FCP's two-hop `out` across nodes: a rank that is not the home sends on
+ * outputs it received as `out`) must hold.
+ */
+export function relayNeeds(phase: 0 | 1): { bits: number; what: string } {
+  return phase === 0
+    ? { bits: Has.outO, what: 'the O it relays' }
+    : { bits: Has.outGrad, what: 'the dQ/dK/dV it relays' };
+}
+
+/**
+ * Copies the payload of tokens [start, start+len) out of `st` (a dkv's partial is not zeroed here).
+ * `relayed`: an `out` sent on by a relay, from the outputs it received.
+ */
 export function packPayload(
   phase: 0 | 1,
   kind: number,
   st: SeqStore,
   start: number,
   len: number,
+  relayed = false,
 ): Float32Array {
   const qW = st.qWidth;
   const kW = st.kvWidth;
@@ -60,7 +74,11 @@ export function packPayload(
   } else if (kind === Kind.in) {
     data.set(st.dO.subarray(qa, qb), 0);
   } else if (phase === 0) {
-    data.set(st.o.subarray(qa, qb), 0);
+    data.set((relayed ? st.outO : st.o).subarray(qa, qb), 0);
+  } else if (relayed) {
+    data.set(st.outDq.subarray(qa, qb), 0);
+    data.set(st.outDk.subarray(ka, kb), len * qW);
+    data.set(st.outDv.subarray(ka, kb), len * (qW + kW));
   } else {
     data.set(st.dq.subarray(qa, qb), 0);
     data.set(st.dk.subarray(ka, kb), len * qW);

@@ -20,7 +20,15 @@ import type { RankTiming } from '../types.ts';
 import { attentionBackward } from './kernels/backward.ts';
 import { attentionForward, mergeByLse } from './kernels/forward.ts';
 import { type AttentionShape, ensureScratch, type KernelScratch } from './kernels/shape.ts';
-import { applyPayload, clearPartial, kindAllowed, packPayload, payloadSize, senderNeeds } from './payload.ts';
+import {
+  applyPayload,
+  clearPartial,
+  kindAllowed,
+  packPayload,
+  payloadSize,
+  relayNeeds,
+  senderNeeds,
+} from './payload.ts';
 import {
   type FaultInjection,
   type PeerMessage,
@@ -299,9 +307,11 @@ export class RankRuntime {
           `transfer ${t} goes to rank ${dst}, which does not exist (world ${this.plan.world})`,
         );
       const st = this.store(seq);
-      const needs = senderNeeds(phase, kind);
+      // An `out` from a rank that is not the home: a relay sends on what it received as `out`.
+      const relayed = kind === Kind.out && st.missing(start, len, Has.home) >= 0;
+      const needs = relayed ? relayNeeds(phase) : senderNeeds(phase, kind);
       if (needs.bits !== 0) this.need(st, seq, start, len, needs.bits, needs.what);
-      const data = packPayload(phase, kind, st, start, len);
+      const data = packPayload(phase, kind, st, start, len, relayed);
       payloads.push(data);
     }
     // The sender's partial dK/dV moves with a dkv: zero it once every payload is taken.

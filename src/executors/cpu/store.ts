@@ -34,6 +34,8 @@ export function describeBits(bits: number): string {
   if (bits & Has.kv) names.push('K/V');
   if (bits & Has.dO) names.push('dO');
   if (bits & Has.home) names.push('home (O, LSE)');
+  if (bits & Has.outO) names.push('O (received by out)');
+  if (bits & Has.outGrad) names.push('dQ/dK/dV (received by out)');
   return names.join(', ');
 }
 

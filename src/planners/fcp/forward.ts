@@ -29,10 +29,13 @@ import {
   hunger,
   type InColouring,
   lastGroup,
+  outRelays,
   type PhaseStats,
   placeIn,
   placeKv,
+  placeOutRelays,
   relayCount,
+  relayCountOf,
   timelineContext,
 } from './phase.ts';
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
@@ -90,7 +93,9 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const afterKv = lastGroup(kv.group) + 1;
   const m = pieces.moving;
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
-  const outDst = Int32Array.from(m, (p) => pieces.user[p]!);
+  // First hops: to the user rank, or to the node mate of it that relays (transfers/relays.ts).
+  const outRelay = outRelays(ctx);
+  const outDst = Int32Array.from(m, (p, i) => (outRelay[i]! >= 0 ? outRelay[i]! : pieces.user[p]!));
   const tl = estimateTimeline(tctx, placer, list, compute, ms);
   const outReady = Int32Array.from(m, (p) => {
     const op = lastOp[p]!;
@@ -101,7 +106,8 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   });
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
-  addOutPushes(list, out.slot, pieces, lastOp, sendAfter);
+  addOutPushes(list, out.slot, pieces, lastOp, sendAfter, outDst);
+  placeOutRelays(placer, list, pieces, out.slot, outRelay);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
@@ -114,7 +120,11 @@ export function planForward(ctx: PhaseContext): ForwardResult {
     stats: {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, out: out.delta },
-      transfers: { in: m.length + relayCount(inColouring), kv: edges.src.length, out: m.length },
+      transfers: {
+        in: m.length + relayCount(inColouring),
+        kv: edges.src.length,
+        out: m.length + relayCountOf(outRelay),
+      },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
     },

@@ -67,6 +67,12 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     doc: 'ablation: no two-hop `in` across nodes (by default, under PXN routing, mode (a) may send a piece of its reshuffle to a node mate of its home, which forwards it over NVLink)',
   },
   {
+    key: 'noOutRelays',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'ablation: no two-hop `out` across nodes (by default, under PXN routing, mode (a) may send an output back through a node mate of its user rank, which forwards it over NVLink)',
+  },
+  {
     key: 'fixedBlocks',
     owner: 'fcp',
     type: 'boolean',

@@ -36,9 +36,15 @@ export interface FcpPlannerOptions extends PlannerOptions {
   /**
    * Ablation (default false): no two-hop `in` across nodes. By default, under PXN routing, a piece
    * of the reshuffle that crosses nodes may first go to a node mate of its home, which forwards it
-   * over NVLink (transfers/in-relays.ts).
+   * over NVLink (transfers/relays.ts).
    */
   noInRelays?: boolean;
+  /**
+   * Ablation (default false): no two-hop `out` across nodes. By default, under PXN routing, an
+   * output (O forward, dQ,dK,dV backward) that crosses nodes on its way back to its user rank may
+   * first go to a node mate of that rank, which forwards it over NVLink (transfers/relays.ts).
+   */
+  noOutRelays?: boolean;
   /** Upper bound on refinement steps after the greedy placement (default max(2048, 16 x world)). */
   refineSteps?: number;
   /**
@@ -104,6 +110,7 @@ export interface FcpOptions {
   readonly nodePacking: boolean;
   readonly nicSwaps: boolean;
   readonly noInRelays: boolean;
+  readonly noOutRelays: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
   /** Mode (a)'s per-phase exchanges: -1 auto (placement/phase-swaps.ts), 0 none, n at most n. */
@@ -135,6 +142,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   nodePacking: false,
   nicSwaps: false,
   noInRelays: false,
+  noOutRelays: false,
   fixedBlocks: false,
   refineSteps: -1,
   phaseSwaps: -1,
@@ -258,6 +266,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     'nodePacking',
     'nicSwaps',
     'noInRelays',
+    'noOutRelays',
     'fixedBlocks',
     'fanOut',
     'tune',
@@ -290,6 +299,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     nodePacking: o.nodePacking ?? d.nodePacking,
     nicSwaps: o.nicSwaps ?? d.nicSwaps,
     noInRelays: o.noInRelays ?? d.noInRelays,
+    noOutRelays: o.noOutRelays ?? d.noOutRelays,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
     phaseSwaps,
@@ -303,11 +313,12 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, noInRelays, ...rest } = o;
+  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, noInRelays, noOutRelays, ...rest } = o;
   return {
     ...rest,
-    // Recorded only when on (an ablation), so plans without it keep their bytes.
+    // Recorded only when on (ablations), so plans without them keep their bytes.
     ...(noInRelays ? { noInRelays } : {}),
+    ...(noOutRelays ? { noOutRelays } : {}),
     // Recorded only when on (experimental), so plans without it keep their bytes.
     ...(nicSwaps ? { nicSwaps } : {}),
     // Recorded only when set, so plans made with the default keep their bytes.

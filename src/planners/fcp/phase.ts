@@ -13,8 +13,8 @@ import type { TaskContext } from './tasks.ts';
 import type { KvEdges } from './transfers/fetch.ts';
 import { hopLevels } from './transfers/forward-tree.ts';
 import type { GroupPlacer } from './transfers/groups.ts';
-import { inRelays } from './transfers/in-relays.ts';
 import { needOrder } from './transfers/need-order.ts';
+import { crossNodeRelays } from './transfers/relays.ts';
 import { type Colouring, colourEdges, degreeOf, orderRounds, placeColouring } from './transfers/rounds.ts';
 import { handOverKv } from './transfers/same-slot.ts';
 import type { TimelineContext } from './transfers/timeline.ts';
@@ -282,21 +282,68 @@ function firstHops(pieces: TaskContext['pieces'], relay: Int32Array): Int32Array
 
 /**
  * Colouring of the `in` edges' first hops (shared by both phases: the same pieces move, and Q,K,V
- * and dO take the same paths), with the relays chosen for them (transfers/in-relays.ts).
+ * and dO take the same paths), with the relays chosen for them (transfers/relays.ts).
  */
 export function colourIn(ctx: PhaseContext): InColouring {
   const { pieces } = ctx;
   const relay =
     ctx.o.noInRelays || ctx.o.rounds === 'naive'
       ? new Int32Array(pieces.moving.length).fill(-1)
-      : inRelays(pieces, ctx.world, ctx.links);
+      : crossNodeRelays(
+          gatherInt32(pieces.user, pieces.moving),
+          gatherInt32(pieces.home, pieces.moving),
+          gatherInt32(pieces.length, pieces.moving),
+          ctx.world,
+          ctx.links,
+        );
   const src = gatherInt32(pieces.user, pieces.moving);
   return { ...colourEdges(src, firstHops(pieces, relay), ctx.world, ctx.o.rounds), relay };
 }
 
+/**
+ * Relay of every moving piece's `out` (O forward, dQ,dK,dV backward: home -> user), chosen as for
+ * `in` with the roles swapped (transfers/relays.ts); -1: straight to its user rank.
+ */
+export function outRelays(ctx: PhaseContext): Int32Array {
+  const { pieces } = ctx;
+  if (ctx.o.noOutRelays || ctx.o.rounds === 'naive') return new Int32Array(pieces.moving.length).fill(-1);
+  return crossNodeRelays(
+    gatherInt32(pieces.home, pieces.moving),
+    gatherInt32(pieces.user, pieces.moving),
+    gatherInt32(pieces.length, pieces.moving),
+    ctx.world,
+    ctx.links,
+  );
+}
+
+/**
+ * Second hops of relayed `out` pushes: relay -> user over NVLink, each in the first round where both
+ * ranks are free from the group after its first hop's (`slot`: the first hops' placer slots).
+ */
+export function placeOutRelays(
+  placer: GroupPlacer,
+  list: TransferList,
+  pieces: TaskContext['pieces'],
+  slot: Int32Array,
+  relay: Int32Array,
+): void {
+  for (let i = 0; i < relay.length; i++) {
+    const t = relay[i]!;
+    if (t < 0) continue;
+    const p = pieces.moving[i]!;
+    const s2 = placer.fill(t, pieces.user[p]!, placer.groupOf(slot[i]!) + 1);
+    list.add(s2, t, pieces.user[p]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+  }
+}
+
+/** Number of relays in `relay` (each one more transfer). */
+export function relayCountOf(relay: Int32Array): number {
+  let n = 0;
+  for (const t of relay) if (t >= 0) n++;
+  return n;
+}
+
 /** Number of relayed `in` pieces (each one more transfer). */
 export function relayCount(c: InColouring): number {
-  let n = 0;
-  for (const t of c.relay) if (t >= 0) n++;
-  return n;
+  return relayCountOf(c.relay);
 }

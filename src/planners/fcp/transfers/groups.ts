@@ -350,6 +350,7 @@ export function addOutPushes(
   pieces: Pieces,
   lastOp: Int32Array,
   sendAfter: { transfer: IntColumn; compute: IntColumn },
+  dst: Int32Array,
 ): void {
   const m = pieces.moving;
   for (let i = 0; i < m.length; i++) {
@@ -357,7 +358,7 @@ export function addOutPushes(
     const id = list.add(
       slot[i]!,
       pieces.home[p]!,
-      pieces.user[p]!,
+      dst[i]!,
       Kind.out,
       pieces.seq[p]!,
       pieces.start[p]!,

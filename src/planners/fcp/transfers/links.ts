@@ -31,7 +31,7 @@ export interface LinkModel {
   readonly contentionMsgMs: number;
   /**
    * NCCL's PXN routing (ClusterSpec.routing): a message across nodes leaves by the sender-node GPU
-   * on the receiver's rail, so the receiver also picks the sending NIC (in-relays.ts).
+   * on the receiver's rail, so the receiver also picks the sending NIC (relays.ts).
    */
   readonly pxn: boolean;
 }

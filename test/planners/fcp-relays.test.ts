@@ -1,10 +1,10 @@
 /**
- * Two-hop `in` across nodes (src/planners/fcp/transfers/in-relays.ts): the relay choice on a hand
- * case, and over random batches under PXN routing: plans valid, every relay a node mate of the
- * home that received the range across nodes and sends it on in a later group, rounds still
- * matchings, byte-identical plans, none under direct routing or with the ablation; the validator
- * rejects a relay that does not send on or sends before it received; the CPU and torch runtimes
- * give the reference outputs.
+ * Two-hop reshuffle across nodes (src/planners/fcp/transfers/relays.ts): the relay choice on a hand
+ * case and random cases, and over random batches under PXN routing: plans valid, every `in` relay a
+ * node mate of the home and every `out` relay a node mate of the user rank, each receiving the
+ * range across nodes and sending it on in a later group, rounds still matchings, byte-identical
+ * plans, none under direct routing or with the ablations; the validator rejects a relay that does
+ * not send on or sends before it received; the CPU and torch runtimes give the reference outputs.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -19,9 +19,8 @@ import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
-import { inRelays } from '../../src/planners/fcp/transfers/in-relays.ts';
 import type { LinkModel } from '../../src/planners/fcp/transfers/links.ts';
-import type { Pieces } from '../../src/planners/fcp/transfers/reshuffle.ts';
+import { crossNodeRelays } from '../../src/planners/fcp/transfers/relays.ts';
 import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { numericLaw } from '../laws/laws.ts';
@@ -37,20 +36,10 @@ const LINKS: LinkModel = {
   pxn: true,
 };
 
-/** Moving pieces user -> home of `len` tokens each (only the fields in-relays.ts reads). */
-function pieces(rows: [user: number, home: number, len: number][]): Pieces {
-  const n = rows.length;
-  return {
-    seq: new Int32Array(n),
-    start: Int32Array.from(rows, (_, i) => 1000 * i),
-    length: Int32Array.from(rows, (r) => r[2]),
-    user: Int32Array.from(rows, (r) => r[0]),
-    home: Int32Array.from(rows, (r) => r[1]),
-    run: new Int32Array(n),
-    runOff: new Int32Array(2),
-    moving: Int32Array.from(rows, (_, i) => i),
-    movingIndex: Int32Array.from(rows, (_, i) => i),
-  };
+/** Relays of messages [src, dst, tokens]. */
+function relaysOf(rows: [number, number, number][], world: number, links: LinkModel): number[] {
+  const col = (k: number): Int32Array => Int32Array.from(rows, (r) => r[k]!);
+  return Array.from(crossNodeRelays(col(0), col(1), col(2), world, links));
 }
 
 /** A problem of `world` ranks, 2 GPUs per node unless given, under `routing`. */
@@ -66,47 +55,77 @@ function problem(batch: string, world: number, seed: number, routing: 'direct' |
   });
 }
 
-/** Home rank of token `pos` of sequence `seq`. */
-function homeOf(plan: Plan, seq: number, pos: number): number {
-  const h = plan.homeLayout;
-  for (let j = 0; j < h.rank.length; j++)
-    if (h.seq[j] === seq && h.start[j]! <= pos && pos < h.start[j]! + h.length[j]!) return h.rank[j]!;
+/** Rank of token `pos` of sequence `seq` in `layout`. */
+function rankIn(layout: Plan['homeLayout'], seq: number, pos: number): number {
+  for (let j = 0; j < layout.rank.length; j++)
+    if (layout.seq[j] === seq && layout.start[j]! <= pos && pos < layout.start[j]! + layout.length[j]!)
+      return layout.rank[j]!;
   return -1;
 }
 
-/** Rows of `in` transfers whose receiver is not the range's home (the relays' first hops). */
-function relayRows(plan: Plan, dir: 'forward' | 'backward'): number[] {
+/** Where a transfer of `kind` ends: the home for `in`, the user rank for `out`. */
+function endOf(plan: Plan, kind: number, seq: number, pos: number): number {
+  return rankIn(kind === Kind.in ? plan.homeLayout : plan.userLayout, seq, pos);
+}
+
+/** Rows of `kind` (in or out) whose receiver is not where the range ends (the relays' first hops). */
+function relayRows(plan: Plan, dir: 'forward' | 'backward', kind: number = Kind.in): number[] {
   const t = plan[dir].transfers;
   const out: number[] = [];
   for (let i = 0; i < t.kind.length; i++)
-    if (t.kind[i] === Kind.in && homeOf(plan, t.seq[i]!, t.start[i]!) !== t.dst[i]) out.push(i);
+    if (t.kind[i] === kind && endOf(plan, kind, t.seq[i]!, t.start[i]!) !== t.dst[i]) out.push(i);
   return out;
 }
 
-describe('in relays: the choice', () => {
+/**
+ * Rows that send row i's range on from its receiver to `to` (adjacent pieces may share a row on
+ * either hop), or [] when they do not cover the whole range.
+ */
+function onward(plan: Plan, dir: 'forward' | 'backward', i: number, to: number): number[] {
+  const t = plan[dir].transfers;
+  const a = t.start[i]!;
+  const e = a + t.length[i]!;
+  const rows: number[] = [];
+  for (let j = 0; j < t.kind.length; j++)
+    if (
+      t.kind[j] === t.kind[i] &&
+      t.src[j] === t.dst[i] &&
+      t.dst[j] === to &&
+      t.seq[j] === t.seq[i] &&
+      t.start[j]! < e &&
+      t.start[j]! + t.length[j]! > a
+    )
+      rows.push(j);
+  rows.sort((x, y) => t.start[x]! - t.start[y]!);
+  let at = a;
+  for (const j of rows) if (t.start[j]! <= at) at = Math.max(at, t.start[j]! + t.length[j]!);
+  return at >= e ? rows : [];
+}
+
+describe('relays: the choice', () => {
   it('relays the second of three pieces into one home, through the node mate whose NICs are idle', () => {
     // Nodes {0,1} and {2,3}; rank 0 sends three pieces to rank 2.
-    const p = pieces([
+    const p: [number, number, number][] = [
       [0, 2, 100],
       [0, 2, 100],
       [0, 2, 100],
-    ]);
-    assert.deepEqual(Array.from(inRelays(p, 4, LINKS)), [-1, 3, -1]);
+    ];
+    assert.deepEqual(relaysOf(p, 4, LINKS), [-1, 3, -1]);
   });
 
   it('relays nothing under direct routing, on one-GPU nodes, or inside a node', () => {
-    const p = pieces([
+    const p: [number, number, number][] = [
       [0, 2, 100],
       [0, 2, 100],
       [0, 2, 100],
-    ]);
-    assert.deepEqual(Array.from(inRelays(p, 4, { ...LINKS, pxn: false })), [-1, -1, -1]);
-    assert.deepEqual(Array.from(inRelays(p, 4, { ...LINKS, nodeSize: 1 })), [-1, -1, -1]);
-    const inside = pieces([
+    ];
+    assert.deepEqual(relaysOf(p, 4, { ...LINKS, pxn: false }), [-1, -1, -1]);
+    assert.deepEqual(relaysOf(p, 4, { ...LINKS, nodeSize: 1 }), [-1, -1, -1]);
+    const inside: [number, number, number][] = [
       [0, 1, 100],
       [0, 1, 100],
-    ]);
-    assert.deepEqual(Array.from(inRelays(inside, 4, LINKS)), [-1, -1]);
+    ];
+    assert.deepEqual(relaysOf(inside, 4, LINKS), [-1, -1]);
   });
 
   it('never leaves a NIC busier than sending every piece straight to its home (random cases)', () => {
@@ -117,8 +136,7 @@ describe('in relays: the choice', () => {
       for (let k = 0; k < 24; k++) rows.push([rng.int(0, 7), rng.int(0, 7), rng.int(1, 500)]);
       const world = 8;
       const links = { ...LINKS, nodeSize: 4 };
-      const p = pieces(rows);
-      const relay = inRelays(p, world, links);
+      const relay = relaysOf(rows, world, links);
       // Busiest NIC (received, or sent as the PXN proxy on the receiver's rail) of a choice.
       const busiest = (first: (i: number) => number): number => {
         const load = new Float64Array(2 * world);
@@ -147,9 +165,9 @@ describe('in relays: the choice', () => {
   });
 });
 
-describe('in relays: plans', () => {
+describe('relays: plans', () => {
   it('valid plans whose relays receive across nodes and send on over NVLink in a later group', () => {
-    let relays = 0;
+    const relays = { [Kind.in]: 0, [Kind.out]: 0 };
     for (const batch of ['longtail', 'bimodal'])
       for (const world of [4, 8])
         for (const seed of [1, 2, 4]) {
@@ -159,26 +177,17 @@ describe('in relays: plans', () => {
             const ph = plan[dir];
             const t = ph.transfers;
             const group = (i: number): number => ph.groupOfRound[t.round[i]!]!;
-            for (const i of relayRows(plan, dir)) {
-              relays++;
-              const home = homeOf(plan, t.seq[i]!, t.start[i]!);
-              const relay = t.dst[i]!;
-              assert.notEqual(t.src[i]! >> 1, relay >> 1, 'the first hop crosses nodes');
-              assert.equal(relay >> 1, home >> 1, 'the relay is a node mate of the home');
-              let on = -1;
-              for (let j = 0; j < t.kind.length; j++)
-                if (
-                  t.kind[j] === Kind.in &&
-                  t.src[j] === relay &&
-                  t.dst[j] === home &&
-                  t.seq[j] === t.seq[i] &&
-                  t.start[j] === t.start[i] &&
-                  t.length[j] === t.length[i]
-                )
-                  on = j;
-              assert.ok(on >= 0, 'the relay sends the range on to its home');
-              assert.ok(group(on) > group(i), 'one group later at least');
-            }
+            for (const kind of [Kind.in, Kind.out] as const)
+              for (const i of relayRows(plan, dir, kind)) {
+                relays[kind]++;
+                const end = endOf(plan, kind, t.seq[i]!, t.start[i]!);
+                const relay = t.dst[i]!;
+                assert.notEqual(t.src[i]! >> 1, relay >> 1, 'the first hop crosses nodes');
+                assert.equal(relay >> 1, end >> 1, 'the relay is a node mate of the receiver');
+                const on = onward(plan, dir, i, end);
+                assert.ok(on.length > 0, 'the relay sends the range on');
+                for (const j of on) assert.ok(group(j) > group(i), 'one group later at least');
+              }
             // Every round is still a matching: a rank sends and receives at most once per round.
             const seen = new Set<string>();
             for (let i = 0; i < t.kind.length; i++)
@@ -188,51 +197,59 @@ describe('in relays: plans', () => {
               }
           }
         }
-    assert.ok(relays > 0, 'some plan relays');
+    assert.ok(relays[Kind.in] > 0 && relays[Kind.out] > 0, JSON.stringify(relays));
   });
 
-  it('same input, same bytes; no relay under direct routing or with noInRelays', () => {
+  it('same input, same bytes; no relay under direct routing or with the ablations', () => {
     const a = fcpPlanner.plan(problem('longtail', 8, 1, 'pxn'), { blockSize: 64 });
     const b = fcpPlanner.plan(problem('longtail', 8, 1, 'pxn'), { blockSize: 64 });
     assert.equal(planToJson(a), planToJson(b));
-    assert.ok(relayRows(a, 'forward').length > 0);
+    assert.ok(relayRows(a, 'forward').length > 0 && relayRows(a, 'forward', Kind.out).length > 0);
     const direct = fcpPlanner.plan(problem('longtail', 8, 1, 'direct'), { blockSize: 64 });
     const off = fcpPlanner.plan(problem('longtail', 8, 1, 'pxn'), {
       blockSize: 64,
       noInRelays: true,
+      noOutRelays: true,
     } as FcpPlannerOptions);
-    for (const p of [direct, off]) {
-      assert.deepEqual(relayRows(p, 'forward'), []);
-      assert.deepEqual(relayRows(p, 'backward'), []);
-    }
-    assert.equal((off.meta?.options as Record<string, unknown> | undefined)?.noInRelays, true);
+    for (const p of [direct, off])
+      for (const dir of ['forward', 'backward'] as const)
+        for (const kind of [Kind.in, Kind.out]) assert.deepEqual(relayRows(p, dir, kind), []);
+    const o = off.meta?.options as Record<string, unknown> | undefined;
+    assert.equal(o?.noInRelays, true);
+    assert.equal(o?.noOutRelays, true);
   });
 
   it('the validator rejects a relay that keeps the range, or sends it on before it arrived', () => {
     const plan = fcpPlanner.plan(problem('longtail', 8, 1, 'pxn'), { blockSize: 64 });
     const t = plan.forward.transfers;
+    const codes = (p: Plan): string[] => validatePlan(p).issues.map((x) => x.code);
+    // `in`: the relay keeps it (its hop to the home carries K,V only), or sends it early.
     const i = relayRows(plan, 'forward')[0]!;
-    const home = homeOf(plan, t.seq[i]!, t.start[i]!);
-    let on = -1;
-    for (let j = 0; j < t.kind.length; j++)
-      if (t.kind[j] === Kind.in && t.src[j] === t.dst[i] && t.dst[j] === home && t.start[j] === t.start[i])
-        on = j;
+    const on = onward(plan, 'forward', i, endOf(plan, Kind.in, t.seq[i]!, t.start[i]!))[0]!;
     assert.ok(on >= 0);
-    // The relay keeps it: its hop to the home carries K,V only.
     const kept = structuredClone(plan);
     kept.forward.transfers.kind[on] = Kind.kv;
-    const codes = (p: Plan): string[] => validatePlan(p).issues.map((x) => x.code);
     const k = codes(kept);
     assert.ok(k.includes('plan.rule3.inNotHome') && k.includes('plan.rule3.qMissing'), k.join(','));
-    // The relay sends on in the group its copy arrives in.
     const early = structuredClone(plan);
     early.forward.transfers.round[on] = t.round[i]!;
     assert.ok(codes(early).includes('plan.rule3.senderMissing'), codes(early).join(','));
+    // `out`: the relay's hop goes back to the home's node instead of the user, or leaves early.
+    const j = relayRows(plan, 'forward', Kind.out)[0]!;
+    const on2 = onward(plan, 'forward', j, endOf(plan, Kind.out, t.seq[j]!, t.start[j]!))[0]!;
+    assert.ok(on2 >= 0);
+    const lost = structuredClone(plan);
+    lost.forward.transfers.dst[on2] = t.src[j]!;
+    const l = codes(lost);
+    assert.ok(l.includes('plan.rule4.outNotUser') && l.includes('plan.rule4.outMissing'), l.join(','));
+    const early2 = structuredClone(plan);
+    early2.forward.transfers.round[on2] = t.round[j]!;
+    assert.ok(codes(early2).includes('plan.rule3.senderMissing'), codes(early2).join(','));
   });
 
   it('the CPU runtime gives the reference outputs of a plan with relays', async () => {
     const plan = fcpPlanner.plan(problem('bimodal', 8, 2, 'pxn'), { blockSize: 64 });
-    assert.ok(relayRows(plan, 'forward').length > 0);
+    assert.ok(relayRows(plan, 'forward').length > 0 && relayRows(plan, 'backward', Kind.out).length > 0);
     const inputs = randomInputsForPlan(plan, 3);
     const res = await cpuExecutor.run(plan, inputs);
     numericLaw(plan, inputs, res.outputs);
@@ -241,8 +258,8 @@ describe('in relays: plans', () => {
   it('the torch runtime gives the reference outputs of a plan with relays', {
     skip: torchSuiteSkip(),
   }, async () => {
-    const plan = fcpPlanner.plan(problem('longtail', 4, 1, 'pxn'), { blockSize: 64 });
-    assert.ok(relayRows(plan, 'forward').length > 0);
+    const plan = fcpPlanner.plan(problem('longtail', 4, 3, 'pxn'), { blockSize: 32 });
+    assert.ok(relayRows(plan, 'forward').length > 0 && relayRows(plan, 'forward', Kind.out).length > 0);
     const inputs = randomInputsForPlan(plan, 4);
     const [r] = await runTorchMany([{ plan, inputs }], { device: 'cpu', kernel: 'math', timeoutMs: 120000 });
     numericLaw(plan, inputs, r?.outputs);
