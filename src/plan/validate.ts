@@ -28,9 +28,9 @@
  * - A transfer may have several `sendAfter` ops (all on its sender); it waits for the latest.
  * - A task needs its whole key range [kvStart, kvStart+kvLength) present, not only attended keys.
  * - `in` goes from the user rank to the home rank, directly or through relays (a rank that is not
- *   the home receives it and sends it on in a later group: FCP's two-hop `in` across nodes); `out`
- *   from the home rank to the user rank, and only once per token; no transfer goes from a rank to
- *   itself.
+ *   the home receives it and sends it on in a later group: FCP's two-hop reshuffle across nodes);
+ *   `out` from the home rank to the user rank, directly or through one such relay, and reaches the
+ *   user rank only once per token; no transfer goes from a rank to itself.
  * - `dkv` semantics and the race rule: see validate-outputs.ts.
  *
  * Chunk rows are checked through a few expanded representative sequences (validate-expand.ts),

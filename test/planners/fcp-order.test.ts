@@ -8,6 +8,7 @@ import type { ComputeTable } from '../../src/plan/types.ts';
 import { orderOps } from '../../src/planners/fcp/order.ts';
 import { reserveOf } from '../../src/planners/fcp/phase-ops.ts';
 import { pushGroup, type Timeline } from '../../src/planners/fcp/transfers/timeline.ts';
+import { testLinks } from '../fixtures/links.ts';
 import { oneRank } from '../helpers/order-input.ts';
 
 const taskArb = fc.record({
@@ -292,16 +293,7 @@ test('work that exports nothing goes in one op per ready group, however long (no
 });
 
 test('the reserve per rank is what its largest push takes, capped, and 0 for a rank that exports nothing', () => {
-  const links = {
-    nodeSize: 8,
-    intraBytesPerMs: 4e8,
-    interBytesPerMs: 5e7,
-    groupLatencyMs: 0.01,
-    computeSlowdown: 1,
-    contentionLoss: 0,
-    contentionMsgMs: 0,
-    pxn: false,
-  };
+  const links = testLinks();
   const model = { qHeads: 64, kvHeads: 8, headDim: 128, bytesPerElement: 2 } as never;
   const tctx = { world: 3, links, model, causal: true, dir: 'forward', tm: null as never } as const;
   const tasks = {

@@ -23,18 +23,10 @@ import type { LinkModel } from '../../src/planners/fcp/transfers/links.ts';
 import { crossNodeRelays } from '../../src/planners/fcp/transfers/relays.ts';
 import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { testLinks } from '../fixtures/links.ts';
 import { numericLaw } from '../laws/laws.ts';
 
-const LINKS: LinkModel = {
-  nodeSize: 2,
-  intraBytesPerMs: 4e8,
-  interBytesPerMs: 5e7,
-  groupLatencyMs: 0.01,
-  computeSlowdown: 1,
-  contentionLoss: 0,
-  contentionMsgMs: 0,
-  pxn: true,
-};
+const LINKS: LinkModel = testLinks({ nodeSize: 2, pxn: true });
 
 /** Relays of messages [src, dst, tokens]. */
 function relaysOf(rows: [number, number, number][], world: number, links: LinkModel): number[] {
