@@ -68,7 +68,8 @@ function fcpLines(plan: Plan): string[] {
   const kinds = (p: FcpStats['forward']): string =>
     Object.keys(p.rounds)
       .map((k) => `${k} ${p.rounds[k]} rounds / Δ ${p.delta[k]} / ${p.transfers[k]} transfers`)
-      .join(', ');
+      .join(', ') +
+    (p.relays ? `; two-hop across nodes (PXN): ${p.relays.in} in, ${p.relays.out} out relayed` : '');
   const lines = [
     `blocks ${st.blocks} (size ${st.blockSize.min}..${st.blockSize.max}), units ${st.units}, home runs ${st.homeRuns}, tasks ${st.tasks}`,
     `balance: ${pct(st.greedyImbalance)} after the greedy, ${st.refineSteps} refinement steps${

@@ -209,6 +209,16 @@ describe('relays: plans', () => {
     const o = off.meta?.options as Record<string, unknown> | undefined;
     assert.equal(o?.noInRelays, true);
     assert.equal(o?.noOutRelays, true);
+    // The statistics count the relayed messages, and say nothing when there are none.
+    type Stats = { forward: { relays?: { in: number; out: number } } };
+    const relays = (p: Plan) => (p.meta?.stats as Stats | undefined)?.forward.relays;
+    // (A row may carry adjacent pieces: at least as many relayed pieces as first-hop rows.)
+    const r = relays(a);
+    assert.ok(
+      r && r.in >= relayRows(a, 'forward').length && r.out >= relayRows(a, 'forward', Kind.out).length,
+    );
+    assert.equal(relays(direct), undefined);
+    assert.equal(relays(off), undefined);
   });
 
   it('the validator rejects a relay that keeps the range, or sends it on before it arrived', () => {

@@ -33,6 +33,7 @@ import {
   placeOutRelays,
   relayCount,
   relayCountOf,
+  relayStats,
   timelineContext,
 } from './phase.ts';
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
@@ -233,6 +234,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
       },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
+      ...relayStats(relayCount(inColouring), relayCountOf(outRelay)),
     },
   };
 }

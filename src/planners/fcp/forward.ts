@@ -36,6 +36,7 @@ import {
   placeOutRelays,
   relayCount,
   relayCountOf,
+  relayStats,
   timelineContext,
 } from './phase.ts';
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
@@ -127,6 +128,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
       },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
+      ...relayStats(relayCount(inColouring), relayCountOf(outRelay)),
     },
   };
 }

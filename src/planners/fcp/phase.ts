@@ -27,6 +27,13 @@ export interface PhaseStats {
   transfers: Record<string, number>;
   groups: number;
   ops: number;
+  /** Two-hop reshuffle messages (transfers/relays.ts), present only when there are any. */
+  relays?: { in: number; out: number };
+}
+
+/** The `relays` entry of a phase's statistics: absent without relays, so such plans keep their bytes. */
+export function relayStats(inRelays: number, outRelays: number): { relays?: { in: number; out: number } } {
+  return inRelays + outRelays > 0 ? { relays: { in: inRelays, out: outRelays } } : {};
 }
 
 /** Number of groups of a finished phase (its last round's group + 1). */
