@@ -300,6 +300,27 @@ export function register(program: Command): void {
     }
     if (out.json) out.printJson(r);
     else if (out.csv) out.printCsv(...simCsv(r));
-    else out.text(formatSimResult(r) + (opts.freeKinds ? `\n${freeKindsLine(opts.freeKinds)}` : ''));
+    else
+      out.text(
+        formatSimResult(r) +
+          (opts.freeKinds ? `\n${freeKindsLine(opts.freeKinds)}` : '') +
+          routingNote(plan, r.cluster.routing),
+      );
   });
+}
+
+/**
+ * A note when the plan was made for another NCCL routing than it is simulated under (FCP records
+ * a non-default one in `meta.routing`; its two-hop reshuffle is planned only under pxn).
+ */
+export function routingNote(
+  plan: { strategy: string; meta?: Record<string, unknown> },
+  simulated: string,
+): string {
+  // Only FCP plans for the routing; the baselines' plans are the same under either.
+  if (plan.strategy !== 'fcp') return '';
+  const planned = typeof plan.meta?.routing === 'string' ? plan.meta.routing : 'direct';
+  return planned === simulated
+    ? ''
+    : `\nnote: the plan was made for --routing ${planned}, simulated under --routing ${simulated}`;
 }

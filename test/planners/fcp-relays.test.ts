@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { routingNote } from '../../src/cli/simulate.ts';
 import { Rng } from '../../src/core/rng.ts';
 import { cpuExecutor } from '../../src/executors/cpu/executor.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
@@ -219,6 +220,13 @@ describe('relays: plans', () => {
     );
     assert.equal(relays(direct), undefined);
     assert.equal(relays(off), undefined);
+    // The routing a plan was made for is recorded when not the default; `fcp simulate` notes a mismatch.
+    assert.equal(a.meta?.routing, 'pxn');
+    assert.equal(direct.meta?.routing, undefined);
+    assert.equal(routingNote(a, 'pxn'), '');
+    assert.match(routingNote(a, 'direct'), /made for --routing pxn/);
+    assert.match(routingNote(direct, 'pxn'), /made for --routing direct/);
+    assert.equal(routingNote({ ...direct, strategy: 'ring' }, 'pxn'), '');
   });
 
   it('the validator rejects a relay that keeps the range, or sends it on before it arrived', () => {

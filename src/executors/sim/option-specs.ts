@@ -162,7 +162,7 @@ export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
     values: ROUTINGS,
     placeholder: 'how',
     defaultDoc: `preset (hopper-ib: ${H.routing})`,
-    doc: "which NIC a message across nodes leaves by: direct (the sender's own; NCCL_P2P_PXN_LEVEL=0) or pxn (the one on the receiver's rail, through a node peer over NVLink: NCCL's default for point-to-point)",
+    doc: "which NIC a message across nodes leaves by: direct (the sender's own; NCCL_P2P_PXN_LEVEL=0) or pxn (the one on the receiver's rail, through a node peer over NVLink: NCCL's default for point-to-point); `fcp compare` plans for it too (FCP's mode (a) relays its reshuffle across nodes under pxn), `fcp plan --routing` likewise",
   },
   {
     key: 'networkParams',

@@ -227,6 +227,13 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
     tasks: fwd.tasks.table,
     forward: fwd.phase,
     backward: bwd.phase,
-    meta: { planner: 'fcp', options: optionsToJson(o), stats },
+    meta: {
+      planner: 'fcp',
+      options: optionsToJson(o),
+      stats,
+      // The NCCL routing the plan was made for, recorded only when it is not the default (direct),
+      // so other plans keep their bytes: `fcp simulate` says when it simulates another one.
+      ...(problem.cluster.routing !== 'direct' ? { routing: problem.cluster.routing } : {}),
+    },
   };
 }
