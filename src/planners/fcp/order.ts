@@ -57,8 +57,9 @@ export interface OrderInput {
  * Builds the ops (module comment). `groupEnd[g * world + r]`: estimated end of group g on rank r,
  * ms; `reserveMs`: the local work kept for the end, one value or one per rank; `fillGaps`: local
  * work beyond the reserve fills estimated waits between groups (step 2); `extend`: an op of
- * exporting work under `maxOpMs` may take a task of a later ready group and wait for that group
- * (else the task opens the next op).
+ * exporting work under `maxOpMs` may take a task of a later ready group and wait for that group,
+ * if the estimate has that group arrived by the end of the op's work so far (else the task opens
+ * the next op).
  */
 export function orderOps(
   t: OrderInput,
@@ -274,6 +275,8 @@ export function orderOps(
     heap.size = 0;
     avail = 0;
     let next = 0;
+    /** When the work taken so far ends, by the estimate (before any wait for the next arrival). */
+    let busyUntil = now;
     opAfter = -2;
     while (next < ne || avail > 0) {
       if (avail === 0) {
@@ -285,6 +288,7 @@ export function orderOps(
           localLeft -= t.ms[local[li]!]!;
           now += t.ms[local[li]!]!;
           add(local[li++]!);
+          busyUntil = now;
           continue;
         }
         now = Math.max(now, arrival);
@@ -314,7 +318,15 @@ export function orderOps(
       // early when `in` transfers share a NIC (mode (a), 16 ranks, longtail seed 1: the critical
       // rank's first op held a tile ready at 1.7 ms until its next group arrived at 10.1 ms).
       const ex = t.exported[i]!;
-      const later = !extend && a > opAfter;
+      // With `extend` (the backward) an op may still take a task of a later group, but not one whose
+      // group the estimate has arriving after the op's work so far would end: the op's earlier
+      // tasks would idle for it (mode (a), bimodal 16 ranks seed 2, PXN: a rank's first op, an
+      // exporting tile ready from the start, took the tiles of group 0 and waited 2.7 ms for it
+      // with 27 ms of local work kept for the end). Simulated, mode (a), backward MFU over paired
+      // batches (`bench/quality-ab.ts`, 16 / 32 ranks): PXN +0.0011 / +0.0003 (seeds 1-6), +0.0029
+      // / +0.0015 (seeds 7-12), contention +0.0010 / +0.0019, direct +0.0011 / +0.0015; 64-256
+      // PXN +0.0008; mode (b) unchanged.
+      const later = a > opAfter && (!extend || (opAfter !== -2 && readyAt(a, r) > busyUntil));
       // A cut between two tasks of one push unit lets no push leave earlier (the unit's partial
       // waits for its last task) but costs the next op its launches, one per batch shape: in the
       // backward a 4K x 4K square alone takes about 2.5 ms, so at `maxOpMs` (2) nearly every op
@@ -342,6 +354,7 @@ export function orderOps(
       }
       add(i);
       now += t.ms[i]!;
+      busyUntil = now;
     }
     // 3. The rest of the local work.
     if (li < nl) {
