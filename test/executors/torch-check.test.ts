@@ -19,8 +19,8 @@ import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { readPlan, writePlan } from '../../src/plan/io.ts';
 import { Kind } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
-import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { relayedPlan } from '../fixtures/relayed.ts';
 
 // Under CI a missing torch fails the suite (torchSuiteSkip throws) instead of skipping it.
 const skip = torchSuiteSkip();
@@ -44,18 +44,7 @@ describe('fcp_torch.check against the TypeScript validator', { skip }, () => {
           writePlan(join(plans, `${s}-${world}-${mask}.json`), p);
         }
     // FCP with two-hop `in` and `out` (PXN routing across two nodes of two GPUs): relays.
-    const relayed = getPlanner('fcp').plan(
-      resolveProblem({
-        batch: 'longtail',
-        world: 4,
-        seed: 3,
-        tokensPerRank: 256,
-        gpusPerNode: 2,
-        model: SMALL_MODEL,
-        cluster: resolveCluster('hopper-ib', { routing: 'pxn' }),
-      }),
-      { blockSize: 32 },
-    );
+    const relayed = relayedPlan();
     assert.deepEqual(validatePlan(relayed).issues, []);
     const t = relayed.forward.transfers;
     const holds = (l: typeof relayed.homeLayout, r: number, seq: number, pos: number): boolean =>

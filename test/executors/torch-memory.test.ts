@@ -18,8 +18,8 @@ import { getPlanner } from '../../src/experiments/strategies.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { estimateMemory, type MemoryOptions, type RankMemory, worstRank } from '../../src/plan/memory.ts';
 import type { Plan } from '../../src/plan/types.ts';
-import { resolveCluster } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { relayedPlan } from '../fixtures/relayed.ts';
 
 const skip = torchSuiteSkip();
 const python = skip ? null : findTorchPython();
@@ -51,21 +51,7 @@ describe('memory estimate: TypeScript and Python twins agree', { skip }, () => {
     ['bytescale', planOf('bytescale', 4)],
     ['magi', planOf('magi', 4, { chunkSize: 32 })],
     // Two-hop reshuffle (PXN routing, two nodes of two GPUs): relays hold ranges outside their layouts.
-    [
-      'fcp-relays',
-      getPlanner('fcp').plan(
-        resolveProblem({
-          batch: 'longtail',
-          world: 4,
-          seed: 3,
-          tokensPerRank: 256,
-          gpusPerNode: 2,
-          model,
-          cluster: resolveCluster('hopper-ib', { routing: 'pxn' }),
-        }),
-        { blockSize: 32 },
-      ),
-    ],
+    ['fcp-relays', relayedPlan(model)],
   ];
   const paths = plans.map(([name, p]) => {
     const path = join(dir, `${name}.json`);

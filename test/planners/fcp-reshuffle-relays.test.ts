@@ -14,7 +14,6 @@ import { cpuExecutor } from '../../src/executors/cpu/executor.ts';
 import { randomInputsForPlan } from '../../src/executors/inputs.ts';
 import { runTorchMany } from '../../src/executors/torch/index.ts';
 import { torchSuiteSkip } from '../../src/executors/torch/python.ts';
-import { SMALL_MODEL } from '../../src/model/attention.ts';
 import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
@@ -22,9 +21,8 @@ import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
 import type { LinkModel } from '../../src/planners/fcp/transfers/links.ts';
 import { crossNodeRelays } from '../../src/planners/fcp/transfers/relays.ts';
-import { resolveCluster } from '../../src/problem/cluster.ts';
-import { resolveProblem } from '../../src/problem/problem.ts';
 import { testLinks } from '../fixtures/links.ts';
+import { twoHopProblem } from '../fixtures/relayed.ts';
 import { numericLaw } from '../laws/laws.ts';
 
 const LINKS: LinkModel = testLinks({ nodeSize: 2, pxn: true });
@@ -35,18 +33,7 @@ function relaysOf(rows: [number, number, number][], world: number, links: LinkMo
   return Array.from(crossNodeRelays(col(0), col(1), col(2), world, links));
 }
 
-/** A problem of `world` ranks, 2 GPUs per node unless given, under `routing`. */
-function problem(batch: string, world: number, seed: number, routing: 'direct' | 'pxn', gpusPerNode = 2) {
-  return resolveProblem({
-    batch,
-    world,
-    seed,
-    tokensPerRank: 256,
-    gpusPerNode,
-    model: SMALL_MODEL,
-    cluster: resolveCluster('hopper-ib', { routing }),
-  });
-}
+const problem = twoHopProblem;
 
 /** Rank of token `pos` of sequence `seq` in `layout`. */
 function rankIn(layout: Plan['homeLayout'], seq: number, pos: number): number {
