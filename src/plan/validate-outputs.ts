@@ -144,31 +144,19 @@ function checkOut(
   const tr = ph.transfers;
   const what = ph.name === 'forward' ? 'O' : 'dQ,dK,dV';
   let valid = 0;
-  const notUser = (o: number, w: ReturnType<typeof whereOf>): void =>
-    sink.addOnce(
-      'plan.rule4.outNotUser',
-      `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${tr.dst[o]}, not to their user rank ${u}${tr.src[o] === h ? ' nor to a relay that sends it on' : ''}`,
-      w.path,
-      w.row,
-    );
   for (const o of outs) {
     const w = whereOf(tr.origin[o]!, ctx.trPath, ctx.chunkPath);
-    if (tr.src[o] !== h) {
-      // A relay's hop (rule 3 reports a sender that did not receive it first): to the user only.
-      if (tr.dst[o] !== u) notUser(o, w);
-      else if (++valid === 2)
+    const fromHome = tr.src[o] === h;
+    if (tr.dst[o] !== u) {
+      // Only the home's row may go to a relay, which must send it on to the user rank.
+      const relay = tr.dst[o]!;
+      if (!fromHome || !outs.some((x) => tr.src[x] === relay && tr.dst[x] === u)) {
         sink.addOnce(
-          'plan.rule4.outDuplicate',
-          `${what} of tokens [${a}, ${e}) of sequence ${s} is sent to rank ${u} twice`,
+          'plan.rule4.outNotUser',
+          `out of tokens [${a}, ${e}) of sequence ${s} goes to rank ${relay}, not to their user rank ${u}${fromHome ? ' nor to a relay that sends it on' : ''}`,
           w.path,
           w.row,
         );
-      continue;
-    }
-    if (tr.dst[o] !== u) {
-      const relay = tr.dst[o]!;
-      if (!outs.some((x) => tr.src[x] === relay && tr.dst[x] === u)) {
-        notUser(o, w);
         continue;
       }
     } else if (++valid === 2) {
@@ -180,6 +168,8 @@ function checkOut(
       );
       continue;
     }
+    // A relay's hop follows the home's (rule 3 checks that the relay received it first).
+    if (!fromHome) continue;
     if (tr.sendAfter[o]! < lastLocal || tr.group[o]! <= lastArrival) {
       const why =
         tr.sendAfter[o]! < lastLocal

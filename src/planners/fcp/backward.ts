@@ -23,6 +23,7 @@ import { Kind } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { type ForwardResult, IN_WEIGHT } from './forward.ts';
 import {
+  firstHops,
   groupCount,
   hunger,
   lastGroup,
@@ -30,9 +31,8 @@ import {
   type PhaseStats,
   placeIn,
   placeKv,
-  placeOutRelays,
+  placeSecondHops,
   relayCount,
-  relayCountOf,
   relayStats,
   timelineContext,
 } from './phase.ts';
@@ -201,7 +201,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   // First hops: to the user rank, or to the node mate of it that relays (transfers/relays.ts).
   const outRelay = outRelays(ctx);
-  const outDst = Int32Array.from(m, (p, i) => (outRelay[i]! >= 0 ? outRelay[i]! : pieces.user[p]!));
+  const outDst = firstHops(pieces, outRelay, pieces.user);
   // Not in a `kv` group, as in the forward (forward.ts): a push there holds the K/V its
   // receiver waits for (measured, mode (a) longtail 16 ranks: backward MFU 0.429 -> 0.434).
   const afterKv = lastGroup(kv.group) + 1;
@@ -217,7 +217,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   }
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter, outDst);
-  placeOutRelays(placer, list, pieces, out.slot, outRelay);
+  placeSecondHops(placer, list, pieces, Kind.out, outRelay, out.slot, pieces.user);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
@@ -227,14 +227,14 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, dkv: dkv.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, dkv: dkv.delta, out: out.delta },
       transfers: {
-        in: m.length + relayCount(inColouring),
+        in: m.length + relayCount(inColouring.relay),
         kv: edges.src.length,
         dkv: nd,
-        out: m.length + relayCountOf(outRelay),
+        out: m.length + relayCount(outRelay),
       },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
-      ...relayStats(relayCount(inColouring), relayCountOf(outRelay)),
+      ...relayStats(relayCount(inColouring.relay), relayCount(outRelay)),
     },
   };
 }

@@ -20,11 +20,12 @@
  */
 
 import { IntColumn } from '../../core/int-column.ts';
-import type { Phase } from '../../plan/types.ts';
+import { Kind, type Phase } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { buildGridTasks } from './grid-tasks.ts';
 import {
   colourIn,
+  firstHops,
   groupCount,
   hunger,
   type InColouring,
@@ -33,9 +34,8 @@ import {
   type PhaseStats,
   placeIn,
   placeKv,
-  placeOutRelays,
+  placeSecondHops,
   relayCount,
-  relayCountOf,
   relayStats,
   timelineContext,
 } from './phase.ts';
@@ -96,7 +96,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const outSrc = Int32Array.from(m, (p) => pieces.home[p]!);
   // First hops: to the user rank, or to the node mate of it that relays (transfers/relays.ts).
   const outRelay = outRelays(ctx);
-  const outDst = Int32Array.from(m, (p, i) => (outRelay[i]! >= 0 ? outRelay[i]! : pieces.user[p]!));
+  const outDst = firstHops(pieces, outRelay, pieces.user);
   const tl = estimateTimeline(tctx, placer, list, compute, ms);
   const outReady = Int32Array.from(m, (p) => {
     const op = lastOp[p]!;
@@ -108,7 +108,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   const out = placePushes(placer, outSrc, outDst, outReady, world, o.rounds);
   const sendAfter = { transfer: new IntColumn(), compute: new IntColumn() };
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter, outDst);
-  placeOutRelays(placer, list, pieces, out.slot, outRelay);
+  placeSecondHops(placer, list, pieces, Kind.out, outRelay, out.slot, pieces.user);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter);
   return {
@@ -122,13 +122,13 @@ export function planForward(ctx: PhaseContext): ForwardResult {
       rounds: { in: inColouring.rounds, kv: kv.colouring.rounds, out: out.rounds },
       delta: { in: inColouring.delta, kv: kv.colouring.delta, out: out.delta },
       transfers: {
-        in: m.length + relayCount(inColouring),
+        in: m.length + relayCount(inColouring.relay),
         kv: edges.src.length,
-        out: m.length + relayCountOf(outRelay),
+        out: m.length + relayCount(outRelay),
       },
       groups: groupCount(phase.groupOfRound),
       ops: compute.rank.length,
-      ...relayStats(relayCount(inColouring), relayCountOf(outRelay)),
+      ...relayStats(relayCount(inColouring.relay), relayCount(outRelay)),
     },
   };
 }

@@ -6,7 +6,7 @@
  */
 import { gatherFloat64Via, gatherInt32 } from '../../core/gather.ts';
 import type { Direction } from '../../cost/kernel.ts';
-import { Kind } from '../../plan/types.ts';
+import { Kind, type KindCode } from '../../plan/types.ts';
 import type { PhaseContext } from './context.ts';
 import { needInput, needOrdered } from './need.ts';
 import type { TaskContext } from './tasks.ts';
@@ -244,9 +244,7 @@ function handOvers(ctx: PhaseContext): boolean {
 
 /**
  * Places the `in` edges (moving pieces, user -> home, or user -> relay -> home for the pieces
- * `c.relay` names); returns each piece's arrival group at its home (-1: stays). A relayed piece's
- * second hop (NVLink) joins the first round where both ranks are free from the group after its
- * first hop's (data received in a group can be sent on in a later one).
+ * `c.relay` names); returns each piece's arrival group at its home (-1: stays).
  */
 export function placeIn(
   placer: GroupPlacer,
@@ -258,7 +256,7 @@ export function placeIn(
   const m = pieces.moving;
   const { order, readyOf } = orderRounds(c, null, new Float64Array(m.length).fill(1));
   const src = gatherInt32(pieces.user, m);
-  const dst = firstHops(pieces, c.relay);
+  const dst = firstHops(pieces, c.relay, pieces.home);
   const slot = placeColouring(placer, c, order, readyOf, src, dst);
   const group = new Int32Array(pieces.seq.length).fill(-1);
   for (let i = 0; i < m.length; i++) {
@@ -266,13 +264,34 @@ export function placeIn(
     list.add(slot[i]!, src[i]!, dst[i]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
     group[p] = placer.groupOf(slot[i]!);
   }
-  for (let i = 0; i < m.length; i++) {
-    const t = c.relay[i]!;
+  const second = placeSecondHops(placer, list, pieces, Kind.in, c.relay, slot, pieces.home);
+  for (let i = 0; i < m.length; i++) if (second[i]! >= 0) group[m[i]!] = second[i]!;
+  return group;
+}
+
+/**
+ * Second hops of relayed reshuffle messages (`kind` in or out): relay -> `to` (each moving piece's
+ * home or user rank) over NVLink, each in the first round where both ranks are free from the group
+ * after its first hop's (`slot`: the first hops' placer slots; data received in a group can be
+ * sent on in a later one). Returns each piece's second-hop group (-1: not relayed).
+ */
+export function placeSecondHops(
+  placer: GroupPlacer,
+  list: TransferList,
+  pieces: TaskContext['pieces'],
+  kind: KindCode,
+  relay: Int32Array,
+  slot: Int32Array,
+  to: Int32Array,
+): Int32Array {
+  const group = new Int32Array(relay.length).fill(-1);
+  for (let i = 0; i < relay.length; i++) {
+    const t = relay[i]!;
     if (t < 0) continue;
-    const p = m[i]!;
-    const s2 = placer.fill(t, pieces.home[p]!, group[p]! + 1);
-    list.add(s2, t, pieces.home[p]!, Kind.in, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
-    group[p] = placer.groupOf(s2);
+    const p = pieces.moving[i]!;
+    const s2 = placer.fill(t, to[p]!, placer.groupOf(slot[i]!) + 1);
+    list.add(s2, t, to[p]!, kind, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
+    group[i] = placer.groupOf(s2);
   }
   return group;
 }
@@ -282,75 +301,47 @@ export interface InColouring extends Colouring {
   readonly relay: Int32Array;
 }
 
-/** Receiver of each moving piece's first hop: its relay, or its home. */
-function firstHops(pieces: TaskContext['pieces'], relay: Int32Array): Int32Array {
-  return Int32Array.from(pieces.moving, (p, i) => (relay[i]! >= 0 ? relay[i]! : pieces.home[p]!));
+/** Receiver of each moving piece's first hop: its relay, or `to` (its home or user rank). */
+export function firstHops(pieces: TaskContext['pieces'], relay: Int32Array, to: Int32Array): Int32Array {
+  return Int32Array.from(pieces.moving, (p, i) => (relay[i]! >= 0 ? relay[i]! : to[p]!));
 }
 
 /**
- * Colouring of the `in` edges' first hops (shared by both phases: the same pieces move, and Q,K,V
- * and dO take the same paths), with the relays chosen for them (transfers/relays.ts).
+ * Relays of the moving pieces' messages from `from` to `to` (user -> home for `in`, home -> user
+ * for `out`; transfers/relays.ts), or none under the ablation `off` or naive rounds.
  */
-export function colourIn(ctx: PhaseContext): InColouring {
+function pieceRelays(ctx: PhaseContext, from: Int32Array, to: Int32Array, off: boolean): Int32Array {
   const { pieces } = ctx;
-  const relay =
-    ctx.o.noInRelays || ctx.o.rounds === 'naive'
-      ? new Int32Array(pieces.moving.length).fill(-1)
-      : crossNodeRelays(
-          gatherInt32(pieces.user, pieces.moving),
-          gatherInt32(pieces.home, pieces.moving),
-          gatherInt32(pieces.length, pieces.moving),
-          ctx.world,
-          ctx.links,
-        );
-  const src = gatherInt32(pieces.user, pieces.moving);
-  return { ...colourEdges(src, firstHops(pieces, relay), ctx.world, ctx.o.rounds), relay };
-}
-
-/**
- * Relay of every moving piece's `out` (O forward, dQ,dK,dV backward: home -> user), chosen as for
- * `in` with the roles swapped (transfers/relays.ts); -1: straight to its user rank.
- */
-export function outRelays(ctx: PhaseContext): Int32Array {
-  const { pieces } = ctx;
-  if (ctx.o.noOutRelays || ctx.o.rounds === 'naive') return new Int32Array(pieces.moving.length).fill(-1);
+  if (off || ctx.o.rounds === 'naive') return new Int32Array(pieces.moving.length).fill(-1);
+  const m = pieces.moving;
   return crossNodeRelays(
-    gatherInt32(pieces.home, pieces.moving),
-    gatherInt32(pieces.user, pieces.moving),
-    gatherInt32(pieces.length, pieces.moving),
+    gatherInt32(from, m),
+    gatherInt32(to, m),
+    gatherInt32(pieces.length, m),
     ctx.world,
     ctx.links,
   );
 }
 
 /**
- * Second hops of relayed `out` pushes: relay -> user over NVLink, each in the first round where both
- * ranks are free from the group after its first hop's (`slot`: the first hops' placer slots).
+ * Colouring of the `in` edges' first hops (shared by both phases: the same pieces move, and Q,K,V
+ * and dO take the same paths), with the relays chosen for them.
  */
-export function placeOutRelays(
-  placer: GroupPlacer,
-  list: TransferList,
-  pieces: TaskContext['pieces'],
-  slot: Int32Array,
-  relay: Int32Array,
-): void {
-  for (let i = 0; i < relay.length; i++) {
-    const t = relay[i]!;
-    if (t < 0) continue;
-    const p = pieces.moving[i]!;
-    const s2 = placer.fill(t, pieces.user[p]!, placer.groupOf(slot[i]!) + 1);
-    list.add(s2, t, pieces.user[p]!, Kind.out, pieces.seq[p]!, pieces.start[p]!, pieces.length[p]!);
-  }
+export function colourIn(ctx: PhaseContext): InColouring {
+  const { pieces } = ctx;
+  const relay = pieceRelays(ctx, pieces.user, pieces.home, ctx.o.noInRelays);
+  const src = gatherInt32(pieces.user, pieces.moving);
+  return { ...colourEdges(src, firstHops(pieces, relay, pieces.home), ctx.world, ctx.o.rounds), relay };
+}
+
+/** Relay of every moving piece's `out` (O forward, dQ,dK,dV backward: home -> user), as for `in`. */
+export function outRelays(ctx: PhaseContext): Int32Array {
+  return pieceRelays(ctx, ctx.pieces.home, ctx.pieces.user, ctx.o.noOutRelays);
 }
 
 /** Number of relays in `relay` (each one more transfer). */
-export function relayCountOf(relay: Int32Array): number {
+export function relayCount(relay: Int32Array): number {
   let n = 0;
   for (const t of relay) if (t >= 0) n++;
   return n;
-}
-
-/** Number of relayed `in` pieces (each one more transfer). */
-export function relayCount(c: InColouring): number {
-  return relayCountOf(c.relay);
 }
