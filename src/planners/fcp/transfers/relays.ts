@@ -8,7 +8,7 @@
  * Why: the reshuffle's cross-node bytes sit on few NICs. Home-first placement moves the heavy late
  * blocks of long sequences, so a handful of ranks send and receive most of them (longtail, 16 and
  * 32 ranks, seeds 1-3: the busiest rank sends 3.3-5.3x and receives 2.3-3.6x the mean cross-node
- * `in` tokens), while their node mates' NICs idle. Under NCCL's PXN routing a message across nodes
+ * `in` tokens, bench/reshuffle-nics.ts), while their node mates' NICs idle. Under NCCL's PXN routing a message across nodes
  * leaves by the sender-node GPU on the receiver's rail (docs/network.md), so the rank that first
  * receives a message picks both NICs it crosses: its own on the receiving side and its rail's on
  * the sending node. Choosing it per message to even both spreads the reshuffle over all NICs of
