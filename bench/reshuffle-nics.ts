@@ -19,7 +19,14 @@ console.log('batch     GPUs  seed  cross-node in tokens, busiest / mean: sent  r
 for (const batch of list('--batches', 'longtail,bimodal,magi'))
   for (const world of list('--worlds', '16,32').map(Number))
     for (const seed of list('--seeds', '1,2,3').map(Number)) {
-      const { plan } = planForReplay({ batch, world, seed, clusterName: 'hopper-ib', network: 'fluid' });
+      const { plan } = planForReplay({
+        batch,
+        world,
+        seed,
+        clusterName: 'hopper-ib',
+        network: 'fluid',
+        loaderLayout: false,
+      });
       const nodeSize = 8;
       const t = plan.forward.transfers;
       const sent = new Float64Array(world);
