@@ -153,7 +153,9 @@ export function register(program: Command): void {
     let issues: string[] = [];
     let report = undefined as ReturnType<typeof planReport> | undefined;
     if (opts.validate !== false) {
-      const v = validatePlan(plan);
+      // NIC congestion counted for the nodes and routing the plan was made for.
+      const nic = { gpusPerNode: problem.gpusPerNode, routing: problem.cluster.routing };
+      const v = validatePlan(plan, { nic });
       valid = v.issues.length === 0;
       issues = v.issues.map(formatIssue);
       report = v.report;

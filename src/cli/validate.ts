@@ -4,9 +4,10 @@
  * `code at path[row]: message`); 2: the file is unreadable or malformed (FcpError from readPlan).
  */
 import type { Command } from 'commander';
-import { formatIssue } from '../core/issues.ts';
+import { fail, formatIssue } from '../core/issues.ts';
 import { readPlan } from '../plan/io.ts';
 import { formatReport } from '../plan/report.ts';
+import { defaultNicRoute, type NicRoute } from '../plan/report-nic.ts';
 import { validatePlan } from '../plan/validate.ts';
 import { intOption } from './common.ts';
 import { addOutputOptions, outputOf } from './output.ts';
@@ -18,7 +19,12 @@ export function register(program: Command): void {
     .command('validate')
     .description('check a plan file against rules 1-5 and print its report (exit 1 when a rule is broken)')
     .argument('<plan>', 'plan file (.json, or .json.gz)')
-    .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100');
+    .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100')
+    .option('--gpus-per-node <n>', 'GPUs per node, for the NIC congestion of the report', '8')
+    .option(
+      '--routing <how>',
+      "NCCL routing across nodes, for the NIC congestion of the report: direct or pxn (default: the plan's meta.routing, else direct)",
+    );
   addOutputOptions(cmd, {
     json: 'the result (valid, issues, report)',
     csv: 'the rule-6 report, one row per phase (forward, backward, total)',
@@ -26,9 +32,22 @@ export function register(program: Command): void {
   cmd.action((file: string, opts: Record<string, unknown>) => {
     const out = outputOf('validate', opts);
     const maxIssues = intOption(opts.maxIssues, 'maxIssues');
+    const gpusPerNode = intOption(opts.gpusPerNode, 'gpusPerNode');
+    if (gpusPerNode < 1)
+      fail('option.gpusPerNode', `--gpus-per-node must be >= 1 (got ${gpusPerNode})`, 'gpusPerNode');
+    if (opts.routing !== undefined && opts.routing !== 'direct' && opts.routing !== 'pxn')
+      fail(
+        'option.routing',
+        `--routing must be direct or pxn (got ${JSON.stringify(opts.routing)})`,
+        'routing',
+      );
     const plan = readPlan(file);
+    const routing = (opts.routing as NicRoute['routing'] | undefined) ?? defaultNicRoute(plan.meta).routing;
     const t0 = performance.now();
-    const { issues, report, omitted } = validatePlan(plan, { maxIssues: Math.max(1, maxIssues) });
+    const { issues, report, omitted } = validatePlan(plan, {
+      maxIssues: Math.max(1, maxIssues),
+      nic: { gpusPerNode, routing },
+    });
     const ms = performance.now() - t0;
     const valid = issues.length === 0;
     if (out.json) {

@@ -7,6 +7,9 @@
  * - A message is a distinct (round, src, dst) triple: several rows between the same two ranks in
  *   one round travel together, and a chunk row is one message for all the sequences of its set.
  * - Congestion: the most messages one rank sends, or receives, in one round (congestion-free: 1).
+ * - NIC congestion: the most messages across nodes that leave by one NIC, or arrive at one, in one
+ *   round, under the routing reported for (report-nic.ts: under PXN a message leaves by the
+ *   sender-node GPU on the receiver's rail, so rounds that are matchings over ranks may share one).
  * - kvDelta: Δ of the phase's `kv` graph, the most `kv` messages one rank sends or receives; a
  *   congestion-free decomposition needs exactly that many `kv` rounds (König).
  * - kvDirectDelta: Δ of the direct fetch graph, each `kv` row sent by its `kvOrigin` entry (the
@@ -34,6 +37,7 @@ import {
 } from '../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStart, partStats } from './parts.ts';
 import { messageStats } from './report-messages.ts';
+import { defaultNicRoute, type NicRoute, nicCongestion } from './report-nic.ts';
 import { residentKvPeak } from './report-resident.ts';
 import { Kind, type Phase, type Plan } from './types.ts';
 import { groupCount } from './validate-structure.ts';
@@ -55,6 +59,8 @@ export interface PhaseReport {
   /** Distinct (round, src, dst) messages. */
   messages: number;
   congestion: number;
+  /** Most messages across nodes on one NIC in one round (report-nic.ts). */
+  nicCongestion: number;
   kvDelta: number;
   /** Δ of the direct `kv` graph (`Phase.kvOrigin`'s senders; kvDelta without it). */
   kvDirectDelta: number;
@@ -89,6 +95,10 @@ export interface PlanReport {
   rounds: number;
   groups: number;
   congestion: number;
+  /** Most messages across nodes on one NIC in one round, either phase, under {@link PlanReport.nicRoute}. */
+  nicCongestion: number;
+  /** The node size and routing the NIC congestion was counted for. */
+  nicRoute: NicRoute;
   totalBytes: number;
   commImbalance: number;
   peakResidentTokens: number;
@@ -126,8 +136,11 @@ class SetStats {
   }
 }
 
-/** Computes the rule-6 report of a structurally sound plan. */
-export function planReport(plan: Plan): PlanReport {
+/**
+ * Computes the rule-6 report of a structurally sound plan; NIC congestion under `route` (default:
+ * 8 GPUs per node and the plan's recorded routing, {@link defaultNicRoute}).
+ */
+export function planReport(plan: Plan, route: NicRoute = defaultNicRoute(plan.meta)): PlanReport {
   const W = plan.world;
   const stats = new SetStats(plan);
   const causal = plan.mask === 'causal';
@@ -174,8 +187,8 @@ export function planReport(plan: Plan): PlanReport {
     for (let i = 0; i < hc.rank.length; i++)
       homeTokens[hc.rank[i]!]! += stats.get(hc.set[i]!, hc.parts[i]!).tokens[hc.part[i]!]!;
 
-  const fwd = phaseReport(plan, plan.forward, 'forward', stats, forwardFlops(plan.model, pairs));
-  const bwd = phaseReport(plan, plan.backward, 'backward', stats, backwardFlops(plan.model, pairs));
+  const fwd = phaseReport(plan, plan.forward, 'forward', stats, forwardFlops(plan.model, pairs), route);
+  const bwd = phaseReport(plan, plan.backward, 'backward', stats, backwardFlops(plan.model, pairs), route);
   const commBoth = new Float64Array(W);
   let peak = 0;
   let maxHome = 0;
@@ -205,6 +218,8 @@ export function planReport(plan: Plan): PlanReport {
     rounds: fwd.report.rounds + bwd.report.rounds,
     groups: fwd.report.groups + bwd.report.groups,
     congestion: Math.max(fwd.report.congestion, bwd.report.congestion),
+    nicCongestion: Math.max(fwd.report.nicCongestion, bwd.report.nicCongestion),
+    nicRoute: route,
     totalBytes: fwd.report.totalBytes + bwd.report.totalBytes,
     commImbalance: imbalance(commBoth),
     peakResidentTokens: peak,
@@ -218,6 +233,7 @@ function phaseReport(
   name: 'forward' | 'backward',
   stats: SetStats,
   flops: number,
+  route: NicRoute,
 ): { report: PhaseReport; perRankBytes: Float64Array } {
   const W = plan.world;
   const q = qBytesPerToken(plan.model);
@@ -271,6 +287,7 @@ function phaseReport(
     transferRows: nTr + nCtr,
     messages: m.messages,
     congestion: m.congestion,
+    nicCongestion: nicCongestion(keys.subarray(0, nKeys), W, route),
     kvDelta: m.kvDelta,
     kvDirectDelta,
     kvRounds: m.kvRounds,
@@ -318,6 +335,12 @@ export function formatReport(r: PlanReport): string {
     ['transfer rows', int(f.transferRows), int(b.transferRows), int(f.transferRows + b.transferRows)],
     ['messages', int(f.messages), int(b.messages), int(f.messages + b.messages)],
     ['congestion', int(f.congestion), int(b.congestion), int(r.congestion)],
+    [
+      `NIC congestion (${r.nicRoute.routing}, ${r.nicRoute.gpusPerNode}/node)`,
+      int(f.nicCongestion),
+      int(b.nicCongestion),
+      int(r.nicCongestion),
+    ],
     ['kv delta / kv rounds', `${f.kvDelta} / ${f.kvRounds}`, `${b.kvDelta} / ${b.kvRounds}`, ''],
     ['kv direct delta', `${f.kvDirectDelta}`, `${b.kvDirectDelta}`, ''],
     ['bytes in', gb(f.bytes.in), gb(b.bytes.in), gb(f.bytes.in + b.bytes.in)],
@@ -348,6 +371,7 @@ export function zeroReport(plan: Plan): PlanReport {
     transferRows: 0,
     messages: 0,
     congestion: 0,
+    nicCongestion: 0,
     kvDelta: 0,
     kvDirectDelta: 0,
     kvRounds: 0,
@@ -374,6 +398,8 @@ export function zeroReport(plan: Plan): PlanReport {
     rounds: 0,
     groups: 0,
     congestion: 0,
+    nicCongestion: 0,
+    nicRoute: defaultNicRoute(plan.meta),
     totalBytes: 0,
     commImbalance: 0,
     peakResidentTokens: 0,

@@ -38,6 +38,7 @@
  */
 import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
 import { type PlanReport, planReport, zeroReport } from './report.ts';
+import type { NicRoute } from './report-nic.ts';
 import { PLAN_FORMAT, type Plan } from './types.ts';
 import { checkChains } from './validate-chain.ts';
 import { checkDataPresence, layoutHolding } from './validate-data.ts';
@@ -57,6 +58,8 @@ export type { PlanReport } from './report.ts';
 export interface ValidateOptions {
   /** Most issues kept (default 100); every broken rule still keeps one. */
   maxIssues?: number;
+  /** Node size and routing the report's NIC congestion is counted for (default: report.ts, planReport). */
+  nic?: NicRoute;
 }
 
 /** What {@link validatePlan} found. */
@@ -100,7 +103,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
     checkDataPresence(flat, ph, home, sink, originsOk ? plan[ph.name].kvOrigin : undefined);
     checkOutputs(flat, ph, userB, homeB, taskB, sink);
   }
-  return { issues: sink.issues, report: planReport(plan), omitted: sink.omitted };
+  return { issues: sink.issues, report: planReport(plan, options.nic), omitted: sink.omitted };
 }
 
 /**

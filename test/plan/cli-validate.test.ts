@@ -66,3 +66,24 @@ test('unreadable, malformed and other-version files are user errors (exit 2 in m
   writeFileSync(noTasks, JSON.stringify(o));
   await expect(noTasks, 'plan.schema');
 });
+
+test('NIC congestion: counted for --gpus-per-node and --routing; bad values are option errors', async () => {
+  // Two ranks on nodes of one GPU: the plan's messages all cross nodes.
+  const file = join(dir, 'nic.json');
+  writePlan(file, plan);
+  const pxn = await run(file, '--gpus-per-node', '1', '--routing', 'pxn', '--json');
+  assert.equal(pxn.code, 0);
+  const r = JSON.parse(pxn.out) as { report: { nicRoute: { gpusPerNode: number; routing: string } } };
+  assert.deepEqual(r.report.nicRoute, { gpusPerNode: 1, routing: 'pxn' });
+  const text = await run(file);
+  assert.match(text.out, /^NIC congestion \(direct, 8\/node\)/m);
+  for (const [args, code] of [
+    [['--routing', 'rail'], 'option.routing'],
+    [['--gpus-per-node', '0'], 'option.gpusPerNode'],
+    [['--gpus-per-node', 'x'], 'option.gpusPerNode'],
+  ] as const) {
+    const bad = await run(file, ...args);
+    assert.equal(bad.code, 2, bad.err);
+    assert.equal(bad.err.match(/^fcp: error: ([\w.]+)[: ]/m)?.[1], code, bad.err);
+  }
+});

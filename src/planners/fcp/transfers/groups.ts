@@ -19,6 +19,7 @@
 import { doubled } from '../../../core/doubled.ts';
 import type { IntColumn } from '../../../core/int-column.ts';
 import { type ComputeTable, Kind, type Phase } from '../../../plan/types.ts';
+import { railRounds } from './rail-rounds.ts';
 import type { Pieces } from './reshuffle.ts';
 import { ROWS, type TransferList } from './transfer-list.ts';
 
@@ -238,16 +239,25 @@ export class GroupPlacer {
       roundOfSlot[s] = r;
       groupOfRound[r] = g;
     }
-    if (!this.chained) return { roundOfSlot, groupOfRound };
-    // Rounds of a group are numbered in placement order, so position = r - first[g].
-    const commGroupOfRound = new Int32Array(n);
-    let base = 0;
-    for (let g = 0; g < this.count.length; g++) {
-      for (let r = first[g]!; r < first[g + 1]!; r++)
-        commGroupOfRound[r] = base + Math.floor((r - first[g]!) / this.commCoalesce);
-      base += Math.ceil(this.count[g]! / this.commCoalesce);
+    const commGroupOfRound = this.commGroupsOf(groupOfRound);
+    return commGroupOfRound ? { roundOfSlot, groupOfRound, commGroupOfRound } : { roundOfSlot, groupOfRound };
+  }
+
+  /**
+   * When chained, the comm group of every round of `groupOfRound` (non-decreasing): consecutive
+   * `commCoalesce` rounds of a group share one; undefined when not chained.
+   */
+  commGroupsOf(groupOfRound: Int32Array): Int32Array | undefined {
+    if (!this.chained) return undefined;
+    const commGroupOfRound = new Int32Array(groupOfRound.length);
+    let comm = -1;
+    let pos = 0;
+    for (let r = 0; r < groupOfRound.length; r++) {
+      pos = r > 0 && groupOfRound[r] === groupOfRound[r - 1] ? pos + 1 : 0;
+      if (pos % this.commCoalesce === 0) comm++;
+      commGroupOfRound[r] = comm;
     }
-    return { roundOfSlot, groupOfRound, commGroupOfRound };
+    return commGroupOfRound;
   }
 }
 
@@ -276,23 +286,45 @@ export function countingSort(key: Int32Array, keys: number, input: Int32Array | 
 
 /**
  * Assembles a phase: numbers the rounds, sorts the transfers by round (stable), and maps the
- * `sendAfter` pairs (provisional transfer ids) to rows.
+ * `sendAfter` pairs (provisional transfer ids) to rows. `pxnNodeSize` (> 1: the plan is for PXN
+ * routing on nodes of that many ranks): rounds that would put two messages across nodes on one
+ * NIC are split within their group (rail-rounds.ts).
  */
 export function finishPhase(
   placer: GroupPlacer,
   list: TransferList,
   compute: ComputeTable,
   sendAfter: { transfer: IntColumn; compute: IntColumn },
+  pxnNodeSize = 0,
 ): Phase {
-  const { roundOfSlot, groupOfRound, commGroupOfRound } = placer.finish();
+  const finished = placer.finish();
+  let { groupOfRound, commGroupOfRound } = finished;
   const n = list.size;
-  const rounds = groupOfRound.length;
-  const roundOf = new Int32Array(n);
+  let roundOf: Int32Array = new Int32Array(n);
   for (let c = 0, i = 0; i < n; c++) {
     const d = list.chunk(c);
     const end = Math.min(n, i + ROWS);
-    for (let o = 0; i < end; i++, o += 7) roundOf[i] = roundOfSlot[d[o]!]!;
+    for (let o = 0; i < end; i++, o += 7) roundOf[i] = finished.roundOfSlot[d[o]!]!;
   }
+  // Under PXN, rounds split where two messages across nodes would leave by one NIC (rail-rounds.ts).
+  if (pxnNodeSize > 1) {
+    const ends = new Int32Array(2 * n);
+    for (let c = 0, i = 0; i < n; c++) {
+      const d = list.chunk(c);
+      const end = Math.min(n, i + ROWS);
+      for (let o = 0; i < end; i++, o += 7) {
+        ends[i] = d[o + 1]!;
+        ends[n + i] = d[o + 2]!;
+      }
+    }
+    const split = railRounds(roundOf, ends.subarray(0, n), ends.subarray(n), groupOfRound, pxnNodeSize);
+    if (split !== null) {
+      roundOf = split.roundOf;
+      groupOfRound = split.groupOfRound;
+      commGroupOfRound = placer.commGroupsOf(groupOfRound);
+    }
+  }
+  const rounds = groupOfRound.length;
   // Row of every transfer: stable by round (a counting sort's scatter positions), filled by one
   // sequential pass over the list (reading it in row order would miss the cache on every row).
   const rowOf = new Int32Array(n);

@@ -1,0 +1,58 @@
+/**
+ * NIC congestion of one phase for the rule-6 report: the most messages across nodes that leave by
+ * one NIC, or arrive at one, in one round. Congestion (report-messages.ts) counts ranks; under
+ * NCCL's PXN routing a message across nodes leaves by the NIC of the sender-node GPU on the
+ * receiver's rail (its local index), not by the sender's own, so rounds that are matchings over
+ * ranks may still put several messages on one NIC. Under direct routing every message leaves by
+ * its sender's NIC, and this is at most the congestion.
+ */
+
+/** How messages across nodes reach the network: GPUs per node (NVLink domain) and NCCL's routing. */
+export interface NicRoute {
+  readonly gpusPerNode: number;
+  readonly routing: 'direct' | 'pxn';
+}
+
+/** The route a plan is reported under when none is given: 8 GPUs per node (every preset's) and the plan's `meta.routing`. */
+export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicRoute {
+  return { gpusPerNode: 8, routing: meta?.routing === 'pxn' ? 'pxn' : 'direct' };
+}
+
+/**
+ * Most messages across nodes on one NIC in one round (0 when none crosses nodes). `keys`: the
+ * phase's (round * W + src) * W + dst message keys, duplicates allowed (rows travelling together).
+ */
+export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): number {
+  const g = Math.max(1, Math.floor(route.gpusPerNode));
+  if (g >= W) return 0;
+  const uniq = Float64Array.from(keys).sort();
+  const leave: number[] = [];
+  const arrive: number[] = [];
+  for (let i = 0; i < uniq.length; i++) {
+    const key = uniq[i]!;
+    if (i > 0 && uniq[i - 1] === key) continue;
+    const dst = key % W;
+    const rs = (key - dst) / W;
+    const src = rs % W;
+    const round = (rs - src) / W;
+    const node = Math.floor(src / g);
+    if (node === Math.floor(dst / g)) continue;
+    // NIC ids are rank ids (a GPU's own NIC); under PXN, the sender node's GPU on dst's rail.
+    const nic = route.routing === 'pxn' ? node * g + (dst % g) : src;
+    leave.push(round * (W + g) + nic); // a PXN id may pass W on a partial last node
+    arrive.push(round * W + dst);
+  }
+  return Math.max(longestRun(leave), longestRun(arrive));
+}
+
+/** Longest run of equal values once sorted. */
+function longestRun(xs: number[]): number {
+  const a = Float64Array.from(xs).sort();
+  let best = 0;
+  let run = 0;
+  for (let i = 0; i < a.length; i++) {
+    run = i > 0 && a[i] === a[i - 1] ? run + 1 : 1;
+    if (run > best) best = run;
+  }
+  return best;
+}
