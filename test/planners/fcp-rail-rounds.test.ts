@@ -13,7 +13,9 @@ import { planReport } from '../../src/plan/report.ts';
 import { nicCongestion } from '../../src/plan/report-nic.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
+import { groupCount } from '../../src/plan/validate-structure.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
+import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
 import { pxnNic, railRounds } from '../../src/planners/fcp/transfers/rail-rounds.ts';
 import { twoHopProblem } from '../fixtures/relayed.ts';
 
@@ -165,15 +167,22 @@ describe('rail rounds: the split', () => {
 describe('rail rounds: FCP plans for PXN', () => {
   const pxn = { gpusPerNode: 2, routing: 'pxn' as const };
   /** An FCP plan for PXN or direct routing on nodes of two GPUs. */
-  const planOf = (world: number, seed: number, routing: 'direct' | 'pxn', loaderLayout: boolean): Plan =>
+  const planOf = (
+    world: number,
+    seed: number,
+    routing: 'direct' | 'pxn',
+    loaderLayout: boolean,
+    more: FcpPlannerOptions = {},
+  ): Plan =>
     fcpPlanner.plan(twoHopProblem('longtail', world, seed, routing), {
       blockSize: 32,
       ...(loaderLayout ? { loaderLayout: true } : {}),
+      ...more,
     });
 
   for (const loaderLayout of [false, true])
     it(`mode (${loaderLayout ? 'b' : 'a'}): valid, congestion 1 and NIC congestion 1 on 3 and 4 nodes`, () => {
-      let sharedUnderDirectRounds = 0;
+      let sharedWithoutSplit = 0;
       for (const world of [6, 8])
         for (const seed of [1, 2, 3]) {
           const plan = planOf(world, seed, 'pxn', loaderLayout);
@@ -192,15 +201,23 @@ describe('rail rounds: FCP plans for PXN', () => {
           }
           // The report defaults to the plan's recorded routing (8 GPUs per node).
           assert.equal(planReport(plan).nicRoute.routing, 'pxn');
-          // The direct plan of the same batch: rounds as placed, counted under PXN.
+          // The ablation keeps the rounds as placed: valid, groups alike, but NICs shared.
+          const placed = planOf(world, seed, 'pxn', loaderLayout, { noRailRounds: true });
+          assert.deepEqual(
+            validatePlan(placed).issues.map((x) => x.code),
+            [],
+          );
+          for (const dir of ['forward', 'backward'] as const)
+            assert.equal(groupCount(placed[dir].groupOfRound), groupCount(plan[dir].groupOfRound));
+          sharedWithoutSplit = Math.max(sharedWithoutSplit, planReport(placed, pxn).nicCongestion);
+          // Under direct routing no round is split: the ablation changes nothing but the options.
           const direct = planOf(world, seed, 'direct', loaderLayout);
-          sharedUnderDirectRounds = Math.max(sharedUnderDirectRounds, planReport(direct, pxn).nicCongestion);
+          const directPlaced = planOf(world, seed, 'direct', loaderLayout, { noRailRounds: true });
+          assert.deepEqual(direct.forward.transfers.round, directPlaced.forward.transfers.round);
+          assert.deepEqual(direct.backward.transfers.round, directPlaced.backward.transfers.round);
         }
       // Without the split the rounds do share NICs under PXN: the check above can fail.
-      assert.ok(
-        sharedUnderDirectRounds >= 2,
-        `direct plans' worst NIC congestion under PXN ${sharedUnderDirectRounds}`,
-      );
+      assert.ok(sharedWithoutSplit >= 2, `worst NIC congestion without the split ${sharedWithoutSplit}`);
     });
 
   it('byte-identical plans for PXN', () => {

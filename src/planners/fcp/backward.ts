@@ -219,7 +219,13 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter, outDst);
   placeSecondHops(placer, list, pieces, Kind.out, outRelay, out.slot, pieces.user);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
-  const phase = finishPhase(placer, list, compute, sendAfter, ctx.links.pxn ? ctx.links.nodeSize : 0);
+  const phase = finishPhase(
+    placer,
+    list,
+    compute,
+    sendAfter,
+    ctx.links.pxn && !o.noRailRounds ? ctx.links.nodeSize : 0,
+  );
   return {
     phase,
     estimateMs,

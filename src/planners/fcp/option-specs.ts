@@ -73,6 +73,12 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     doc: 'ablation: no two-hop `out` across nodes (by default, under PXN routing, mode (a) may send an output back through a node mate of its user rank, which forwards it over NVLink)',
   },
   {
+    key: 'noRailRounds',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: 'ablation: under PXN routing keep the rounds as placed (by default a round that would put two messages across nodes on one rail NIC is split within its group)',
+  },
+  {
     key: 'fixedBlocks',
     owner: 'fcp',
     type: 'boolean',

@@ -40,6 +40,11 @@ export interface FcpPlannerOptions extends PlannerOptions {
    */
   noInRelays?: boolean;
   /**
+   * Ablation (default false): under PXN routing keep the rounds as placed, though two messages
+   * across nodes may then leave by one rail NIC in a round (transfers/rail-rounds.ts splits them).
+   */
+  noRailRounds?: boolean;
+  /**
    * Ablation (default false): no two-hop `out` across nodes. By default, under PXN routing, an
    * output (O forward, dQ,dK,dV backward) that crosses nodes on its way back to its user rank may
    * first go to a node mate of that rank, which forwards it over NVLink (transfers/relays.ts).
@@ -111,6 +116,7 @@ export interface FcpOptions {
   readonly nicSwaps: boolean;
   readonly noInRelays: boolean;
   readonly noOutRelays: boolean;
+  readonly noRailRounds: boolean;
   readonly fixedBlocks: boolean;
   readonly refineSteps: number;
   /** Mode (a)'s per-phase exchanges: -1 auto (placement/phase-swaps.ts), 0 none, n at most n. */
@@ -143,6 +149,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   nicSwaps: false,
   noInRelays: false,
   noOutRelays: false,
+  noRailRounds: false,
   fixedBlocks: false,
   refineSteps: -1,
   phaseSwaps: -1,
@@ -267,6 +274,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     'nicSwaps',
     'noInRelays',
     'noOutRelays',
+    'noRailRounds',
     'fixedBlocks',
     'fanOut',
     'tune',
@@ -300,6 +308,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     nicSwaps: o.nicSwaps ?? d.nicSwaps,
     noInRelays: o.noInRelays ?? d.noInRelays,
     noOutRelays: o.noOutRelays ?? d.noOutRelays,
+    noRailRounds: o.noRailRounds ?? d.noRailRounds,
     fixedBlocks: o.fixedBlocks ?? d.fixedBlocks,
     refineSteps,
     phaseSwaps,
@@ -313,12 +322,23 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
 
 /** The options as plain JSON (recorded in the plan's `meta`). */
 export function optionsToJson(o: FcpOptions): Record<string, unknown> {
-  const { calibration, commCoalesce, fanOut, phaseSwaps, nicSwaps, noInRelays, noOutRelays, ...rest } = o;
+  const {
+    calibration,
+    commCoalesce,
+    fanOut,
+    phaseSwaps,
+    nicSwaps,
+    noInRelays,
+    noOutRelays,
+    noRailRounds,
+    ...rest
+  } = o;
   return {
     ...rest,
     // Recorded only when on (ablations), so plans without them keep their bytes.
     ...(noInRelays ? { noInRelays } : {}),
     ...(noOutRelays ? { noOutRelays } : {}),
+    ...(noRailRounds ? { noRailRounds } : {}),
     // Recorded only when on (experimental), so plans without it keep their bytes.
     ...(nicSwaps ? { nicSwaps } : {}),
     // Recorded only when set, so plans made with the default keep their bytes.
