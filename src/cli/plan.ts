@@ -23,7 +23,7 @@ import { formatReport, planReport } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
-import { type Routing, resolveCluster } from '../problem/cluster.ts';
+import { type NetworkModel, type Routing, resolveCluster } from '../problem/cluster.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
 import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
@@ -112,6 +112,10 @@ export function register(program: Command): void {
     .option(
       '--routing <how>',
       "NCCL routing across nodes the plan is made for: direct or pxn (NCCL's default for point-to-point; FCP's mode (a) then relays its reshuffle across nodes); simulate it with the same --routing (default: the preset's, direct)",
+    )
+    .option(
+      '--network <model>',
+      "network model the plan is made for: fluid or contention (FCP's estimates, and so its self-tuner, charge NIC ports for concurrent flows under contention); simulate it with the same --network (default: the preset's, fluid)",
     );
   addMemoryOptions(cmd);
   addOutOption(cmd, 'write the plan here (.json, or .json.gz for gzip)', undefined, '--output');
@@ -133,16 +137,17 @@ export function register(program: Command): void {
       fail('cli.conflictingOptions', '--csv prints the rule-6 report; drop --no-validate', 'csv');
     const planner = getPlanner(String(opts.strategy));
     const memOpts = opts.memory !== false ? memoryOptionsFrom(opts) : undefined;
-    // resolveCluster rejects a routing other than direct or pxn (`option.routing`).
+    // resolveCluster rejects a routing other than direct or pxn (`option.routing`) and a network
+    // model other than fluid or contention (`option.network`).
+    const overrides = {
+      ...(opts.routing !== undefined ? { routing: String(opts.routing) as Routing } : {}),
+      ...(opts.network !== undefined ? { network: String(opts.network) as NetworkModel } : {}),
+    };
     const problem = problemFrom(
       opts,
-      opts.routing === undefined
+      Object.keys(overrides).length === 0
         ? {}
-        : {
-            cluster: resolveCluster(String(opts.cluster ?? 'hopper-ib'), {
-              routing: String(opts.routing) as Routing,
-            }),
-          },
+        : { cluster: resolveCluster(String(opts.cluster ?? 'hopper-ib'), overrides) },
     );
     const options = plannerOptionsFrom(opts);
     const t0 = performance.now();

@@ -304,9 +304,26 @@ export function register(program: Command): void {
       out.text(
         formatSimResult(r) +
           (opts.freeKinds ? `\n${freeKindsLine(opts.freeKinds)}` : '') +
-          routingNote(plan, r.cluster.routing),
+          routingNote(plan, r.cluster.routing) +
+          (r.engine === 'builtin' ? networkNote(plan, r.network) : ''),
       );
   });
+}
+
+/**
+ * A note when an FCP plan was made for another network model than it is simulated under (FCP
+ * records a non-default one in `meta.network`: its estimates, and so its self-tuner's choices,
+ * charge NIC ports for concurrent flows under contention).
+ */
+export function networkNote(
+  plan: { strategy: string; meta?: Record<string, unknown> },
+  simulated: string,
+): string {
+  if (plan.strategy !== 'fcp') return '';
+  const planned = typeof plan.meta?.network === 'string' ? plan.meta.network : 'fluid';
+  return planned === simulated
+    ? ''
+    : `\nnote: the plan was made for --network ${planned}, simulated under --network ${simulated}`;
 }
 
 /**

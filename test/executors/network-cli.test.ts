@@ -12,6 +12,7 @@ import { findSimgridPython } from '../../src/executors/simgrid/index.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
 import { writePlan } from '../../src/plan/io.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
+import { cli } from '../helpers/cli.ts';
 import { codeOfAsync } from '../helpers/errors.ts';
 import { simCli as run } from '../helpers/sim-cli.ts';
 
@@ -144,4 +145,25 @@ test('the real CLI: one error line and exit 2 for a malformed params file and fo
   assert.equal(b.status, 2);
   assert.match(b.stderr, /^fcp: error: simgrid\.missing.*python3-simgrid/);
   assert.equal(b.stderr.trim().split('\n').length, 1);
+});
+
+test('fcp plan --network: FCP plans for the model, records a non-default one, and simulate notes a mismatch', async () => {
+  const file = join(dir, 'fcp-contention.json');
+  const args = ['plan', '--world', '16', '--tokens-per-rank', '4096', '--seed', '2', '-q', '--no-memory'];
+  const made = await cli([...args, '--network', 'contention', '-o', file]);
+  assert.equal(made.code, 0, made.err);
+  const plan = JSON.parse(readFileSync(file, 'utf8')) as { meta: { network?: string } };
+  assert.equal(plan.meta.network, 'contention');
+  const fluidFile = join(dir, 'fcp-fluid.json');
+  assert.equal((await cli([...args, '-o', fluidFile])).code, 0);
+  assert.equal(
+    (JSON.parse(readFileSync(fluidFile, 'utf8')) as { meta: { network?: string } }).meta.network,
+    undefined,
+  );
+  assert.match(await run('simulate', file), /made for --network contention, simulated under --network fluid/);
+  assert.doesNotMatch(await run('simulate', file, '--network', 'contention'), /made for --network/);
+  assert.doesNotMatch(await run('simulate', fluidFile), /made for --network/);
+  const bad = await cli([...args, '--network', 'packet']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /^fcp: error: option\.network/m);
 });

@@ -153,7 +153,7 @@ export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
     values: NETWORK_MODELS,
     placeholder: 'model',
     defaultDoc: `preset (hopper-ib: ${H.network})`,
-    doc: `network model of the built-in engine: ${NETWORK_MODELS.join(' or ')} (NIC ports lose bandwidth and pay a per-message cost with concurrent flows; data/network/contention.json)`,
+    doc: `network model of the built-in engine: ${NETWORK_MODELS.join(' or ')} (NIC ports lose bandwidth and pay a per-message cost with concurrent flows; data/network/contention.json); \`fcp compare\` plans for it too, \`fcp plan --network\` likewise`,
   },
   {
     key: 'routing',

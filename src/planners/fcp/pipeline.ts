@@ -234,6 +234,8 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
       // The NCCL routing the plan was made for, recorded only when it is not the default (direct),
       // so other plans keep their bytes: `fcp simulate` says when it simulates another one.
       ...(problem.cluster.routing !== 'direct' ? { routing: problem.cluster.routing } : {}),
+      // Likewise the network model, when not the default (fluid): contention changes the estimates.
+      ...(problem.cluster.network !== 'fluid' ? { network: problem.cluster.network } : {}),
     },
   };
 }
