@@ -132,6 +132,17 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
   const fill = gOff.slice(0, G);
   const pS = new Int32Array(n);
   const pD = new Int32Array(n);
+  // The rank whose NIC a transfer across nodes leaves by: its sender, or under PXN the sender
+  // node's GPU on the receiver's rail, which the sender reaches over NVLink (charged to both). With
+  // every send charged to its sender's own NIC, the estimate saw a node's ranks sending to one
+  // rail of other nodes as spread over their NICs, and the self-tuner and the push placement
+  // chose by it (simulated, mode (a) under PXN, B - A of MFU, forward / backward: hopper-ib fluid
+  // 16 / 32 ranks seeds 1-4 +0.0064 ± 0.0032 / +0.0014 ± 0.0010, held-out seeds 7-12 +0.0119 ±
+  // 0.0038 / +0.0020 ± 0.0013, 64 / 128 / 256 seeds 1-2 +0.0065 ± 0.0023 / +0.0033 ± 0.0021;
+  // contention 16 / 32 +0.0063 ± 0.0027 / +0.0014 ± 0.0012; ratio-5920 +0.0008 ± 0.0011 / -0.0000;
+  // mode (b) +0.0008 ± 0.0035 / +0.0013 ± 0.0007; docs/results.md, "Session 26").
+  const pxn = ctx.links.pxn;
+  const pP = new Int32Array(n);
   // Comm group * 2 + (1 when the transfer stays inside a node).
   const pCI = new Int32Array(n);
   const pBytes = new Float64Array(n);
@@ -145,6 +156,7 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
       const t = d[o + 2]!;
       pS[k] = s;
       pD[k] = t;
+      pP[k] = pxn ? Math.floor(s / gpn) * gpn + (t % gpn) : s;
       pCI[k] = slotComm[slot]! * 2 + (Math.floor(s / gpn) === Math.floor(t / gpn) ? 1 : 0);
       pBytes[k] = d[o + 6]! * kindBytes[d[o + 3]!]!;
     }
@@ -172,11 +184,17 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
       const c = ci >> 1;
       const intra = (ci & 1) * 2;
       const bytes = pBytes[k]!;
-      load[(c * W + s) * 4 + intra]! += bytes;
+      const p = pP[k]!;
+      load[(c * W + p) * 4 + intra]! += bytes;
       load[(c * W + d) * 4 + intra + 1]! += bytes;
       if (intra === 0) {
-        flows[(c * W + s) * 2]!++;
+        flows[(c * W + p) * 2]!++;
         flows[(c * W + d) * 2 + 1]!++;
+        if (p !== s) {
+          // Under PXN: the NVLink hop to the proxy.
+          load[(c * W + s) * 4 + 2]! += bytes;
+          load[(c * W + p) * 4 + 3]! += bytes;
+        }
       }
       const t = Math.max(prev[s]!, prev[d]!);
       if (t > enter[s]!) enter[s] = t;
@@ -203,7 +221,7 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
     for (let k = k0; k < k1; k++) {
       const s = pS[k]!;
       const d = pD[k]!;
-      const t = Math.max(busy[s]!, busy[d]!);
+      const t = Math.max(busy[s]!, busy[d]!, busy[pP[k]!]!);
       if (t > done[s]!) done[s] = t;
       if (t > done[d]!) done[d] = t;
     }
