@@ -310,34 +310,39 @@ export function register(program: Command): void {
   });
 }
 
+type PlanMeta = { strategy: string; meta?: Record<string, unknown> };
+
 /**
- * A note when an FCP plan was made for another network model than it is simulated under (FCP
- * records a non-default one in `meta.network`: its estimates, and so its self-tuner's choices,
- * charge NIC ports for concurrent flows under contention).
+ * A note when an FCP plan was made for another setting of the cluster option `key` than it is
+ * simulated under (FCP records a non-default one in `meta[key]`; the baselines' plans are the
+ * same under any).
  */
-export function networkNote(
-  plan: { strategy: string; meta?: Record<string, unknown> },
+function plannedForNote(
+  plan: PlanMeta,
+  key: 'network' | 'routing',
+  fallback: string,
   simulated: string,
 ): string {
   if (plan.strategy !== 'fcp') return '';
-  const planned = typeof plan.meta?.network === 'string' ? plan.meta.network : 'fluid';
+  const v = plan.meta?.[key];
+  const planned = typeof v === 'string' ? v : fallback;
   return planned === simulated
     ? ''
-    : `\nnote: the plan was made for --network ${planned}, simulated under --network ${simulated}`;
+    : `\nnote: the plan was made for --${key} ${planned}, simulated under --${key} ${simulated}`;
 }
 
 /**
- * A note when the plan was made for another NCCL routing than it is simulated under (FCP records
- * a non-default one in `meta.routing`; its two-hop reshuffle is planned only under pxn).
+ * A note when an FCP plan was made for another network model than it is simulated under (its
+ * estimates, and so its self-tuner's choices, charge NIC ports for concurrent flows under contention).
  */
-export function routingNote(
-  plan: { strategy: string; meta?: Record<string, unknown> },
-  simulated: string,
-): string {
-  // Only FCP plans for the routing; the baselines' plans are the same under either.
-  if (plan.strategy !== 'fcp') return '';
-  const planned = typeof plan.meta?.routing === 'string' ? plan.meta.routing : 'direct';
-  return planned === simulated
-    ? ''
-    : `\nnote: the plan was made for --routing ${planned}, simulated under --routing ${simulated}`;
+export function networkNote(plan: PlanMeta, simulated: string): string {
+  return plannedForNote(plan, 'network', 'fluid', simulated);
+}
+
+/**
+ * A note when the plan was made for another NCCL routing than it is simulated under (its two-hop
+ * reshuffle and its rail-NIC rounds are planned only under pxn).
+ */
+export function routingNote(plan: PlanMeta, simulated: string): string {
+  return plannedForNote(plan, 'routing', 'direct', simulated);
 }

@@ -35,6 +35,7 @@ import {
   placeIn,
   placeKv,
   placeSecondHops,
+  railRoundsNodeSize,
   relayCount,
   relayStats,
   timelineContext,
@@ -110,13 +111,7 @@ export function planForward(ctx: PhaseContext): ForwardResult {
   addOutPushes(list, out.slot, pieces, lastOp, sendAfter, outDst);
   placeSecondHops(placer, list, pieces, Kind.out, outRelay, out.slot, pieces.user);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
-  const phase = finishPhase(
-    placer,
-    list,
-    compute,
-    sendAfter,
-    ctx.links.pxn && !o.noRailRounds ? ctx.links.nodeSize : 0,
-  );
+  const phase = finishPhase(placer, list, compute, sendAfter, railRoundsNodeSize(ctx));
   return {
     phase,
     estimateMs,

@@ -345,3 +345,11 @@ export function relayCount(relay: Int32Array): number {
   for (const t of relay) if (t >= 0) n++;
   return n;
 }
+
+/**
+ * Node size for finishPhase's split of rounds that would share a rail NIC (transfers/rail-rounds.ts):
+ * the plan's under PXN routing, 0 (no split) under direct routing or the `noRailRounds` ablation.
+ */
+export function railRoundsNodeSize(ctx: PhaseContext): number {
+  return ctx.links.pxn && !ctx.o.noRailRounds ? ctx.links.nodeSize : 0;
+}
