@@ -3,7 +3,8 @@
  * rail NICs (src/planners/fcp/transfers/rail-rounds.ts; `--no-rail-rounds` keeps the rounds as
  * placed): per batch, world and mode, the rounds of each phase, how many of those that cross nodes
  * put two or more messages on one NIC, and the worst count (the report's NIC congestion,
- * src/plan/report-nic.ts). The split moves no transfer to another group, so it changes no simulated
+ * src/plan/report-nic.ts), and the most messages into one GPU's NVLink port in a round (its
+ * NVLink port congestion: a node mate's message and one it forwards across nodes under PXN). The split moves no transfer to another group, so it changes no simulated
  * time while groups are not chained (`commCoalesce` >= the group size, the default).
  *
  * Run: npx tsx bench/nic-congestion.ts [--worlds 16,32,128] [--batches longtail,magi,bimodal] [--seed 1]
@@ -44,7 +45,7 @@ function sharedRounds(plan: Plan, dir: 'forward' | 'backward'): { cross: number;
 }
 
 console.log(
-  'batch     GPUs  mode  phase     rounds (as placed -> split)  crossing rounds sharing a NIC  NIC congestion',
+  'batch     GPUs  mode  phase     rounds (as placed -> split)  crossing rounds sharing a NIC  NIC congestion  NVLink port congestion',
 );
 for (const batch of list('--batches', 'longtail,magi,bimodal'))
   for (const world of list('--worlds', '16,32,128').map(Number))
@@ -74,6 +75,7 @@ for (const batch of list('--batches', 'longtail,magi,bimodal'))
             `  ${String(a[dir].rounds).padStart(5)} -> ${String(b[dir].rounds).padEnd(5)}`,
             `               ${`${sa.shared}/${sa.cross}`.padStart(8)} -> ${`${sb.shared}/${sb.cross}`.padEnd(8)}`,
             `      ${a[dir].nicCongestion} -> ${b[dir].nicCongestion}`,
+            `           ${a[dir].nvlinkCongestion} -> ${b[dir].nvlinkCongestion}`,
           ].join(''),
         );
       }

@@ -1,6 +1,7 @@
 /**
- * NIC congestion of one phase for the rule-6 report: the most messages across nodes that leave by
- * one NIC, or arrive at one, in one round. Congestion (report-messages.ts) counts ranks; under
+ * NIC and NVLink-port congestion of one phase for the rule-6 report: the most messages across
+ * nodes that leave by one NIC, or arrive at one, in one round, and the most messages into one GPU's
+ * NVLink port in one round. Congestion (report-messages.ts) counts ranks; under
  * NCCL's PXN routing a message across nodes leaves by the NIC of the sender-node GPU on the
  * receiver's rail (its local index), not by the sender's own, so rounds that are matchings over
  * ranks may still put several messages on one NIC. Under direct routing every message leaves by
@@ -43,6 +44,33 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
     arrive.push(round * W + dst);
   }
   return Math.max(longestRun(leave), longestRun(arrive));
+}
+
+/**
+ * Most messages into one GPU's NVLink port in one round: those it receives from node mates and,
+ * under PXN, those across nodes it forwards for a node mate (they leave by its NIC, reached over
+ * its NVLink port). Under direct routing this is at most the congestion. `keys` as for
+ * {@link nicCongestion}.
+ */
+export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute): number {
+  const g = Math.max(1, Math.floor(route.gpusPerNode));
+  const uniq = Float64Array.from(keys).sort();
+  const port: number[] = [];
+  for (let i = 0; i < uniq.length; i++) {
+    const key = uniq[i]!;
+    if (i > 0 && uniq[i - 1] === key) continue;
+    const dst = key % W;
+    const rs = (key - dst) / W;
+    const src = rs % W;
+    const round = (rs - src) / W;
+    const node = Math.floor(src / g);
+    if (node === Math.floor(dst / g)) port.push(round * (W + g) + dst);
+    else if (route.routing === 'pxn') {
+      const proxy = node * g + (dst % g);
+      if (proxy !== src) port.push(round * (W + g) + proxy);
+    }
+  }
+  return longestRun(port);
 }
 
 /** Longest run of equal values once sorted. */

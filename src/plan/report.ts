@@ -10,6 +10,8 @@
  * - NIC congestion: the most messages across nodes that leave by one NIC, or arrive at one, in one
  *   round, under the routing reported for (report-nic.ts: under PXN a message leaves by the
  *   sender-node GPU on the receiver's rail, so rounds that are matchings over ranks may share one).
+ * - NVLink port congestion: the most messages into one GPU's NVLink port in one round: from node
+ *   mates, and under PXN those it forwards across nodes for a node mate.
  * - kvDelta: Δ of the phase's `kv` graph, the most `kv` messages one rank sends or receives; a
  *   congestion-free decomposition needs exactly that many `kv` rounds (König).
  * - kvDirectDelta: Δ of the direct fetch graph, each `kv` row sent by its `kvOrigin` entry (the
@@ -37,7 +39,7 @@ import {
 } from '../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStart, partStats } from './parts.ts';
 import { messageStats } from './report-messages.ts';
-import { defaultNicRoute, type NicRoute, nicCongestion } from './report-nic.ts';
+import { defaultNicRoute, type NicRoute, nicCongestion, nvlinkCongestion } from './report-nic.ts';
 import { residentKvPeak } from './report-resident.ts';
 import { Kind, type Phase, type Plan } from './types.ts';
 import { groupCount } from './validate-structure.ts';
@@ -61,6 +63,8 @@ export interface PhaseReport {
   congestion: number;
   /** Most messages across nodes on one NIC in one round (report-nic.ts). */
   nicCongestion: number;
+  /** Most messages into one GPU's NVLink port in one round, PXN forwarding included (report-nic.ts). */
+  nvlinkCongestion: number;
   kvDelta: number;
   /** Δ of the direct `kv` graph (`Phase.kvOrigin`'s senders; kvDelta without it). */
   kvDirectDelta: number;
@@ -97,6 +101,8 @@ export interface PlanReport {
   congestion: number;
   /** Most messages across nodes on one NIC in one round, either phase, under {@link PlanReport.nicRoute}. */
   nicCongestion: number;
+  /** Most messages into one GPU's NVLink port in one round, either phase. */
+  nvlinkCongestion: number;
   /** The node size and routing the NIC congestion was counted for. */
   nicRoute: NicRoute;
   totalBytes: number;
@@ -219,6 +225,7 @@ export function planReport(plan: Plan, route: NicRoute = defaultNicRoute(plan.me
     groups: fwd.report.groups + bwd.report.groups,
     congestion: Math.max(fwd.report.congestion, bwd.report.congestion),
     nicCongestion: Math.max(fwd.report.nicCongestion, bwd.report.nicCongestion),
+    nvlinkCongestion: Math.max(fwd.report.nvlinkCongestion, bwd.report.nvlinkCongestion),
     nicRoute: route,
     totalBytes: fwd.report.totalBytes + bwd.report.totalBytes,
     commImbalance: imbalance(commBoth),
@@ -288,6 +295,7 @@ function phaseReport(
     messages: m.messages,
     congestion: m.congestion,
     nicCongestion: nicCongestion(keys.subarray(0, nKeys), W, route),
+    nvlinkCongestion: nvlinkCongestion(keys.subarray(0, nKeys), W, route),
     kvDelta: m.kvDelta,
     kvDirectDelta,
     kvRounds: m.kvRounds,
@@ -341,6 +349,7 @@ export function formatReport(r: PlanReport): string {
       int(b.nicCongestion),
       int(r.nicCongestion),
     ],
+    ['NVLink port congestion', int(f.nvlinkCongestion), int(b.nvlinkCongestion), int(r.nvlinkCongestion)],
     ['kv delta / kv rounds', `${f.kvDelta} / ${f.kvRounds}`, `${b.kvDelta} / ${b.kvRounds}`, ''],
     ['kv direct delta', `${f.kvDirectDelta}`, `${b.kvDirectDelta}`, ''],
     ['bytes in', gb(f.bytes.in), gb(b.bytes.in), gb(f.bytes.in + b.bytes.in)],
@@ -372,6 +381,7 @@ export function zeroReport(plan: Plan): PlanReport {
     messages: 0,
     congestion: 0,
     nicCongestion: 0,
+    nvlinkCongestion: 0,
     kvDelta: 0,
     kvDirectDelta: 0,
     kvRounds: 0,
@@ -399,6 +409,7 @@ export function zeroReport(plan: Plan): PlanReport {
     groups: 0,
     congestion: 0,
     nicCongestion: 0,
+    nvlinkCongestion: 0,
     nicRoute: defaultNicRoute(plan.meta),
     totalBytes: 0,
     commImbalance: 0,

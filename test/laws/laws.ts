@@ -116,6 +116,7 @@ export function plannerLaw(name: string, plan: Plan): void {
       assert.ok(p.congestion <= 1, `${dir}: congestion ${p.congestion}`);
       // ... on the NICs too, under the routing the plan was made for (report-nic.ts).
       assert.ok(p.nicCongestion <= 1, `${dir}: NIC congestion ${p.nicCongestion}`);
+      assert.ok(p.nvlinkCongestion <= 1, `${dir}: NVLink port congestion ${p.nvlinkCongestion}`);
     }
     // Matching rounds: exactly Δ of the direct fetch graph they were placed for (its senders are
     // `kvOrigin`; transfers handed over within their rounds can only lower the final graph's Δ).

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Rng } from '../../src/core/rng.ts';
 import { planReport } from '../../src/plan/report.ts';
-import { nicCongestion } from '../../src/plan/report-nic.ts';
+import { nicCongestion, nvlinkCongestion } from '../../src/plan/report-nic.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { groupCount } from '../../src/plan/validate-structure.ts';
@@ -51,6 +51,27 @@ describe('report: NIC congestion', () => {
       W,
     );
     assert.equal(nicCongestion(keys, W, { gpusPerNode: 4, routing: 'pxn' }), 1);
+  });
+
+  it('NVLink ports: a GPU receiving from a node mate while it forwards across nodes under PXN', () => {
+    const keys = keysOf(
+      [
+        [0, 0, 5], // node 0 -> rail 1 of node 1: forwarded by GPU 1 (its NVLink port)
+        [0, 2, 1], // inside node 0: into GPU 1
+      ],
+      W,
+    );
+    assert.equal(nvlinkCongestion(keys, W, { gpusPerNode: 4, routing: 'pxn' }), 2);
+    assert.equal(nvlinkCongestion(keys, W, { gpusPerNode: 4, routing: 'direct' }), 1);
+    // The sender on the receiver's rail forwards nothing: its own NIC.
+    const own = keysOf(
+      [
+        [0, 1, 5],
+        [0, 2, 1],
+      ],
+      W,
+    );
+    assert.equal(nvlinkCongestion(own, W, { gpusPerNode: 4, routing: 'pxn' }), 1);
   });
 
   it('counts arrivals: two senders to one receiver across nodes', () => {
@@ -144,6 +165,7 @@ describe('rail rounds: the split', () => {
       // Every new round: each rank sends and receives at most one message; NIC congestion 1 under PXN.
       const keys = Float64Array.from(newRound, (r, i) => (r * W + S[i]!) * W + D[i]!);
       assert.ok(nicCongestion(keys, W, { gpusPerNode: g, routing: 'pxn' }) <= 1, `trial ${trial}`);
+      assert.ok(nvlinkCongestion(keys, W, { gpusPerNode: g, routing: 'pxn' }) <= 1, `trial ${trial}`);
       const sendsOf = new Map<string, Set<number>>();
       for (let i = 0; i < R.length; i++) {
         const k = `${newRound[i]} s${S[i]}`;
@@ -196,6 +218,10 @@ describe('rail rounds: FCP plans for PXN', () => {
             assert.ok(
               report[dir].nicCongestion <= 1,
               `${world} ${seed} ${dir}: ${report[dir].nicCongestion}`,
+            );
+            assert.ok(
+              report[dir].nvlinkCongestion <= 1,
+              `${world} ${seed} ${dir}: NVLink ${report[dir].nvlinkCongestion}`,
             );
             assert.ok(report[dir].kvRounds >= report[dir].kvDirectDelta);
           }

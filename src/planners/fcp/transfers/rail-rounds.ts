@@ -11,11 +11,16 @@
  * mode (a) put two or three messages on one NIC, and 116 of 121 at 128 ranks in mode (b), up to
  * four. On two nodes it cannot happen (a rail has one receiver on the other node).
  *
+ * The hop to that GPU crosses its NVLink port, which may also be receiving a message of its own
+ * from a node mate in that round (about a third of the rounds at 32-128 ranks, measured the same
+ * way).
+ *
  * {@link railRounds} splits such a round into sub-rounds that follow it in its group: messages
  * inside a node stay in the first, a message across nodes goes to the first sub-round whose leaving
- * NIC is free (all rows of one message together). Every sub-round is a subset of the original
- * matching, so still congestion-free per rank; groups, and so every readiness rule of the plan, are
- * unchanged. The rounds are no longer exactly Δ of the fetch graph: that bound ignores the NICs.
+ * NIC is free and, when it leaves by a node mate's NIC, whose NVLink port into that mate is free too
+ * (all rows of one message together). Every sub-round is a subset of the original matching, so
+ * still congestion-free per rank; groups, and so every readiness rule of the plan, are unchanged.
+ * The rounds are no longer exactly Δ of the fetch graph: that bound ignores the NICs.
  */
 
 /** Rounds renumbered by {@link railRounds}. */
@@ -59,8 +64,10 @@ export function railRounds(
   }
   let nics = 0;
   for (let i = 0; i < n; i++) nics = Math.max(nics, pxnNic(src[i]!, dst[i]!, nodeSize) + 1);
-  // used[j][nic] === stamp: NIC busy in sub-round j of the round being split (stamps avoid clears).
-  const used: Int32Array[] = [];
+  for (let i = 0; i < n; i++) nics = Math.max(nics, dst[i]! + 1, src[i]! + 1);
+  // used[j][k] === stamp: resource k busy in sub-round j of the round being split (stamps avoid
+  // clears). Resources: NIC k (a rank id, the GPU owning it) and NVLink port into rank k (nics + k).
+  const used: Int32Array[] = [new Int32Array(2 * nics)];
   const sub = new Int32Array(n);
   const subsOf = new Int32Array(rounds);
   const messageSub = new Map<number, number>();
@@ -69,6 +76,11 @@ export function railRounds(
     const stamp = r + 1;
     let subs = 1;
     messageSub.clear();
+    // Messages inside a node stay in sub-round 0, holding their receivers' NVLink ports there.
+    for (let k = first[r]!; k < first[r + 1]!; k++) {
+      const i = byRound[k]!;
+      if (Math.floor(src[i]! / nodeSize) === Math.floor(dst[i]! / nodeSize)) used[0]![nics + dst[i]!] = stamp;
+    }
     for (let k = first[r]!; k < first[r + 1]!; k++) {
       const i = byRound[k]!;
       const s = src[i]!;
@@ -81,10 +93,13 @@ export function railRounds(
         continue;
       }
       const nic = pxnNic(s, d, nodeSize);
+      // The hop into the NIC's GPU when it is not the sender (its NVLink port), else none.
+      const port = nic !== s ? nics + nic : -1;
       let j = 0;
-      for (; j < used.length && used[j]![nic] === stamp; j++);
-      if (j === used.length) used.push(new Int32Array(nics));
+      for (; j < used.length && (used[j]![nic] === stamp || (port >= 0 && used[j]![port] === stamp)); j++);
+      if (j === used.length) used.push(new Int32Array(2 * nics));
       used[j]![nic] = stamp;
+      if (port >= 0) used[j]![port] = stamp;
       sub[i] = j;
       messageSub.set(message, j);
       if (j + 1 > subs) subs = j + 1;
