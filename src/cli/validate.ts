@@ -20,7 +20,10 @@ export function register(program: Command): void {
     .description('check a plan file against rules 1-5 and print its report (exit 1 when a rule is broken)')
     .argument('<plan>', 'plan file (.json, or .json.gz)')
     .option('--max-issues <n>', 'most issues listed (every broken rule keeps one)', '100')
-    .option('--gpus-per-node <n>', 'GPUs per node, for the NIC congestion of the report', '8')
+    .option(
+      '--gpus-per-node <n>',
+      "GPUs per node, for the NIC and NVLink port congestion of the report (default: the plan's meta.gpusPerNode, else 8)",
+    )
     .option(
       '--routing <how>',
       "NCCL routing across nodes, for the NIC congestion of the report: direct or pxn (default: the plan's meta.routing, else direct)",
@@ -32,9 +35,9 @@ export function register(program: Command): void {
   cmd.action((file: string, opts: Record<string, unknown>) => {
     const out = outputOf('validate', opts);
     const maxIssues = intOption(opts.maxIssues, 'maxIssues');
-    const gpusPerNode = intOption(opts.gpusPerNode, 'gpusPerNode');
-    if (gpusPerNode < 1)
-      fail('option.gpusPerNode', `--gpus-per-node must be >= 1 (got ${gpusPerNode})`, 'gpusPerNode');
+    const given = opts.gpusPerNode === undefined ? undefined : intOption(opts.gpusPerNode, 'gpusPerNode');
+    if (given !== undefined && given < 1)
+      fail('option.gpusPerNode', `--gpus-per-node must be >= 1 (got ${given})`, 'gpusPerNode');
     if (opts.routing !== undefined && opts.routing !== 'direct' && opts.routing !== 'pxn')
       fail(
         'option.routing',
@@ -42,7 +45,9 @@ export function register(program: Command): void {
         'routing',
       );
     const plan = readPlan(file);
-    const routing = (opts.routing as NicRoute['routing'] | undefined) ?? defaultNicRoute(plan.meta).routing;
+    const recorded = defaultNicRoute(plan.meta);
+    const routing = (opts.routing as NicRoute['routing'] | undefined) ?? recorded.routing;
+    const gpusPerNode = given ?? recorded.gpusPerNode;
     const t0 = performance.now();
     const { issues, report, omitted } = validatePlan(plan, {
       maxIssues: Math.max(1, maxIssues),

@@ -14,9 +14,16 @@ export interface NicRoute {
   readonly routing: 'direct' | 'pxn';
 }
 
-/** The route a plan is reported under when none is given: 8 GPUs per node (every preset's) and the plan's `meta.routing`. */
+/**
+ * The route a plan is reported under when none is given: the plan's `meta.gpusPerNode` (FCP
+ * records one other than 8) else 8 GPUs per node (every preset's), and its `meta.routing` else direct.
+ */
 export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicRoute {
-  return { gpusPerNode: 8, routing: meta?.routing === 'pxn' ? 'pxn' : 'direct' };
+  const g = meta?.gpusPerNode;
+  return {
+    gpusPerNode: typeof g === 'number' && Number.isInteger(g) && g >= 1 ? g : 8,
+    routing: meta?.routing === 'pxn' ? 'pxn' : 'direct',
+  };
 }
 
 /**

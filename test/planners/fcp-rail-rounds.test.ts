@@ -225,8 +225,8 @@ describe('rail rounds: FCP plans for PXN', () => {
             );
             assert.ok(report[dir].kvRounds >= report[dir].kvDirectDelta);
           }
-          // The report defaults to the plan's recorded routing (8 GPUs per node).
-          assert.equal(planReport(plan).nicRoute.routing, 'pxn');
+          // The report defaults to the plan's recorded routing and node size (FCP records both).
+          assert.deepEqual(planReport(plan).nicRoute, pxn);
           // The ablation keeps the rounds as placed: valid, groups alike, but NICs shared.
           const placed = planOf(world, seed, 'pxn', loaderLayout, { noRailRounds: true });
           assert.deepEqual(

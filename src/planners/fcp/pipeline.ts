@@ -236,6 +236,9 @@ function assemble(ctx: PhaseContext, placed: Placed, fwd: ForwardResult, bwd: Ba
       ...(problem.cluster.routing !== 'direct' ? { routing: problem.cluster.routing } : {}),
       // Likewise the network model, when not the default (fluid): contention changes the estimates.
       ...(problem.cluster.network !== 'fluid' ? { network: problem.cluster.network } : {}),
+      // Likewise the node size, when not the default (8): the report's NIC and NVLink port
+      // congestion count for it (plan/report-nic.ts).
+      ...(problem.gpusPerNode !== 8 ? { gpusPerNode: problem.gpusPerNode } : {}),
     },
   };
 }
