@@ -26,6 +26,23 @@ export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicR
   };
 }
 
+/** Calls `visit(round, src, dst)` once per distinct message of `keys` ((round * W + src) * W + dst). */
+function eachMessage(
+  keys: Float64Array,
+  W: number,
+  visit: (round: number, src: number, dst: number) => void,
+): void {
+  const uniq = Float64Array.from(keys).sort();
+  for (let i = 0; i < uniq.length; i++) {
+    const key = uniq[i]!;
+    if (i > 0 && uniq[i - 1] === key) continue;
+    const dst = key % W;
+    const rs = (key - dst) / W;
+    const src = rs % W;
+    visit((rs - src) / W, src, dst);
+  }
+}
+
 /**
  * Most messages across nodes on one NIC in one round (0 when none crosses nodes). `keys`: the
  * phase's (round * W + src) * W + dst message keys, duplicates allowed (rows travelling together).
@@ -33,23 +50,16 @@ export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicR
 export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): number {
   const g = Math.max(1, Math.floor(route.gpusPerNode));
   if (g >= W) return 0;
-  const uniq = Float64Array.from(keys).sort();
   const leave: number[] = [];
   const arrive: number[] = [];
-  for (let i = 0; i < uniq.length; i++) {
-    const key = uniq[i]!;
-    if (i > 0 && uniq[i - 1] === key) continue;
-    const dst = key % W;
-    const rs = (key - dst) / W;
-    const src = rs % W;
-    const round = (rs - src) / W;
+  eachMessage(keys, W, (round, src, dst) => {
     const node = Math.floor(src / g);
-    if (node === Math.floor(dst / g)) continue;
+    if (node === Math.floor(dst / g)) return;
     // NIC ids are rank ids (a GPU's own NIC); under PXN, the sender node's GPU on dst's rail.
     const nic = route.routing === 'pxn' ? node * g + (dst % g) : src;
     leave.push(round * (W + g) + nic); // a PXN id may pass W on a partial last node
     arrive.push(round * W + dst);
-  }
+  });
   return Math.max(longestRun(leave), longestRun(arrive));
 }
 
@@ -61,22 +71,15 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
  */
 export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute): number {
   const g = Math.max(1, Math.floor(route.gpusPerNode));
-  const uniq = Float64Array.from(keys).sort();
   const port: number[] = [];
-  for (let i = 0; i < uniq.length; i++) {
-    const key = uniq[i]!;
-    if (i > 0 && uniq[i - 1] === key) continue;
-    const dst = key % W;
-    const rs = (key - dst) / W;
-    const src = rs % W;
-    const round = (rs - src) / W;
+  eachMessage(keys, W, (round, src, dst) => {
     const node = Math.floor(src / g);
     if (node === Math.floor(dst / g)) port.push(round * (W + g) + dst);
     else if (route.routing === 'pxn') {
       const proxy = node * g + (dst % g);
       if (proxy !== src) port.push(round * (W + g) + proxy);
     }
-  }
+  });
   return longestRun(port);
 }
 
