@@ -56,8 +56,10 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
     const node = Math.floor(src / g);
     if (node === Math.floor(dst / g)) return;
     // NIC ids are rank ids (a GPU's own NIC); under PXN, the sender node's GPU on dst's rail.
-    const nic = route.routing === 'pxn' ? node * g + (dst % g) : src;
-    leave.push(round * (W + g) + nic); // a PXN id may pass W on a partial last node
+    // (A node short of that GPU, a partial last one, sends by the sender's own, as cost/network.ts.)
+    const proxy = node * g + (dst % g);
+    const nic = route.routing === 'pxn' && proxy < W ? proxy : src;
+    leave.push(round * W + nic);
     arrive.push(round * W + dst);
   });
   return Math.max(longestRun(leave), longestRun(arrive));
@@ -74,10 +76,10 @@ export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute)
   const port: number[] = [];
   eachMessage(keys, W, (round, src, dst) => {
     const node = Math.floor(src / g);
-    if (node === Math.floor(dst / g)) port.push(round * (W + g) + dst);
+    if (node === Math.floor(dst / g)) port.push(round * W + dst);
     else if (route.routing === 'pxn') {
       const proxy = node * g + (dst % g);
-      if (proxy !== src) port.push(round * (W + g) + proxy);
+      if (proxy !== src && proxy < W) port.push(round * W + proxy);
     }
   });
   return longestRun(port);

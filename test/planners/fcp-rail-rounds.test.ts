@@ -98,7 +98,7 @@ describe('rail rounds: the split', () => {
       [1, 6, 11],
     ];
     const col = (k: number): Int32Array => Int32Array.from(rows, (r) => r[k]!);
-    const s = railRounds(col(0), col(1), col(2), Int32Array.from([0, 1]), 4);
+    const s = railRounds(col(0), col(1), col(2), Int32Array.from([0, 1]), 4, 12);
     assert.ok(s);
     assert.equal(s.added, 1);
     assert.deepEqual(Array.from(s.roundOf), [0, 1, 0, 0, 2]);
@@ -110,8 +110,20 @@ describe('rail rounds: the split', () => {
       Int32Array.from([4, 6]),
       Int32Array.from([0]),
       4,
+      12,
     );
     assert.equal(none, null);
+    // 6 ranks on nodes of 4: node 1 (ranks 4, 5) lacks rails 2 and 3, so 4 -> 2 and 5 -> 3 leave by
+    // their senders' own NICs (as the simulator routes them) and share none.
+    const partial = railRounds(
+      Int32Array.from([0, 0]),
+      Int32Array.from([4, 5]),
+      Int32Array.from([2, 3]),
+      Int32Array.from([0]),
+      4,
+      6,
+    );
+    assert.equal(partial, null);
   });
 
   it('random matchings: sub-rounds are matchings, one message per NIC, groups and order kept', () => {
@@ -119,7 +131,7 @@ describe('rail rounds: the split', () => {
     let splits = 0;
     for (let trial = 0; trial < 60; trial++) {
       const g = 2 + rng.int(0, 3);
-      const W = g * (2 + rng.int(0, 3));
+      const W = g * (2 + rng.int(0, 3)) + rng.int(0, g - 1); // sometimes a partial last node
       const rounds = 1 + rng.int(0, 7);
       const groupOfRound = new Int32Array(rounds);
       for (let r = 1; r < rounds; r++) groupOfRound[r] = groupOfRound[r - 1]! + (rng.next() < 0.5 ? 1 : 0);
@@ -146,7 +158,7 @@ describe('rail rounds: the split', () => {
       const R = Int32Array.from(roundOf);
       const S = Int32Array.from(src);
       const D = Int32Array.from(dst);
-      const out = railRounds(R, S, D, groupOfRound, g);
+      const out = railRounds(R, S, D, groupOfRound, g, W);
       const newRound = out ? out.roundOf : R;
       const newGroups = out ? out.groupOfRound : groupOfRound;
       for (let r = 1; r < newGroups.length; r++) assert.ok(newGroups[r]! >= newGroups[r - 1]!);
@@ -181,8 +193,10 @@ describe('rail rounds: the split', () => {
   });
 
   it('pxnNic: the sender node GPU on the receiver rail', () => {
-    assert.equal(pxnNic(2, 13, 8), 5);
-    assert.equal(pxnNic(9, 3, 8), 11);
+    assert.equal(pxnNic(2, 13, 8, 16), 5);
+    assert.equal(pxnNic(9, 3, 8, 16), 11);
+    // A partial last node without the receiver's rail: the sender's own NIC.
+    assert.equal(pxnNic(9, 3, 8, 10), 9);
   });
 });
 

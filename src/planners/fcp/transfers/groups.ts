@@ -317,7 +317,14 @@ export function finishPhase(
         ends[n + i] = d[o + 2]!;
       }
     }
-    const split = railRounds(roundOf, ends.subarray(0, n), ends.subarray(n), groupOfRound, pxnNodeSize);
+    const split = railRounds(
+      roundOf,
+      ends.subarray(0, n),
+      ends.subarray(n),
+      groupOfRound,
+      pxnNodeSize,
+      placer.world,
+    );
     if (split !== null) {
       roundOf = split.roundOf;
       groupOfRound = split.groupOfRound;

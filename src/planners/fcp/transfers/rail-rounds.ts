@@ -33,14 +33,19 @@ export interface RailRounds {
   readonly added: number;
 }
 
-/** The NIC a message from `src` to `dst` leaves by under PXN (a rank id: the sender node's GPU on `dst`'s rail). */
-export function pxnNic(src: number, dst: number, nodeSize: number): number {
-  return Math.floor(src / nodeSize) * nodeSize + (dst % nodeSize);
+/**
+ * The NIC a message from `src` to `dst` leaves by under PXN (a rank id): the sender node's GPU on
+ * `dst`'s rail, or the sender's own when its node lacks that GPU (a partial last node of `world`
+ * ranks), as the simulator routes it (cost/network.ts).
+ */
+export function pxnNic(src: number, dst: number, nodeSize: number, world: number): number {
+  const proxy = Math.floor(src / nodeSize) * nodeSize + (dst % nodeSize);
+  return proxy < world ? proxy : src;
 }
 
 /**
  * Splits rounds so that no two messages across nodes leave by one NIC in a round under PXN (module
- * comment). `roundOf`, `src`, `dst`: per transfer; `groupOfRound`: per round. Returns null when no
+ * comment). `roundOf`, `src`, `dst`: per transfer; `groupOfRound`: per round; `world` ranks. Returns null when no
  * round needs a split (the caller keeps its numbering).
  */
 export function railRounds(
@@ -49,6 +54,7 @@ export function railRounds(
   dst: Int32Array,
   groupOfRound: Int32Array,
   nodeSize: number,
+  world: number,
 ): RailRounds | null {
   const n = roundOf.length;
   const rounds = groupOfRound.length;
@@ -62,9 +68,7 @@ export function railRounds(
     const at = first.slice(0, rounds);
     for (let i = 0; i < n; i++) byRound[at[roundOf[i]!]!++] = i;
   }
-  let nics = 0;
-  for (let i = 0; i < n; i++) nics = Math.max(nics, pxnNic(src[i]!, dst[i]!, nodeSize) + 1);
-  for (let i = 0; i < n; i++) nics = Math.max(nics, dst[i]! + 1, src[i]! + 1);
+  const nics = world; // NIC and NVLink port ids are rank ids
   // used[j][k] === stamp: resource k busy in sub-round j of the round being split (stamps avoid
   // clears). Resources: NIC k (a rank id, the GPU owning it) and NVLink port into rank k (nics + k).
   const used: Int32Array[] = [new Int32Array(2 * nics)];
@@ -92,7 +96,7 @@ export function railRounds(
         sub[i] = known;
         continue;
       }
-      const nic = pxnNic(s, d, nodeSize);
+      const nic = pxnNic(s, d, nodeSize, world);
       // The hop into the NIC's GPU when it is not the sender (its NVLink port), else none.
       const port = nic !== s ? nics + nic : -1;
       let j = 0;

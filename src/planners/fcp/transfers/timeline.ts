@@ -156,7 +156,8 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
       const t = d[o + 2]!;
       pS[k] = s;
       pD[k] = t;
-      pP[k] = pxn ? Math.floor(s / gpn) * gpn + (t % gpn) : s;
+      const proxy = Math.floor(s / gpn) * gpn + (t % gpn);
+      pP[k] = pxn && proxy < W ? proxy : s; // a partial last node sends by its own (cost/network.ts)
       pCI[k] = slotComm[slot]! * 2 + (Math.floor(s / gpn) === Math.floor(t / gpn) ? 1 : 0);
       pBytes[k] = d[o + 6]! * kindBytes[d[o + 3]!]!;
     }
