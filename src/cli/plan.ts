@@ -150,14 +150,22 @@ export function register(program: Command): void {
         : { cluster: resolveCluster(String(opts.cluster ?? 'hopper-ib'), overrides) },
     );
     const options = plannerOptionsFrom(opts);
+    // Progress lines on stderr for a slow run (mode (b) at 1024 ranks plans for seconds): the
+    // planner reports its fraction done (PlannerOptions.onProgress), then each check is a step.
+    const validate = opts.validate !== false;
+    const compareLocality = planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality;
+    const progress = out.progress(1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0));
+    const onProgress = (f: number): void => progress.fraction(f);
+    progress.step(`plan ${planner.name}, ${problem.world} ranks`);
     const t0 = performance.now();
-    const plan = planner.plan(problem, options);
+    const plan = planner.plan(problem, { ...options, onProgress });
     const planMs = performance.now() - t0;
 
     let valid = true;
     let issues: string[] = [];
     let report = undefined as ReturnType<typeof planReport> | undefined;
-    if (opts.validate !== false) {
+    if (validate) {
+      progress.step('validate');
       // NIC congestion counted for the nodes and routing the plan was made for.
       const nic = { gpusPerNode: problem.gpusPerNode, routing: problem.cluster.routing };
       const v = validatePlan(plan, { nic });
@@ -167,15 +175,18 @@ export function register(program: Command): void {
     }
     // Reshuffle bytes against the same plan without the locality tie-break (fcp only).
     let locality: { bytes: number; withoutLocality: number } | undefined;
-    if (planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality) {
-      const without = planner.plan(problem, { ...options, noLocality: true });
+    if (compareLocality) {
+      progress.step('re-plan without the locality tie-break');
+      const without = planner.plan(problem, { ...options, noLocality: true, onProgress });
       locality = { bytes: reshuffleBytesOf(plan), withoutLocality: reshuffleBytesOf(without) };
     }
 
     // Per-rank peak memory on the torch runtime (src/plan/memory.ts), for valid plans.
     // Plans of millions of (expanded chunk) rows are skipped: the estimate would take longer than planning.
+    if (memOpts) progress.step('memory estimate');
     const rows = memOpts && valid ? estimateRows(plan) : 0;
     const memory = memOpts && valid && rows <= ESTIMATE_ROW_LIMIT ? estimateMemory(plan, memOpts) : undefined;
+    progress.done();
     if (out.csv && report) {
       out.printCsv(...reportCsv(report));
     } else if (out.json) {

@@ -40,6 +40,12 @@ export interface PlannerOptions {
    * baselines make for their own layouts), so no `in`/`out` reshuffle is planned. Default false.
    */
   loaderLayout?: boolean;
+  /**
+   * Called with the fraction of the planning done, in [0, 1], as a planner gets through its work
+   * (fcp does; the others plan in well under a second): a runtime hook for progress lines, never a
+   * command-line option, and it changes nothing in the plan.
+   */
+  onProgress?: (fraction: number) => void;
   /** magi: chunk size in tokens (default total / (8N)). */
   chunkSize?: number;
   /** magi: number of overlap stages (default 2). */

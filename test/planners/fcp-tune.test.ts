@@ -174,3 +174,28 @@ test('a zero budget plans the default candidate only; tune: false records no tun
   assert.equal(untuned.meta?.tuning, undefined);
   assert.equal(withoutTuning(one), planToJson(untuned));
 });
+
+test('progress: fractions non-decreasing in [0, 1], ending at 1, and the plan unchanged by the hook', () => {
+  for (const loaderLayout of [false, true])
+    for (const tune of [true, false]) {
+      const problem = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 2048, seed: 3 });
+      const base: FcpPlannerOptions = {
+        ...(loaderLayout ? { loaderLayout: true } : {}),
+        ...(tune ? {} : { tune: false }),
+      };
+      const seen: number[] = [];
+      const withHook = fcpPlanner.plan(problem, { ...base, onProgress: (f: number) => seen.push(f) });
+      const without = fcpPlanner.plan(problem, base);
+      assert.equal(
+        planToJson(withHook),
+        planToJson(without),
+        `mode ${loaderLayout ? 'b' : 'a'}, tune ${tune}`,
+      );
+      assert.ok(seen.length >= 1);
+      for (let i = 0; i < seen.length; i++) {
+        assert.ok(seen[i]! >= 0 && seen[i]! <= 1, `fraction ${seen[i]}`);
+        if (i > 0) assert.ok(seen[i]! >= seen[i - 1]!, `fractions ${seen.join(', ')}`);
+      }
+      assert.equal(seen[seen.length - 1], 1, `fractions ${seen.join(', ')}`);
+    }
+});

@@ -109,9 +109,13 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const fo = options as FcpPlannerOptions;
   const search = loaderSearch(world, fo.planBudgetMs, fo.loaderSearch);
   const caps = search.caps ?? LOADER_CAPS;
-  for (const cap of caps) {
-    const c = layoutAtCap(problem, o, kernel, cap, caps.length > 1);
+  // Progress (options.onProgress) by stage, roughly as the time goes at 256 ranks: the capped
+  // placements to 0.25, the swaps to 0.35, the tuned pipelines the rest.
+  const report = options.onProgress;
+  for (let i = 0; i < caps.length; i++) {
+    const c = layoutAtCap(problem, o, kernel, caps[i]!, caps.length > 1);
     if (best === null || c.cost < best.cost) best = c;
+    report?.((0.25 * (i + 1)) / caps.length);
   }
   assert(best !== null, 'at least one cap is tried');
   const total = sequences.reduce((a, b) => a + b, 0);
@@ -136,11 +140,20 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // tuned pipeline in mode (b) on more than one node. Self-tuning off (`tune: false`: no candidate
   // is planned beside the one asked for) keeps the modelled choice.
   const near = refine(links.nodeSize);
+  report?.(0.3);
   // A search without swaps anywhere plans them only when pinned (`loaderSwaps: 'any'`).
   const skipFree = !search.swapsAnywhere && fo.loaderSwaps !== 'any';
   const free = links.nodeSize >= world || skipFree ? near : refine(world);
-  const planOf = (r: SwapResult): PipelineResult =>
-    tunedPipeline({ ...problem, userLayout: r.layout }, rest, best.blockSize, search, kernel);
+  report?.(0.35);
+  /** Plans a swap variant; `lo`, `hi`: its share of the progress. */
+  const planOf = (r: SwapResult, lo = 0.35, hi = 1): PipelineResult =>
+    tunedPipeline(
+      { ...problem, userLayout: r.layout },
+      { ...rest, ...(report ? { onProgress: (f: number) => report(lo + (hi - lo) * f) } : {}) },
+      best.blockSize,
+      search,
+      kernel,
+    );
   // The swaps kept without planning both: the only ones (one node), the pinned ones, or with
   // self-tuning off the modelled choice; null: plan both.
   const decided = (): SwapResult | null => {
@@ -156,8 +169,8 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   let second: PipelineResult;
   if (swap !== null) second = planOf(swap);
   else {
-    const nearPlan = planOf(near);
-    const freePlan = planOf(free);
+    const nearPlan = planOf(near, 0.35, 0.675);
+    const freePlan = planOf(free, 0.675, 1);
     const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
     const takeFree = ms(freePlan) < ms(nearPlan);
     swap = takeFree ? free : near;

@@ -78,7 +78,11 @@ export function tunedPipeline(
 ): PipelineResult {
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
-  if (options.tune === false || fixed) return runPipeline(problem, options, homeFromUser, kernel);
+  if (options.tune === false || fixed) {
+    const run = runPipeline(problem, options, homeFromUser, kernel);
+    options.onProgress?.(1);
+    return run;
+  }
   // The candidates and how many of them are planned whatever the budget.
   const [list, least]: [readonly TuneCandidate[], number] =
     options.fanOut === true
@@ -100,6 +104,12 @@ export function tunedPipeline(
     : BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(problem.world, budgetMs, count));
   // One memoised kernel-time model for every block size (it reads only the model and calibration).
   const km = kernel ?? new KernelTime(problem.model, resolved.calibration);
+  // Progress (options.onProgress): one step per planned candidate, the relay candidate included
+  // when it may be planned.
+  const mayRelay = (search === null || search.relays) && loaderRelays(problem, options, homeFromUser);
+  const steps = sizes.length * count + (mayRelay ? 1 : 0);
+  let stepsDone = 0;
+  const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
   const tried: TriedCandidate[] = [];
   const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
   // The kept candidate so far: its run, estimate, shared placement and index in `tried`.
@@ -133,15 +143,17 @@ export function tunedPipeline(
     for (let i = 0; i < count; i++) {
       const c = list[i]!;
       consider(runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0), { ...rec, ...c }, shared, 0);
+      stepDone();
     }
   }
   assert(keep.shared !== null, 'at least one candidate is planned');
   // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays); the
   // block size is the layout's, as for the direct candidates.
-  if ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) {
+  if (mayRelay) {
     const c: TuneCandidate = { coalesce: tried[keep.index]!.coalesce, fanOut: true };
     const shared = keep.shared;
     consider(runPhases(shared, resolveFcpOptions({ ...options, ...c }), false), c, shared, RELAY_MARGIN);
+    stepDone();
   }
   const kept = keep.run;
   assert(kept !== null, 'at least one candidate is planned');
