@@ -44,9 +44,10 @@ export function pxnNic(src: number, dst: number, nodeSize: number, world: number
 }
 
 /**
- * Splits rounds so that no two messages across nodes leave by one NIC in a round under PXN (module
- * comment). `roundOf`, `src`, `dst`: per transfer; `groupOfRound`: per round; `world` ranks. Returns null when no
- * round needs a split (the caller keeps its numbering).
+ * Splits rounds so that under PXN no two messages across nodes leave by one NIC in a round, and no
+ * GPU's NVLink port takes a message it forwards beside one from a node mate (module comment).
+ * `roundOf`, `src`, `dst`: per transfer; `groupOfRound`: per round; `world` ranks. Returns null
+ * when no round needs a split (the caller keeps its numbering).
  */
 export function railRounds(
   roundOf: Int32Array,
