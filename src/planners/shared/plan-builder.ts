@@ -19,12 +19,6 @@ import type { Problem } from '../../problem/problem.ts';
 const LAYOUT = ['rank', 'seq', 'start', 'length'] as const;
 const CHUNK_LAYOUT = ['rank', 'set', 'parts', 'part'] as const;
 
-interface OpSlot {
-  after: number;
-  tasks: number[];
-  chunkTasks: number[];
-}
-
 /** A growable Uint8Array for the `kind` column. */
 class KindColumn {
   private data = new Uint8Array(64);
@@ -48,14 +42,22 @@ export class PhaseBuilder {
   private readonly tKind = new KindColumn();
   private readonly ct = intColumns(['round', 'src', 'dst', 'set', 'parts', 'part'] as const);
   private readonly ctKind = new KindColumn();
-  private readonly slots: (OpSlot | undefined)[][];
+  /**
+   * Per rank, per op slot: the group the op runs after, plus 2 (0: no op there yet). Typed arrays
+   * grown on demand, and the ops' tasks in flat columns below: a ring of N ranks has N^2 ops per
+   * phase, and an object with two arrays per op kept the collector marking half a gigabyte again
+   * and again (8 of the 10 s of planning a 1024-rank ring).
+   */
+  private readonly slotAfter: Int32Array[];
+  /** Tasks of the ops in the order added: rank, slot, 1 for a chunk task, and the task id. */
+  private readonly opTasks = intColumns(['rank', 'slot', 'chunk', 'id'] as const);
   /** Deferred sendAfter pairs: transfer id, rank, slot. */
   private readonly sa = intColumns(['transfer', 'rank', 'slot'] as const);
   private readonly csa = intColumns(['transfer', 'rank', 'slot'] as const);
   private maxRound = -1;
 
   constructor(world: number) {
-    this.slots = Array.from({ length: world }, () => []);
+    this.slotAfter = Array.from({ length: world }, () => new Int32Array(0));
   }
 
   /** Adds an explicit transfer; returns its id. */
@@ -102,30 +104,42 @@ export class PhaseBuilder {
     return c.round.length - 1;
   }
 
-  private slot(rank: number, slot: number, after: number): OpSlot {
-    const row = this.slots[rank]!;
-    let s = row[slot];
-    if (!s) {
-      s = { after, tasks: [], chunkTasks: [] };
-      row[slot] = s;
+  /** Marks the op (rank, slot) as running after group `after` (the same for all of its tasks). */
+  private slot(rank: number, slot: number, after: number): void {
+    let row = this.slotAfter[rank]!;
+    if (slot >= row.length) {
+      const grown = new Int32Array(Math.max(slot + 1, 2 * row.length, 8));
+      grown.set(row);
+      this.slotAfter[rank] = row = grown;
     }
-    assert(s.after === after, `op (${rank}, ${slot}) waits for group ${s.after}, not ${after}`);
-    return s;
+    if (row[slot] === 0) row[slot] = after + 2;
+    assert(row[slot] === after + 2, `op (${rank}, ${slot}) waits for group ${row[slot]! - 2}, not ${after}`);
   }
 
   /** Puts explicit task `task` into the op (rank, slot) that runs after group `after`. */
   task(rank: number, slot: number, after: number, task: number): void {
-    this.slot(rank, slot, after).tasks.push(task);
+    this.slot(rank, slot, after);
+    this.addOpTask(rank, slot, 0, task);
   }
 
   /** Puts chunk task `chunkTask` into the op (rank, slot). */
   chunkTask(rank: number, slot: number, after: number, chunkTask: number): void {
-    this.slot(rank, slot, after).chunkTasks.push(chunkTask);
+    this.slot(rank, slot, after);
+    this.addOpTask(rank, slot, 1, chunkTask);
+  }
+
+  private addOpTask(rank: number, slot: number, chunk: number, id: number): void {
+    const o = this.opTasks;
+    o.rank.push(rank);
+    o.slot.push(slot);
+    o.chunk.push(chunk);
+    o.id.push(id);
   }
 
   /** True when the op (rank, slot) exists (has at least one task). */
   hasOp(rank: number, slot: number): boolean {
-    return this.slots[rank]![slot] !== undefined;
+    const row = this.slotAfter[rank]!;
+    return slot < row.length && row[slot]! !== 0;
   }
 
   /** Transfer `transfer` starts after the op (rank, slot) on its sender. */
@@ -156,6 +170,15 @@ export class PhaseBuilder {
       groupOfRound.length === this.rounds,
       `groupOfRound has ${groupOfRound.length} rounds, transfers use ${this.rounds}`,
     );
+    // Ops by rank, then slot (the order of their ids); each op's explicit tasks and chunk tasks in
+    // the order they were added. A stable counting sort of the task rows by slot, then by rank.
+    const o = freezeColumns(this.opTasks);
+    const W = this.slotAfter.length;
+    let slots = 0;
+    for (const row of this.slotAfter) slots = Math.max(slots, row.length);
+    const bySlot = stableOrder(o.slot, slots, null);
+    const order = stableOrder(o.rank, W, bySlot);
+    const opId = this.slotAfter.map((row) => new Int32Array(row.length).fill(-1));
     const rank = new IntColumn();
     const after = new IntColumn();
     const taskOffsets = new IntColumn();
@@ -164,21 +187,20 @@ export class PhaseBuilder {
     const chunkIds = new IntColumn();
     taskOffsets.push(0);
     chunkOffsets.push(0);
-    const opId: Int32Array[] = [];
-    this.slots.forEach((row, r) => {
-      const ids = new Int32Array(row.length).fill(-1);
-      row.forEach((s, slot) => {
-        if (!s) return;
-        ids[slot] = rank.length;
-        rank.push(r);
-        after.push(s.after);
-        for (const t of s.tasks) taskIds.push(t);
-        for (const t of s.chunkTasks) chunkIds.push(t);
-        taskOffsets.push(taskIds.length);
-        chunkOffsets.push(chunkIds.length);
-      });
-      opId.push(ids);
-    });
+    for (let a = 0; a < order.length; ) {
+      const r = o.rank[order[a]!]!;
+      const slot = o.slot[order[a]!]!;
+      let b = a;
+      while (b < order.length && o.rank[order[b]!] === r && o.slot[order[b]!] === slot) b++;
+      opId[r]![slot] = rank.length;
+      rank.push(r);
+      after.push(this.slotAfter[r]![slot]! - 2);
+      for (let x = a; x < b; x++) if (o.chunk[order[x]!] === 0) taskIds.push(o.id[order[x]!]!);
+      for (let x = a; x < b; x++) if (o.chunk[order[x]!] === 1) chunkIds.push(o.id[order[x]!]!);
+      taskOffsets.push(taskIds.length);
+      chunkOffsets.push(chunkIds.length);
+      a = b;
+    }
     const resolve = (r: number, slot: number): number => {
       const id = opId[r]?.[slot] ?? -1;
       assert(id >= 0, `sendAfter names op (${r}, ${slot}), which has no task`);
@@ -339,4 +361,18 @@ export class PlanBuilder {
 /** groupOfRound where every round is its own group: [0, 1, ..., rounds-1]. */
 export function oneRoundPerGroup(rounds: number): Int32Array {
   return iota(rounds);
+}
+
+/** Stable counting sort of positions 0..n-1 (taken in the order of `input`, or ascending) by key[i] in [0, keys). */
+function stableOrder(key: Int32Array, keys: number, input: Int32Array | null): Int32Array {
+  const n = key.length;
+  const first = new Int32Array(keys + 1);
+  for (let i = 0; i < n; i++) first[key[i]! + 1]!++;
+  for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const id = input ? input[i]! : i;
+    out[first[key[id]!]!++] = id;
+  }
+  return out;
 }
