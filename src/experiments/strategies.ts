@@ -22,10 +22,14 @@ const PLANNERS = new Map<string, Planner>();
  */
 export const simulatorEstimate: NamedEstimate = {
   name: 'sim',
-  estimate: (plan, problem) => {
+  estimate: (plan, problem, onProgress) => {
     // The planner's own candidate, costed many times per plan: the plan wlb returns is validated
     // wherever it is executed, so the candidates skip it.
-    const r = simulatePlan(plan, { cluster: problem.cluster, skipValidation: true });
+    const r = simulatePlan(plan, {
+      cluster: problem.cluster,
+      skipValidation: true,
+      ...(onProgress ? { onProgress } : {}),
+    });
     return r.forward.makespanMs + r.backward.makespanMs;
   },
 };

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { getPlanner, simulatorEstimate } from '../../src/experiments/strategies.ts';
 import { attendedPairs } from '../../src/model/attention.ts';
 import { expandChunks } from '../../src/plan/expand.ts';
+import { planToJson } from '../../src/plan/io.ts';
 import { chunkTaskPairs, partLength, partStats } from '../../src/plan/parts.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { planByteScale } from '../../src/planners/bytescale/index.ts';
@@ -159,4 +160,15 @@ test("wlb per-document all_gather: WLB-LLM's unpadded all-gather is the per-docu
   assert.deepEqual(Array.from(plan.seqSets!.padTo!), [0]);
   assert.equal(plan.forward.groupOfRound.at(-1), 0);
   assert.throws(() => planWlb(p, { wlbPerDocument: 'a2a' as 'p2p' }, flopByteWlbEstimate), /per-document/);
+});
+
+test('wlb reports progress through its cost model, ending at 1, and the plan is unchanged by the hook', () => {
+  const problem = resolveProblem({ batch: 'longtail', world: 8, tokensPerRank: 2048, seed: 2 });
+  const planner = getPlanner('wlb');
+  const seen: number[] = [];
+  const withHook = planner.plan(problem, { onProgress: (f: number) => seen.push(f) });
+  assert.equal(planToJson(withHook), planToJson(planner.plan(problem, {})));
+  assert.ok(seen.length >= 2, `fractions ${seen.join(', ')}`);
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! >= seen[i - 1]!, `fractions ${seen.join(', ')}`);
+  assert.equal(seen[seen.length - 1], 1);
 });

@@ -24,7 +24,7 @@ import { flopByteEstimate } from './estimate.ts';
  * Estimated time of a plan made for `problem`, in milliseconds (the seam through which `wlb`
  * compares candidates). An estimate that models the network should read `problem.cluster`.
  */
-export type PlanEstimate = (plan: Plan, problem: Problem) => number;
+export type PlanEstimate = (plan: Plan, problem: Problem, onProgress?: (fraction: number) => void) => number;
 
 /** A named estimate, as the registry injects it. */
 export interface NamedEstimate {
@@ -57,13 +57,19 @@ export function planWlb(problem: Problem, options: PlannerOptions, estimator: Na
       'wlbPerDocument',
     );
   // Per-document sharding: TE's p2p ring (default) or WLB-LLM's own all-gather without padding.
+  // Progress (options.onProgress): the two plans are quick; costing them (the simulator, as the
+  // registry injects it) is most of the time at 1024 ranks, the ring's most of that.
+  const report = options.onProgress;
+  const span = (lo: number, hi: number) => (report ? (f: number) => report(lo + (hi - lo) * f) : undefined);
   const ring =
     perDocument === 'all_gather'
       ? planPerDocumentAllGather(problem)
       : planRing(problem, { ...options, ringVariant: 'p2p' });
   const bytescale = planByteScale(problem, options);
-  const ringMs = estimator.estimate(ring, problem);
-  const bytescaleMs = estimator.estimate(bytescale, problem);
+  report?.(0.15);
+  const ringMs = estimator.estimate(ring, problem, span(0.15, 0.8));
+  const bytescaleMs = estimator.estimate(bytescale, problem, span(0.8, 1));
+  report?.(1);
   const chosen = bytescaleMs < ringMs ? bytescale : ring;
   return {
     ...chosen,
