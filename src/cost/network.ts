@@ -23,6 +23,7 @@
  * them and the simulator adds the per-message cost (src/cost/contention.ts). NVLink, the node caps
  * and torus links stay fluid: the measurements the model is fitted to are of NICs only.
  */
+import { pxnNic } from '../plan/report-nic.ts';
 import type { ClusterSpec } from '../problem/cluster.ts';
 import { torusDimsFor } from '../problem/cluster.ts';
 
@@ -93,8 +94,8 @@ export class Network {
       out.push(4 * src, 4 * dst + 1);
       return this.intraMs;
     }
-    const proxy = ns * g + (dst % g);
-    if (c.routing === 'pxn' && proxy !== src && proxy < this.world) {
+    const proxy = c.routing === 'pxn' ? pxnNic(src, dst, g, this.world) : src;
+    if (proxy !== src) {
       out.push(4 * src, 4 * proxy + 1, 4 * proxy + 2, 4 * dst + 3);
       if (c.nodeNicGBps > 0) out.push(4 * this.world + 2 * ns, 4 * this.world + 2 * nd + 1);
       return this.interMs + this.intraMs;

@@ -26,6 +26,17 @@ export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicR
   };
 }
 
+/**
+ * The GPU whose NIC a message from `src` to `dst` in another node leaves by under PXN: the one of
+ * `src`'s node on `dst`'s rail (local index), or `src` itself when its node lacks that GPU (a
+ * partial last node of `world` ranks). The simulator routes by it (cost/network.ts), the report
+ * counts by it, and FCP plans for it (relays, rounds, timeline estimate).
+ */
+export function pxnNic(src: number, dst: number, gpusPerNode: number, world: number): number {
+  const proxy = Math.floor(src / gpusPerNode) * gpusPerNode + (dst % gpusPerNode);
+  return proxy < world ? proxy : src;
+}
+
 /** Calls `visit(round, src, dst)` once per distinct message of `keys` ((round * W + src) * W + dst). */
 function eachMessage(
   keys: Float64Array,
@@ -53,13 +64,9 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
   const leave: number[] = [];
   const arrive: number[] = [];
   eachMessage(keys, W, (round, src, dst) => {
-    const node = Math.floor(src / g);
-    if (node === Math.floor(dst / g)) return;
-    // NIC ids are rank ids (a GPU's own NIC); under PXN, the sender node's GPU on dst's rail.
-    // (A node short of that GPU, a partial last one, sends by the sender's own, as cost/network.ts.)
-    const proxy = node * g + (dst % g);
-    const nic = route.routing === 'pxn' && proxy < W ? proxy : src;
-    leave.push(round * W + nic);
+    if (Math.floor(src / g) === Math.floor(dst / g)) return;
+    // NIC ids are rank ids (a GPU's own NIC).
+    leave.push(round * W + (route.routing === 'pxn' ? pxnNic(src, dst, g, W) : src));
     arrive.push(round * W + dst);
   });
   return Math.max(longestRun(leave), longestRun(arrive));
@@ -75,11 +82,10 @@ export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute)
   const g = Math.max(1, Math.floor(route.gpusPerNode));
   const port: number[] = [];
   eachMessage(keys, W, (round, src, dst) => {
-    const node = Math.floor(src / g);
-    if (node === Math.floor(dst / g)) port.push(round * W + dst);
+    if (Math.floor(src / g) === Math.floor(dst / g)) port.push(round * W + dst);
     else if (route.routing === 'pxn') {
-      const proxy = node * g + (dst % g);
-      if (proxy !== src && proxy < W) port.push(round * W + proxy);
+      const proxy = pxnNic(src, dst, g, W);
+      if (proxy !== src) port.push(round * W + proxy);
     }
   });
   return longestRun(port);

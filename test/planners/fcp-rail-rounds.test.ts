@@ -10,13 +10,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Rng } from '../../src/core/rng.ts';
 import { planReport } from '../../src/plan/report.ts';
-import { nicCongestion, nvlinkCongestion } from '../../src/plan/report-nic.ts';
+import { nicCongestion, nvlinkCongestion, pxnNic } from '../../src/plan/report-nic.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { groupCount } from '../../src/plan/validate-structure.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
-import { pxnNic, railRounds } from '../../src/planners/fcp/transfers/rail-rounds.ts';
+import { railRounds } from '../../src/planners/fcp/transfers/rail-rounds.ts';
 import { twoHopProblem } from '../fixtures/relayed.ts';
 
 /** Message keys (round * W + src) * W + dst of rows [round, src, dst]. */

@@ -12,6 +12,7 @@
 import { assert } from '../../core/assert.ts';
 import { iota } from '../../core/gather.ts';
 import { freezeColumns, IntColumn, intColumns } from '../../core/int-column.ts';
+import { radixSortBy } from '../../core/radix-sort.ts';
 import type { ChunkLayout, KindCode, Phase, Plan } from '../../plan/types.ts';
 import { PLAN_FORMAT } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
@@ -171,13 +172,9 @@ export class PhaseBuilder {
       `groupOfRound has ${groupOfRound.length} rounds, transfers use ${this.rounds}`,
     );
     // Ops by rank, then slot (the order of their ids); each op's explicit tasks and chunk tasks in
-    // the order they were added. A stable counting sort of the task rows by slot, then by rank.
+    // the order they were added: the task rows stably sorted by slot, then by rank.
     const o = freezeColumns(this.opTasks);
-    const W = this.slotAfter.length;
-    let slots = 0;
-    for (const row of this.slotAfter) slots = Math.max(slots, row.length);
-    const bySlot = stableOrder(o.slot, slots, null);
-    const order = stableOrder(o.rank, W, bySlot);
+    const order = radixSortBy(radixSortBy(iota(o.rank.length), o.slot), o.rank);
     const opId = this.slotAfter.map((row) => new Int32Array(row.length).fill(-1));
     const rank = new IntColumn();
     const after = new IntColumn();
@@ -361,18 +358,4 @@ export class PlanBuilder {
 /** groupOfRound where every round is its own group: [0, 1, ..., rounds-1]. */
 export function oneRoundPerGroup(rounds: number): Int32Array {
   return iota(rounds);
-}
-
-/** Stable counting sort of positions 0..n-1 (taken in the order of `input`, or ascending) by key[i] in [0, keys). */
-function stableOrder(key: Int32Array, keys: number, input: Int32Array | null): Int32Array {
-  const n = key.length;
-  const first = new Int32Array(keys + 1);
-  for (let i = 0; i < n; i++) first[key[i]! + 1]!++;
-  for (let k = 0; k < keys; k++) first[k + 1]! += first[k]!;
-  const out = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    const id = input ? input[i]! : i;
-    out[first[key[id]!]!++] = id;
-  }
-  return out;
 }

@@ -301,33 +301,25 @@ export function finishPhase(
   let { groupOfRound, commGroupOfRound } = finished;
   const n = list.size;
   let roundOf: Int32Array = new Int32Array(n);
+  // Under PXN, rounds split where two messages across nodes would share a NIC (rail-rounds.ts),
+  // which reads every transfer's ends: taken in the same pass over the list.
+  const ends = pxnNodeSize > 1 ? { src: new Int32Array(n), dst: new Int32Array(n) } : null;
   for (let c = 0, i = 0; i < n; c++) {
     const d = list.chunk(c);
     const end = Math.min(n, i + ROWS);
-    for (let o = 0; i < end; i++, o += 7) roundOf[i] = finished.roundOfSlot[d[o]!]!;
-  }
-  // Under PXN, rounds split where two messages across nodes would leave by one NIC (rail-rounds.ts).
-  if (pxnNodeSize > 1) {
-    const ends = new Int32Array(2 * n);
-    for (let c = 0, i = 0; i < n; c++) {
-      const d = list.chunk(c);
-      const end = Math.min(n, i + ROWS);
-      for (let o = 0; i < end; i++, o += 7) {
-        ends[i] = d[o + 1]!;
-        ends[n + i] = d[o + 2]!;
+    for (let o = 0; i < end; i++, o += 7) {
+      roundOf[i] = finished.roundOfSlot[d[o]!]!;
+      if (ends !== null) {
+        ends.src[i] = d[o + 1]!;
+        ends.dst[i] = d[o + 2]!;
       }
     }
-    const split = railRounds(
-      roundOf,
-      ends.subarray(0, n),
-      ends.subarray(n),
-      groupOfRound,
-      pxnNodeSize,
-      placer.world,
-    );
-    if (split !== null) {
-      roundOf = split.roundOf;
-      groupOfRound = split.groupOfRound;
+  }
+  if (ends !== null) {
+    const rails = railRounds(roundOf, ends.src, ends.dst, groupOfRound, pxnNodeSize, placer.world);
+    if (rails !== null) {
+      roundOf = rails.roundOf;
+      groupOfRound = rails.groupOfRound;
       commGroupOfRound = placer.commGroupsOf(groupOfRound);
     }
   }

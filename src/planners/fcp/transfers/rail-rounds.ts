@@ -23,6 +23,8 @@
  * The rounds are no longer exactly Δ of the fetch graph: that bound ignores the NICs.
  */
 
+import { pxnNic } from '../../../plan/report-nic.ts';
+
 /** Rounds renumbered by {@link railRounds}. */
 export interface RailRounds {
   /** New round of every transfer. */
@@ -31,16 +33,6 @@ export interface RailRounds {
   readonly groupOfRound: Int32Array;
   /** Rounds added by the split (0: none needed). */
   readonly added: number;
-}
-
-/**
- * The NIC a message from `src` to `dst` leaves by under PXN (a rank id): the sender node's GPU on
- * `dst`'s rail, or the sender's own when its node lacks that GPU (a partial last node of `world`
- * ranks), as the simulator routes it (cost/network.ts).
- */
-export function pxnNic(src: number, dst: number, nodeSize: number, world: number): number {
-  const proxy = Math.floor(src / nodeSize) * nodeSize + (dst % nodeSize);
-  return proxy < world ? proxy : src;
 }
 
 /**

@@ -21,6 +21,7 @@
  * side: measured no better for `in` (simulated, 16 and 32 ranks, 36 paired batches: -0.002 ±
  * 0.002 forward MFU), so none are chosen there.
  */
+import { pxnNic } from '../../../plan/report-nic.ts';
 import type { LinkModel } from './links.ts';
 
 /**
@@ -52,12 +53,8 @@ export function crossNodeRelays(
     const len = length[i]!;
     const first = node(d) * ns;
     const last = Math.min(world, first + ns);
-    // The NIC a message s -> t leaves by under PXN: the GPU of s's node on t's rail, or s's own
-    // where s's node has no such GPU (src/cost/network.ts, route).
-    const nicOf = (t: number): number => {
-      const proxy = node(s) * ns + (t % ns);
-      return proxy < world ? proxy : s;
-    };
+    // The NIC a message s -> t leaves by under PXN.
+    const nicOf = (t: number): number => pxnNic(s, t, ns, world);
     const busier = (t: number): number => Math.max(recv[t]!, send[nicOf(t)]!);
     let pick = d;
     let best = busier(d);

@@ -16,6 +16,7 @@
 
 import type { Direction } from '../../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
+import { pxnNic } from '../../../plan/report-nic.ts';
 import { type ComputeTable, Kind, type ModelShape, type TaskTable } from '../../../plan/types.ts';
 import type { KernelTime } from '../kernel-time.ts';
 import type { GroupPlacer } from './groups.ts';
@@ -156,8 +157,7 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
       const t = d[o + 2]!;
       pS[k] = s;
       pD[k] = t;
-      const proxy = Math.floor(s / gpn) * gpn + (t % gpn);
-      pP[k] = pxn && proxy < W ? proxy : s; // a partial last node sends by its own (cost/network.ts)
+      pP[k] = pxn ? pxnNic(s, t, gpn, W) : s;
       pCI[k] = slotComm[slot]! * 2 + (Math.floor(s / gpn) === Math.floor(t / gpn) ? 1 : 0);
       pBytes[k] = d[o + 6]! * kindBytes[d[o + 3]!]!;
     }
