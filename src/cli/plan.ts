@@ -19,7 +19,7 @@ import { fail, formatIssue } from '../core/issues.ts';
 import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { writePlan } from '../plan/io.ts';
 import { ESTIMATE_ROW_LIMIT, estimateMemory, estimateRows, formatMemory } from '../plan/memory.ts';
-import { formatReport, planReport } from '../plan/report.ts';
+import { formatReport, type planReport, reshuffleBytes } from '../plan/report.ts';
 import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
@@ -31,12 +31,6 @@ import { reportCsv } from './tables.ts';
 
 const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
 const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
-
-/** Reshuffle bytes of a plan (both phases' `in` and `out`). */
-function reshuffleBytesOf(plan: Plan): number {
-  const r = planReport(plan);
-  return r.forward.bytes.in + r.forward.bytes.out + r.backward.bytes.in + r.backward.bytes.out;
-}
 
 /** What mode (b) records in `meta.loaderLayout` (planners/fcp/index.ts), as far as the summary reads it. */
 interface LoaderLayoutMeta {
@@ -154,7 +148,10 @@ export function register(program: Command): void {
     // planner reports its fraction done (PlannerOptions.onProgress), then each check is a step.
     const validate = opts.validate !== false;
     const compareLocality = planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality;
-    const progress = out.progress(1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0));
+    const path = outPath(opts);
+    const progress = out.progress(
+      1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0) + (path !== undefined ? 1 : 0),
+    );
     const onProgress = (f: number): void => progress.fraction(f);
     progress.step(`plan ${planner.name}, ${problem.world} ranks`);
     const t0 = performance.now();
@@ -168,7 +165,7 @@ export function register(program: Command): void {
       progress.step('validate');
       // NIC congestion counted for the nodes and routing the plan was made for.
       const nic = { gpusPerNode: problem.gpusPerNode, routing: problem.cluster.routing };
-      const v = validatePlan(plan, { nic });
+      const v = validatePlan(plan, { nic, onProgress });
       valid = v.issues.length === 0;
       issues = v.issues.map(formatIssue);
       report = v.report;
@@ -178,14 +175,20 @@ export function register(program: Command): void {
     if (compareLocality) {
       progress.step('re-plan without the locality tie-break');
       const without = planner.plan(problem, { ...options, noLocality: true, onProgress });
-      locality = { bytes: reshuffleBytesOf(plan), withoutLocality: reshuffleBytesOf(without) };
+      locality = { bytes: reshuffleBytes(plan), withoutLocality: reshuffleBytes(without) };
     }
 
     // Per-rank peak memory on the torch runtime (src/plan/memory.ts), for valid plans.
     // Plans of millions of (expanded chunk) rows are skipped: the estimate would take longer than planning.
     if (memOpts) progress.step('memory estimate');
     const rows = memOpts && valid ? estimateRows(plan) : 0;
-    const memory = memOpts && valid && rows <= ESTIMATE_ROW_LIMIT ? estimateMemory(plan, memOpts) : undefined;
+    const memory =
+      memOpts && valid && rows <= ESTIMATE_ROW_LIMIT ? estimateMemory(plan, memOpts, onProgress) : undefined;
+    // The plan file (an invalid plan is never written): seconds at 4096 ranks (tens of MB of JSON).
+    if (valid && path !== undefined) {
+      progress.step(`write ${path}`);
+      writePlan(path, plan);
+    }
     progress.done();
     if (out.csv && report) {
       out.printCsv(...reportCsv(report));
@@ -224,10 +227,6 @@ export function register(program: Command): void {
       process.exitCode = 1;
       return;
     }
-    const path = outPath(opts);
-    if (path !== undefined) {
-      writePlan(path, plan);
-      out.wrote(path, `${planner.name} plan, ${plan.world} ranks`);
-    }
+    if (path !== undefined) out.wrote(path, `${planner.name} plan, ${plan.world} ranks`);
   });
 }

@@ -44,16 +44,22 @@ export function register(program: Command): void {
         `--routing must be direct or pxn (got ${JSON.stringify(opts.routing)})`,
         'routing',
       );
+    // Progress lines on stderr for a large plan (4096 ranks: about 1 s to read, 7 s to check).
+    const progress = out.progress(2);
+    progress.step(`read ${file}`);
     const plan = readPlan(file);
     const recorded = defaultNicRoute(plan.meta);
     const routing = (opts.routing as NicRoute['routing'] | undefined) ?? recorded.routing;
     const gpusPerNode = given ?? recorded.gpusPerNode;
+    progress.step(`validate ${plan.world} ranks`);
     const t0 = performance.now();
     const { issues, report, omitted } = validatePlan(plan, {
       maxIssues: Math.max(1, maxIssues),
       nic: { gpusPerNode, routing },
+      onProgress: (f) => progress.fraction(f),
     });
     const ms = performance.now() - t0;
+    progress.done();
     const valid = issues.length === 0;
     if (out.json) {
       out.printJson({ file, valid, issues, omitted, report });

@@ -70,9 +70,14 @@ function zeroCopy(
 
 /**
  * Per-rank peak memory of `plan` on the torch runtime. Plans with compact chunk rows are expanded
- * first. Throws nothing on a valid plan (validate first).
+ * first. Throws nothing on a valid plan (validate first). `onProgress`: the fraction done after
+ * each stage (about 2 s for a magi plan of 4096 ranks, 2 million rows).
  */
-export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
+export function estimateMemory(
+  plan: Plan,
+  o: MemoryOptions,
+  onProgress?: (fraction: number) => void,
+): RankMemory[] {
   const p = hasChunkRows(plan) ? expandChunks(plan) : plan;
   const W = p.world;
   const { qHeads: H, kvHeads: Hk, headDim: D } = p.model;
@@ -107,8 +112,11 @@ export function estimateMemory(plan: Plan, o: MemoryOptions): RankMemory[] {
       }
   }
   const q = unionSizes(W, qb.rank, qb.seq, qb.start, qb.end);
+  onProgress?.(0.2);
   const fw = phaseSizes(p, p.forward, 'forward', base, o);
+  onProgress?.(0.5);
   const bw = phaseSizes(p, p.backward, 'backward', base, o);
+  onProgress?.(1);
   const half = e !== F32;
   const out: RankMemory[] = [];
   for (let r = 0; r < W; r++) {

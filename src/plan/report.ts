@@ -144,9 +144,14 @@ class SetStats {
 
 /**
  * Computes the rule-6 report of a structurally sound plan; NIC congestion under `route` (default:
- * 8 GPUs per node and the plan's recorded routing, {@link defaultNicRoute}).
+ * 8 GPUs per node and the plan's recorded routing, {@link defaultNicRoute}). `onProgress`: the
+ * fraction done after each part (validate.ts passes it on).
  */
-export function planReport(plan: Plan, route: NicRoute = defaultNicRoute(plan.meta)): PlanReport {
+export function planReport(
+  plan: Plan,
+  route: NicRoute = defaultNicRoute(plan.meta),
+  onProgress?: (fraction: number) => void,
+): PlanReport {
   const W = plan.world;
   const stats = new SetStats(plan);
   const causal = plan.mask === 'causal';
@@ -193,14 +198,19 @@ export function planReport(plan: Plan, route: NicRoute = defaultNicRoute(plan.me
     for (let i = 0; i < hc.rank.length; i++)
       homeTokens[hc.rank[i]!]! += stats.get(hc.set[i]!, hc.parts[i]!).tokens[hc.part[i]!]!;
 
+  // Progress after each part, as fractions of the time (an FCP plan of 4096 ranks: each phase's
+  // messages about a quarter, each phase's resident K/V about a fifth).
   const fwd = phaseReport(plan, plan.forward, 'forward', stats, forwardFlops(plan.model, pairs), route);
+  onProgress?.(0.3);
   const bwd = phaseReport(plan, plan.backward, 'backward', stats, backwardFlops(plan.model, pairs), route);
+  onProgress?.(0.58);
   const commBoth = new Float64Array(W);
   let peak = 0;
   let maxHome = 0;
   const chunkTokens = (set: number, parts: number, part: number): number =>
     stats.get(set, parts).tokens[part]!;
   const fwdHeld = residentKvPeak(plan, plan.forward, chunkTokens);
+  onProgress?.(0.79);
   const bwdHeld = residentKvPeak(plan, plan.backward, chunkTokens);
   for (let r = 0; r < W; r++) {
     commBoth[r] = fwd.perRankBytes[r]! + bwd.perRankBytes[r]!;
@@ -243,12 +253,7 @@ function phaseReport(
   route: NicRoute,
 ): { report: PhaseReport; perRankBytes: Float64Array } {
   const W = plan.world;
-  const q = qBytesPerToken(plan.model);
-  const kv = kvBytesPerToken(plan.model);
-  const perToken =
-    name === 'forward'
-      ? { [Kind.in]: q + kv, [Kind.kv]: kv, [Kind.out]: q, [Kind.dkv]: kv }
-      : { [Kind.in]: q, [Kind.kv]: kv, [Kind.out]: q + kv, [Kind.dkv]: kv };
+  const perToken = bytesPerToken(plan.model, name);
   const bytes: KindBytes = { in: 0, kv: 0, out: 0, dkv: 0 };
   const names = ['in', 'kv', 'out', 'dkv'] as const;
   const perRankBytes = new Float64Array(W);
@@ -306,6 +311,42 @@ function phaseReport(
     flops,
   };
   return { report, perRankBytes };
+}
+
+/** Bytes a token of each kind carries in a phase: Q,K,V or dO in, O or dQ,dK,dV out, K,V and dK,dV. */
+function bytesPerToken(model: Plan['model'], name: 'forward' | 'backward'): Record<0 | 1 | 2 | 3, number> {
+  const q = qBytesPerToken(model);
+  const kv = kvBytesPerToken(model);
+  return name === 'forward'
+    ? { [Kind.in]: q + kv, [Kind.kv]: kv, [Kind.out]: q, [Kind.dkv]: kv }
+    : { [Kind.in]: q, [Kind.kv]: kv, [Kind.out]: q + kv, [Kind.dkv]: kv };
+}
+
+/**
+ * Bytes of a plan's `in` and `out` transfers, both phases (the reshuffle, relay hops included), as
+ * {@link planReport} counts them: a walk of the transfer rows, without the report's message
+ * statistics (`fcp plan` compares it against a re-plan; at 4096 ranks the whole report takes seconds).
+ */
+export function reshuffleBytes(plan: Plan): number {
+  const stats = new SetStats(plan);
+  let total = 0;
+  for (const name of ['forward', 'backward'] as const) {
+    const ph = plan[name];
+    const perToken = bytesPerToken(plan.model, name);
+    const tr = ph.transfers;
+    for (let i = 0; i < tr.round.length; i++) {
+      const k = tr.kind[i]!;
+      if (k === Kind.in || k === Kind.out) total += tr.length[i]! * perToken[k];
+    }
+    const ctr = ph.chunkTransfers;
+    if (ctr)
+      for (let j = 0; j < ctr.round.length; j++) {
+        const k = ctr.kind[j]!;
+        if (k === Kind.in || k === Kind.out)
+          total += stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]! * perToken[k];
+      }
+  }
+  return total;
 }
 
 /** A phase's `kvOrigin` when the validator accepts its shape (one rank per transfer row), else null. */

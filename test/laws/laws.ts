@@ -14,7 +14,7 @@ import { OpCost } from '../../src/cost/op-cost.ts';
 import { compareOutputs, type OutputErrors, referenceAttention } from '../../src/executors/reference.ts';
 import type { SimResult } from '../../src/executors/sim/index.ts';
 import type { SequenceInputs, SequenceOutputs } from '../../src/executors/types.ts';
-import { planReport } from '../../src/plan/report.ts';
+import { planReport, reshuffleBytes } from '../../src/plan/report.ts';
 import type { Phase, Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { type ClusterSpec, computeSlowdown } from '../../src/problem/cluster.ts';
@@ -110,6 +110,13 @@ export function plannerLaw(name: string, plan: Plan): void {
       .join('; ')}`,
   );
   assert.ok(report);
+  // The reshuffle's bytes by the short walk (`fcp plan`'s locality comparison) as the report counts them.
+  const moved =
+    report.forward.bytes.in + report.forward.bytes.out + report.backward.bytes.in + report.backward.bytes.out;
+  assert.ok(
+    Math.abs(reshuffleBytes(plan) - moved) <= 1e-9 * Math.max(1, moved),
+    `reshuffle ${reshuffleBytes(plan)} vs ${moved}`,
+  );
   for (const dir of ['forward', 'backward'] as const) {
     const p = report[dir];
     if (CONGESTION_FREE_PLANNERS.has(name)) {

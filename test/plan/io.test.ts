@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FcpError } from '../../src/core/issues.ts';
+import { getPlanner } from '../../src/experiments/strategies.ts';
 import { planFromJson, planToJson, readPlan, writePlan } from '../../src/plan/io.ts';
 import { evenUserLayout } from '../../src/plan/layout.ts';
 import { emptyPhase, Kind, type Plan } from '../../src/plan/types.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 
 function tinyPlan(): Plan {
   const layout = evenUserLayout([5, 3], 2);
@@ -103,4 +105,43 @@ test('writePlan leaves no partial file when the target is not writable', () => {
   );
   assert.equal(existsSync(target), false);
   assert.ok(readFileSync !== undefined);
+});
+
+/** JSON.stringify of a plan with its columns as plain arrays (kinds by name): what planToJson writes. */
+function reference(plan: unknown): string {
+  const names = ['in', 'kv', 'out', 'dkv'];
+  return JSON.stringify(plan, (key, value: unknown) => {
+    if (!ArrayBuffer.isView(value)) return value;
+    const arr = value as unknown as ArrayLike<number>;
+    return key === 'kind' ? Array.from(arr, (c) => names[c] ?? `?${c}`) : Array.from(arr);
+  });
+}
+
+test('planToJson writes exactly what JSON.stringify writes with columns as arrays', () => {
+  const plan = tinyPlan();
+  assert.equal(planToJson(plan), reference(plan));
+  // Every strategy's plans (columns of every typed-array kind the planners write, nested meta).
+  for (const name of ['fcp', 'ring', 'bytescale', 'wlb', 'magi'])
+    for (const world of [4, 16]) {
+      const p = getPlanner(name).plan(
+        resolveProblem({ batch: 'longtail', world, tokensPerRank: 2048, seed: 2 }),
+        {},
+      );
+      assert.equal(planToJson(p), reference(p), `${name} ${world}`);
+    }
+  // A float column with values JSON writes as null, an empty column, negative zero, an unknown kind.
+  const odd = {
+    ...plan,
+    meta: {
+      f: Float64Array.of(1.5, Number.NaN, -0, Number.POSITIVE_INFINITY),
+      e: new Int32Array(0),
+      z: Float32Array.of(-0),
+    },
+  };
+  odd.forward = { ...odd.forward, transfers: { ...odd.forward.transfers, kind: Uint8Array.of(7) } };
+  assert.equal(planToJson(odd as Plan), reference(odd));
+  assert.match(planToJson(odd as Plan), /"f":\[1\.5,null,0,null\]/);
+  // A string of the plan holding the column marker itself: written plainly, still the same bytes.
+  const marked = { ...plan, meta: { note: '\u0001fcp-column\u0001', n: Int32Array.of(3) } };
+  assert.equal(planToJson(marked), reference(marked));
 });

@@ -219,3 +219,32 @@ test('the issue cap keeps at least one issue per broken rule', () => {
   const rules = new Set(codes(r.issues).map((c) => c.split('.').slice(0, 2).join('.')));
   assert.ok(rules.has('plan.rule1') && rules.has('plan.rule2'), JSON.stringify([...rules]));
 });
+
+test('progress: fractions non-decreasing in [0, 1], ending at 1, the result unchanged by the hook', async () => {
+  const { getPlanner } = await import('../../src/experiments/strategies.ts');
+  const { estimateMemory } = await import('../../src/plan/memory.ts');
+  for (const name of ['fcp', 'ring', 'magi']) {
+    const plan = getPlanner(name).plan(
+      resolveProblem({ batch: 'longtail', world: 8, tokensPerRank: 2048, seed: 1 }),
+      {},
+    );
+    for (const run of [
+      (on?: (f: number) => void) => validatePlan(plan, on ? { onProgress: on } : {}),
+      (on?: (f: number) => void) =>
+        estimateMemory(plan, { dtype: 'bfloat16', kernel: 'gpu', layers: 1 }, on),
+    ]) {
+      const seen: number[] = [];
+      assert.deepEqual(
+        run((f) => seen.push(f)),
+        run(),
+        name,
+      );
+      assert.ok(seen.length >= 2, `${name}: ${seen.join(', ')}`);
+      for (let i = 0; i < seen.length; i++) {
+        assert.ok(seen[i]! >= 0 && seen[i]! <= 1, `fraction ${seen[i]}`);
+        if (i > 0) assert.ok(seen[i]! >= seen[i - 1]!, `fractions ${seen.join(', ')}`);
+      }
+      assert.equal(seen[seen.length - 1], 1, `${name}: ${seen.join(', ')}`);
+    }
+  }
+});

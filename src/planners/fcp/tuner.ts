@@ -26,6 +26,7 @@ import { KernelTime } from './kernel-time.ts';
 import type { LoaderSearch } from './loader-search.ts';
 import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
+  PROGRESS_SHARE,
   type PipelineResult,
   type Prepared,
   prepare,
@@ -79,7 +80,7 @@ export function tunedPipeline(
   // A coalesce other than the default pins it (the command line always passes the default).
   const fixed = options.coalesce !== undefined && options.coalesce !== FCP_DEFAULTS.coalesce;
   if (options.tune === false || fixed) {
-    const run = runPipeline(problem, options, homeFromUser, kernel);
+    const run = runPipeline(problem, options, homeFromUser, kernel, options.onProgress);
     options.onProgress?.(1);
     return run;
   }
@@ -110,6 +111,9 @@ export function tunedPipeline(
   const steps = sizes.length * count + (mayRelay ? 1 : 0);
   let stepsDone = 0;
   const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
+  // Within a step: `f` of the current candidate done (its stages, pipeline.ts PROGRESS_SHARE; the
+  // shared placement counts towards a block size's first candidate).
+  const within = (f: number): void => options.onProgress?.(Math.min(1, (stepsDone + f) / steps));
   const tried: TriedCandidate[] = [];
   const total: StageTimings = { blocks: 0, distribute: 0, layout: 0, forward: 0, backward: 0, total: 0 };
   // The kept candidate so far: its run, estimate, shared placement and index in `tried`.
@@ -140,9 +144,13 @@ export function tunedPipeline(
     const o = pinnedBlock ? options : { ...options, blockSize };
     const rec = homeFromUser === null ? { blockSize } : {};
     const shared = prepare(problem, o, homeFromUser, km);
+    const p = PROGRESS_SHARE.prepare;
+    within(p);
     for (let i = 0; i < count; i++) {
       const c = list[i]!;
-      consider(runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0), { ...rec, ...c }, shared, 0);
+      const onStage = i === 0 ? (f: number) => within(p + (1 - p) * f) : within;
+      const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0, onStage);
+      consider(run, { ...rec, ...c }, shared, 0);
       stepDone();
     }
   }
@@ -152,7 +160,7 @@ export function tunedPipeline(
   if (mayRelay) {
     const c: TuneCandidate = { coalesce: tried[keep.index]!.coalesce, fanOut: true };
     const shared = keep.shared;
-    consider(runPhases(shared, resolveFcpOptions({ ...options, ...c }), false), c, shared, RELAY_MARGIN);
+    consider(runPhases(shared, resolveFcpOptions({ ...options, ...c }), false, within), c, shared, RELAY_MARGIN);
     stepDone();
   }
   const kept = keep.run;
