@@ -230,8 +230,7 @@ test('progress: fractions non-decreasing in [0, 1], ending at 1, the result unch
     );
     for (const run of [
       (on?: (f: number) => void) => validatePlan(plan, on ? { onProgress: on } : {}),
-      (on?: (f: number) => void) =>
-        estimateMemory(plan, { dtype: 'bfloat16', kernel: 'gpu', layers: 1 }, on),
+      (on?: (f: number) => void) => estimateMemory(plan, { dtype: 'bfloat16', kernel: 'gpu', layers: 1 }, on),
     ]) {
       const seen: number[] = [];
       assert.deepEqual(

@@ -26,8 +26,8 @@ import { KernelTime } from './kernel-time.ts';
 import type { LoaderSearch } from './loader-search.ts';
 import { FCP_DEFAULTS, type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import {
-  PROGRESS_SHARE,
   type PipelineResult,
+  PROGRESS_SHARE,
   type Prepared,
   prepare,
   runPhases,
@@ -160,7 +160,12 @@ export function tunedPipeline(
   if (mayRelay) {
     const c: TuneCandidate = { coalesce: tried[keep.index]!.coalesce, fanOut: true };
     const shared = keep.shared;
-    consider(runPhases(shared, resolveFcpOptions({ ...options, ...c }), false, within), c, shared, RELAY_MARGIN);
+    consider(
+      runPhases(shared, resolveFcpOptions({ ...options, ...c }), false, within),
+      c,
+      shared,
+      RELAY_MARGIN,
+    );
     stepDone();
   }
   const kept = keep.run;
