@@ -21,6 +21,7 @@ import type { FreeKinds } from '../executors/sim/prepare.ts';
 import { parseSimgridModel, simgridEngine } from '../executors/simgrid/index.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import { KIND_NAMES } from '../plan/types.ts';
+import { requireValidPlan } from '../plan/validate.ts';
 import {
   CLUSTER_NAMES,
   type ClusterOverrides,
@@ -285,12 +286,17 @@ export function register(program: Command): void {
   cmd.action((planPath: string, o: Record<string, unknown>) => {
     const out = outputOf('simulate', o);
     if (o.trace !== undefined) checkOutputFile(String(o.trace), '--trace');
-    const plan = readPlan(planPath);
     const opts = simOptionsFrom(o);
     if (o.trace !== undefined) opts.trace = true;
-    const progress = out.progress(1);
+    // Reading and checking a plan of 4096 ranks take about 1 and 8 s: steps of their own.
+    const progress = out.progress(3);
+    progress.step(`read ${planPath}`);
+    const plan = readPlan(planPath);
+    progress.step(`validate ${plan.world} ranks`);
+    requireValidPlan(plan, planPath, (f) => progress.fraction(f));
     progress.step(`simulate ${plan.strategy}, ${plan.world} ranks`);
     opts.onProgress = (f) => progress.fraction(f);
+    opts.skipValidation = true;
     const r = simulatePlan(plan, opts);
     progress.done();
     if (o.trace !== undefined) {
