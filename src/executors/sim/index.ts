@@ -60,7 +60,10 @@ export interface SimOptions {
    * only the network differs; e.g. SimGrid (src/executors/simgrid).
    */
   engine?: PhaseEngine | undefined;
-  /** Fraction of the simulation done (both phases), called now and then by the built-in engine. */
+  /**
+   * Fraction of the work done, called now and then: the validation of the plan (unless skipped)
+   * up to {@link VALIDATION_SHARE}, then both phases of the built-in engine.
+   */
   onProgress?: (fraction: number) => void;
 }
 
@@ -136,11 +139,19 @@ export interface SimResult {
   trace?: unknown;
 }
 
+/**
+ * Share of {@link simulatePlan}'s time its validation takes, for progress: about 0.3 (an FCP plan of 4096
+ * ranks: 8 s of validation, 18 s of simulation; `fcp simulate`).
+ */
+const VALIDATION_SHARE = 0.3;
+
 /** Simulates a plan. Throws FcpError for plans it cannot replay (`sim.plan.*`, `sim.deadlock`). */
 export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   // A plan the validator rejects can index out of range or loop forever in the engine: refuse it
   // first, with the validator's code (a trusted caller that just validated may skip this).
-  if (!options.skipValidation) requireValidPlan(plan);
+  const told = options.onProgress;
+  const share = options.skipValidation ? 0 : VALIDATION_SHARE;
+  if (!options.skipValidation) requireValidPlan(plan, 'the plan', told && ((f) => told(share * f)));
   const cluster = options.cluster ?? resolveCluster('hopper-ib');
   const rates: RateOptions = { ...RATE_DEFAULTS, ...definedOnly(options.rates ?? {}) };
   const kernelOpts: ConstructorParameters<typeof KernelModel>[1] = {
@@ -174,8 +185,8 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
     ? engine.run(preps, network)
     : {
         runs: preps.map((prep, i) => {
-          const tell = options.onProgress;
-          return runPhase(prep, network.capacity, rates, contention, tell && ((f) => tell((i + f) / 2)));
+          const tell = told && ((f: number) => told(share + ((1 - share) * (i + f)) / 2));
+          return runPhase(prep, network.capacity, rates, contention, tell);
         }),
         info: undefined,
       };
