@@ -114,8 +114,8 @@ export function prepare(
 
 /**
  * Shares of a pipeline's time, for progress: `prepare` of a whole run, `forward` of the phases
- * (mode (a), 4096 ranks, `npx tsx bench/planner.ts --worlds 4096`: blocks, distribute and layout
- * about 2.0 of 6.7 s, forward 2.5 and backward 2.1 s).
+ * (mode (a), 4096 ranks, `fcp plan --world 4096` "planning stages": blocks, distribute and
+ * layout about 2.0 of 6.7 s, forward 2.5 and backward 2.1 s).
  */
 export const PROGRESS_SHARE = { prepare: 0.3, forward: 0.55 } as const;
 
