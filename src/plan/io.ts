@@ -38,6 +38,8 @@ const QUOTED_MARK = JSON.stringify(COLUMN_MARK);
 /** One column as JSON: kinds by name, numbers as JSON.stringify writes them (non-finite: null). */
 function columnJson(key: string, arr: ArrayLike<number> & { join(s: string): string }): string {
   if (key === 'kind') return JSON.stringify(Array.from(arr, (c) => KIND_NAMES[c] ?? `?${c}`));
+  // A DataView has no elements to join (JSON.stringify of Array.from writes []).
+  if (typeof arr.join !== 'function') return JSON.stringify(Array.from(arr));
   if (arr instanceof Float32Array || arr instanceof Float64Array) {
     for (let i = 0; i < arr.length; i++)
       if (!Number.isFinite(arr[i]!)) return JSON.stringify(Array.from(arr));

@@ -136,6 +136,8 @@ test('planToJson writes exactly what JSON.stringify writes with columns as array
       f: Float64Array.of(1.5, Number.NaN, -0, Number.POSITIVE_INFINITY),
       e: new Int32Array(0),
       z: Float32Array.of(-0),
+      v: new DataView(new ArrayBuffer(4)),
+      nested: [Uint8Array.of(1, 2), { kind: Uint8Array.of(1) }],
     },
   };
   odd.forward = { ...odd.forward, transfers: { ...odd.forward.transfers, kind: Uint8Array.of(7) } };
