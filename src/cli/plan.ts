@@ -25,6 +25,7 @@ import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
 import { type NetworkModel, type Routing, resolveCluster } from '../problem/cluster.ts';
 import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
+import { startLocalityReplan } from './locality.ts';
 import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
 import { reportCsv } from './tables.ts';
@@ -119,7 +120,7 @@ export function register(program: Command): void {
   });
   addProblemOptions(cmd);
   addPlannerOptions(cmd);
-  cmd.action((opts: Record<string, unknown>) => {
+  cmd.action(async (opts: Record<string, unknown>) => {
     const out = outputOf('plan', opts);
     if (opts.list) {
       const planners = allPlanners();
@@ -153,6 +154,9 @@ export function register(program: Command): void {
       1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0) + (path !== undefined ? 1 : 0),
     );
     const onProgress = (f: number): void => progress.fraction(f);
+    // The plan without the locality tie-break, for its reshuffle bytes: at scale on a worker
+    // thread from now on, while this thread plans, validates and estimates memory (locality.ts).
+    const replan = compareLocality ? startLocalityReplan(planner.name, problem, options) : undefined;
     progress.step(`plan ${planner.name}, ${problem.world} ranks`);
     const t0 = performance.now();
     const plan = planner.plan(problem, { ...options, onProgress });
@@ -170,13 +174,6 @@ export function register(program: Command): void {
       issues = v.issues.map(formatIssue);
       report = v.report;
     }
-    // Reshuffle bytes against the same plan without the locality tie-break (fcp only).
-    let locality: { bytes: number; withoutLocality: number } | undefined;
-    if (compareLocality) {
-      progress.step('re-plan without the locality tie-break');
-      const without = planner.plan(problem, { ...options, noLocality: true, onProgress });
-      locality = { bytes: reshuffleBytes(plan), withoutLocality: reshuffleBytes(without) };
-    }
 
     // Per-rank peak memory on the torch runtime (src/plan/memory.ts), for valid plans.
     // Plans of millions of (expanded chunk) rows are skipped: the estimate would take longer than planning.
@@ -188,6 +185,12 @@ export function register(program: Command): void {
     if (valid && path !== undefined) {
       progress.step(`write ${path}`);
       writePlan(path, plan);
+    }
+    // Reshuffle bytes against the same plan without the locality tie-break (fcp only).
+    let locality: { bytes: number; withoutLocality: number } | undefined;
+    if (replan) {
+      progress.step('re-plan without the locality tie-break');
+      locality = { bytes: reshuffleBytes(plan), withoutLocality: await replan.result() };
     }
     progress.done();
     if (out.csv && report) {

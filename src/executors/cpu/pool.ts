@@ -1,67 +1,16 @@
 /**
  * Starting CPU runtime workers, and an optional pool that keeps them between runs.
  *
- * Under tsx (development, tests) a worker on a `.ts` file fails with ERR_UNKNOWN_FILE_EXTENSION, so
- * a worker boots from eval'd code: the worker module bundled by esbuild when it is available, else
- * a small script that registers tsx's loader and then imports the worker module by URL; from
- * `dist/` the compiled `.js` module is imported directly. Booting still costs tens of
- * milliseconds per worker, which dominates small runs: a {@link CpuWorkerPool} amortises it over
- * many runs (the conformance suite).
+ * A worker boots from eval'd code (core/worker-boot.ts: the worker module bundled by esbuild under
+ * tsx, the compiled `.js` from `dist/`). Booting still costs tens of milliseconds per worker, which
+ * dominates small runs: a {@link CpuWorkerPool} amortises it over many runs (the conformance suite).
  */
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { workerBootCode } from '../../core/worker-boot.ts';
 import type { FromWorker } from './protocol.ts';
 
 const HERE = import.meta.url;
-const FROM_SOURCE = HERE.endsWith('.ts');
-const WORKER_URL = new URL(FROM_SOURCE ? './worker.ts' : './worker.js', HERE).href;
-
-function tsxApiUrl(): string {
-  try {
-    return import.meta.resolve('tsx/esm/api');
-  } catch {
-    return 'tsx/esm/api';
-  }
-}
-
-let cachedBoot: string | undefined;
-
-/**
- * From source, the worker module and its imports bundled into one CommonJS script by esbuild (the
- * compiler tsx itself runs on), so a worker boots without a loader thread of its own: about 4x
- * faster than registering tsx in every worker. Undefined when esbuild cannot be loaded.
- */
-function bundledWorker(): string | undefined {
-  try {
-    const require = createRequire(tsxApiUrl());
-    const esbuild = require('esbuild') as typeof import('esbuild');
-    const out = esbuild.buildSync({
-      entryPoints: [fileURLToPath(WORKER_URL)],
-      bundle: true,
-      platform: 'node',
-      format: 'cjs',
-      target: 'node20',
-      write: false,
-      logLevel: 'silent',
-    });
-    return out.outputFiles[0]?.text;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The script a worker thread evaluates first (computed once per process). */
-function bootCode(): string {
-  if (cachedBoot !== undefined) return cachedBoot;
-  const load = `import(${JSON.stringify(WORKER_URL)})`;
-  if (!FROM_SOURCE) cachedBoot = `${load}.catch((e) => { throw e; });`;
-  else
-    cachedBoot =
-      bundledWorker() ??
-      `import(${JSON.stringify(tsxApiUrl())}).then((m) => m.register()).then(() => ${load}).catch((e) => { throw e; });`;
-  return cachedBoot;
-}
+const WORKER_URL = new URL(HERE.endsWith('.ts') ? './worker.ts' : './worker.js', HERE).href;
 
 let live = 0;
 
@@ -73,7 +22,7 @@ export function liveWorkers(): number {
 /** Boots one worker and resolves once its module is loaded (it posts `ready`). */
 export function spawnWorker(): Promise<Worker> {
   return new Promise((resolve, reject) => {
-    const w = new Worker(bootCode(), { eval: true });
+    const w = new Worker(workerBootCode(WORKER_URL), { eval: true });
     live++;
     w.once('exit', () => {
       live--;
