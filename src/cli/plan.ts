@@ -181,16 +181,17 @@ export function register(program: Command): void {
     const rows = memOpts && valid ? estimateRows(plan) : 0;
     const memory =
       memOpts && valid && rows <= ESTIMATE_ROW_LIMIT ? estimateMemory(plan, memOpts, onProgress) : undefined;
-    // The plan file (an invalid plan is never written): seconds at 4096 ranks (tens of MB of JSON).
-    if (valid && path !== undefined) {
-      progress.step(`write ${path}`);
-      writePlan(path, plan);
-    }
-    // Reshuffle bytes against the same plan without the locality tie-break (fcp only).
+    // Reshuffle bytes against the same plan without the locality tie-break (fcp only), before the
+    // file: a re-plan that fails (a coded error) leaves no file, as it did on this thread.
     let locality: { bytes: number; withoutLocality: number } | undefined;
     if (replan) {
       progress.step('re-plan without the locality tie-break');
       locality = { bytes: reshuffleBytes(plan), withoutLocality: await replan.result() };
+    }
+    // The plan file (an invalid plan is never written): seconds at 4096 ranks (tens of MB of JSON).
+    if (valid && path !== undefined) {
+      progress.step(`write ${path}`);
+      writePlan(path, plan);
     }
     progress.done();
     if (out.csv && report) {
