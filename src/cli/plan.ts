@@ -103,7 +103,10 @@ export function register(program: Command): void {
     .option('--strategy <name>', 'planning strategy (see --list)', 'fcp')
     .option('--list', 'list the strategies and exit')
     .option('--no-validate', 'skip the validator (the summary then lacks the rule-6 report)')
-    .option('--no-compare-locality', 'fcp: skip re-planning without the locality tie-break')
+    .option(
+      '--no-compare-locality',
+      'fcp: skip re-planning without the locality tie-break (mode (a) only: mode (b) has no reshuffle)',
+    )
     .option(
       '--routing <how>',
       "NCCL routing across nodes the plan is made for: direct or pxn (NCCL's default for point-to-point; FCP's mode (a) then relays its reshuffle across nodes); simulate it with the same --routing (default: the preset's, direct)",
@@ -148,7 +151,11 @@ export function register(program: Command): void {
     // Progress lines on stderr for a slow run (mode (b) at 1024 ranks plans for seconds): the
     // planner reports its fraction done (PlannerOptions.onProgress), then each check is a step.
     const validate = opts.validate !== false;
-    const compareLocality = planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality;
+    // Mode (b) (the loader layout) has no reshuffle at all: nothing to compare, no re-plan (at 512
+    // ranks it took as long as the plan itself, for two zeros).
+    const modeB = options.loaderLayout === true;
+    const compareLocality =
+      planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality && !modeB;
     const path = outPath(opts);
     const progress = out.progress(
       1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0) + (path !== undefined ? 1 : 0),

@@ -54,6 +54,8 @@ test('fcp plan prints the summary and writes a valid plan with -o', async () => 
   );
   assert.equal(loader.code, 0, loader.err);
   assert.match(loader.out, /self-tuning \(full layout search\): \d+ candidates, kept groups of \d+/);
+  // Mode (b) moves no token between layouts: no re-plan without the locality tie-break.
+  assert.doesNotMatch(loader.out, /locality tie-break/);
   const plan = readPlan(file);
   assert.equal(plan.strategy, 'fcp');
   assert.deepEqual(validatePlan(plan).issues, []);
