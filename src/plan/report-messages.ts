@@ -3,12 +3,15 @@
  * worst congestion of a round, Δ of the `kv` graph and the number of rounds carrying `kv`.
  */
 
-/** Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst) keys. */
+/**
+ * Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst)
+ * keys; `unique`: the distinct keys, sorted (for report-nic.ts, linkCongestion).
+ */
 export function messageStats(
   keys: Float64Array,
   kvFlag: Uint8Array,
   W: number,
-): { messages: number; congestion: number; kvDelta: number; kvRounds: number } {
+): { messages: number; congestion: number; kvDelta: number; kvRounds: number; unique: Float64Array } {
   // A kv message gets key*2+1 so that the sort keeps kv-ness; duplicates of a triple collapse.
   const tagged = new Float64Array(keys.length);
   for (let i = 0; i < keys.length; i++) tagged[i] = keys[i]! * 2 + kvFlag[i]!;
@@ -64,5 +67,5 @@ export function messageStats(
   if (roundHasKv) kvRounds++;
   let kvDelta = 0;
   for (let r = 0; r < W; r++) kvDelta = Math.max(kvDelta, kvSend[r]!, kvRecv[r]!);
-  return { messages: uniq.length, congestion, kvDelta, kvRounds };
+  return { messages: uniq.length, congestion, kvDelta, kvRounds, unique: Float64Array.from(uniq) };
 }

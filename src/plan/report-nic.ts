@@ -37,21 +37,62 @@ export function pxnNic(src: number, dst: number, gpusPerNode: number, world: num
   return proxy < world ? proxy : src;
 }
 
-/** Calls `visit(round, src, dst)` once per distinct message of `keys` ((round * W + src) * W + dst). */
-function eachMessage(
-  keys: Float64Array,
+/** The distinct keys of `keys`, sorted (by round, then sender, then receiver). */
+function distinct(keys: Float64Array): Float64Array {
+  const sorted = Float64Array.from(keys).sort();
+  let n = 0;
+  for (let i = 0; i < sorted.length; i++)
+    if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[n++] = sorted[i]!;
+  return sorted.subarray(0, n);
+}
+
+/**
+ * NIC and NVLink-port congestion of a phase from its distinct messages, `unique`: (round * W +
+ * src) * W + dst keys, sorted and without duplicates (report-messages.ts hands them over). One
+ * walk: per round, messages leaving by and arriving at each NIC (across nodes) and entering each
+ * GPU's NVLink port (from a node mate, or under PXN to be forwarded for one), counted through
+ * per-rank counters reset lazily when a new round first touches them (no sort: at 4096 ranks a
+ * phase has about two million messages).
+ */
+export function linkCongestion(
+  unique: Float64Array,
   W: number,
-  visit: (round: number, src: number, dst: number) => void,
-): void {
-  const uniq = Float64Array.from(keys).sort();
-  for (let i = 0; i < uniq.length; i++) {
-    const key = uniq[i]!;
-    if (i > 0 && uniq[i - 1] === key) continue;
+  route: NicRoute,
+): { nic: number; nvlink: number } {
+  const g = Math.max(1, Math.floor(route.gpusPerNode));
+  const pxn = route.routing === 'pxn';
+  const leave = new Int32Array(W);
+  const arrive = new Int32Array(W);
+  const port = new Int32Array(W);
+  const stamp = new Float64Array(W).fill(-1); // round of each rank's counters
+  const fresh = (r: number, round: number): void => {
+    if (stamp[r] === round) return;
+    stamp[r] = round;
+    leave[r] = 0;
+    arrive[r] = 0;
+    port[r] = 0;
+  };
+  let nic = 0;
+  let nvlink = 0;
+  for (let i = 0; i < unique.length; i++) {
+    const key = unique[i]!;
     const dst = key % W;
     const rs = (key - dst) / W;
     const src = rs % W;
-    visit((rs - src) / W, src, dst);
+    const round = (rs - src) / W;
+    if (Math.floor(src / g) === Math.floor(dst / g)) {
+      fresh(dst, round);
+      nvlink = Math.max(nvlink, ++port[dst]!);
+      continue;
+    }
+    // NIC ids are rank ids (a GPU's own NIC).
+    const out = pxn ? pxnNic(src, dst, g, W) : src;
+    fresh(out, round);
+    fresh(dst, round);
+    nic = Math.max(nic, ++leave[out]!, ++arrive[dst]!);
+    if (pxn && out !== src) nvlink = Math.max(nvlink, ++port[out]!);
   }
+  return { nic, nvlink };
 }
 
 /**
@@ -59,17 +100,7 @@ function eachMessage(
  * phase's (round * W + src) * W + dst message keys, duplicates allowed (rows travelling together).
  */
 export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): number {
-  const g = Math.max(1, Math.floor(route.gpusPerNode));
-  if (g >= W) return 0;
-  const leave: number[] = [];
-  const arrive: number[] = [];
-  eachMessage(keys, W, (round, src, dst) => {
-    if (Math.floor(src / g) === Math.floor(dst / g)) return;
-    // NIC ids are rank ids (a GPU's own NIC).
-    leave.push(round * W + (route.routing === 'pxn' ? pxnNic(src, dst, g, W) : src));
-    arrive.push(round * W + dst);
-  });
-  return Math.max(longestRun(leave), longestRun(arrive));
+  return linkCongestion(distinct(keys), W, route).nic;
 }
 
 /**
@@ -79,26 +110,5 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
  * {@link nicCongestion}.
  */
 export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute): number {
-  const g = Math.max(1, Math.floor(route.gpusPerNode));
-  const port: number[] = [];
-  eachMessage(keys, W, (round, src, dst) => {
-    if (Math.floor(src / g) === Math.floor(dst / g)) port.push(round * W + dst);
-    else if (route.routing === 'pxn') {
-      const proxy = pxnNic(src, dst, g, W);
-      if (proxy !== src) port.push(round * W + proxy);
-    }
-  });
-  return longestRun(port);
-}
-
-/** Longest run of equal values once sorted. */
-function longestRun(xs: number[]): number {
-  const a = Float64Array.from(xs).sort();
-  let best = 0;
-  let run = 0;
-  for (let i = 0; i < a.length; i++) {
-    run = i > 0 && a[i] === a[i - 1] ? run + 1 : 1;
-    if (run > best) best = run;
-  }
-  return best;
+  return linkCongestion(distinct(keys), W, route).nvlink;
 }

@@ -39,7 +39,7 @@ import {
 } from '../model/attention.ts';
 import { chunkTaskPairs, type PartStats, partStart, partStats } from './parts.ts';
 import { messageStats } from './report-messages.ts';
-import { defaultNicRoute, type NicRoute, nicCongestion, nvlinkCongestion } from './report-nic.ts';
+import { defaultNicRoute, linkCongestion, type NicRoute } from './report-nic.ts';
 import { residentKvPeak } from './report-resident.ts';
 import { Kind, type Phase, type Plan } from './types.ts';
 import { groupCount } from './validate-structure.ts';
@@ -293,6 +293,7 @@ function phaseReport(
         ctr.src[j]!,
       );
   const m = messageStats(keys.subarray(0, nKeys), kvFlag, W);
+  const links = linkCongestion(m.unique, W, route);
   const kvDirectDelta = direct ? messageStats(direct.subarray(0, nKeys), kvFlag, W).kvDelta : m.kvDelta;
   const report: PhaseReport = {
     rounds: ph.groupOfRound.length,
@@ -300,8 +301,8 @@ function phaseReport(
     transferRows: nTr + nCtr,
     messages: m.messages,
     congestion: m.congestion,
-    nicCongestion: nicCongestion(keys.subarray(0, nKeys), W, route),
-    nvlinkCongestion: nvlinkCongestion(keys.subarray(0, nKeys), W, route),
+    nicCongestion: links.nic,
+    nvlinkCongestion: links.nvlink,
     kvDelta: m.kvDelta,
     kvDirectDelta,
     kvRounds: m.kvRounds,
