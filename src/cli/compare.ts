@@ -6,11 +6,13 @@
  *
  * Batch b of n uses seed `--seed` + b; every strategy sees the same batches.
  */
+
 import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { fail } from '../core/issues.ts';
 import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outputs.ts';
+import { progressSpan } from '../core/progress-span.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../experiments/strategies.ts';
 import { sweepCandidatesFrom } from '../experiments/sweep-from.ts';
@@ -122,8 +124,8 @@ export function runCompare(o: CompareOptions): CompareRow[] {
         // The step's fraction: planning, then the simulator's (its validation included).
         const tell = o.sim.onProgress;
         if (!tell) return simulatePlan(p.plan(problem, o.planner), o.sim);
-        const plan = p.plan(problem, { ...o.planner, onProgress: (f) => tell(PLAN_SHARE * f) });
-        return simulatePlan(plan, { ...o.sim, onProgress: (f) => tell(PLAN_SHARE + (1 - PLAN_SHARE) * f) });
+        const plan = p.plan(problem, { ...o.planner, onProgress: progressSpan(tell, 0, PLAN_SHARE) });
+        return simulatePlan(plan, { ...o.sim, onProgress: progressSpan(tell, PLAN_SHARE, 1) });
       });
       return { config, results };
     });

@@ -36,7 +36,9 @@
  * Chunk rows are checked through a few expanded representative sequences (validate-expand.ts),
  * so ring-like plans validate in time independent of the number of sequences in a set.
  */
+
 import { FcpError, type FcpIssue, issue } from '../core/issues.ts';
+import { progressSpan } from '../core/progress-span.ts';
 import { type PlanReport, planReport, zeroReport } from './report.ts';
 import type { NicRoute } from './report-nic.ts';
 import { PLAN_FORMAT, type Plan } from './types.ts';
@@ -124,9 +126,7 @@ export function validatePlan(plan: Plan, options: ValidateOptions = {}): Validat
     progress?.(STAGE_END[ph.name]);
     prev = STAGE_END[ph.name];
   }
-  const from = STAGE_END.backward;
-  const reportProgress = progress && ((f: number) => progress(from + (1 - from) * f));
-  const report = planReport(plan, options.nic, reportProgress);
+  const report = planReport(plan, options.nic, progressSpan(progress, STAGE_END.backward, 1));
   progress?.(1);
   return { issues: sink.issues, report, omitted: sink.omitted };
 }

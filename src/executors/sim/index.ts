@@ -5,6 +5,7 @@
  * {@link simulatePlan} is the synchronous entry point for library use (e.g. the `wlb` oracle).
  */
 
+import { progressSpan } from '../../core/progress-span.ts';
 import { imbalance } from '../../core/stats.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import { ChunkCoster } from '../../cost/chunks.ts';
@@ -151,7 +152,7 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
   // first, with the validator's code (a trusted caller that just validated may skip this).
   const told = options.onProgress;
   const share = options.skipValidation ? 0 : VALIDATION_SHARE;
-  if (!options.skipValidation) requireValidPlan(plan, 'the plan', told && ((f) => told(share * f)));
+  if (!options.skipValidation) requireValidPlan(plan, 'the plan', progressSpan(told, 0, share));
   const cluster = options.cluster ?? resolveCluster('hopper-ib');
   const rates: RateOptions = { ...RATE_DEFAULTS, ...definedOnly(options.rates ?? {}) };
   const kernelOpts: ConstructorParameters<typeof KernelModel>[1] = {
@@ -185,7 +186,9 @@ export function simulatePlan(plan: Plan, options: SimOptions = {}): SimResult {
     ? engine.run(preps, network)
     : {
         runs: preps.map((prep, i) => {
-          const tell = told && ((f: number) => told(share + ((1 - share) * (i + f)) / 2));
+          // Each phase half of what the validation leaves.
+          const half = (1 - share) / 2;
+          const tell = progressSpan(told, share + i * half, share + (i + 1) * half);
           return runPhase(prep, network.capacity, rates, contention, tell);
         }),
         info: undefined,

@@ -25,6 +25,7 @@
  */
 
 import { assert } from '../../core/assert.ts';
+import { progressSpan } from '../../core/progress-span.ts';
 import { kvBytesPerToken } from '../../model/attention.ts';
 import type { Layout, Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
@@ -149,7 +150,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const planOf = (r: SwapResult, lo = 0.35, hi = 1): PipelineResult =>
     tunedPipeline(
       { ...problem, userLayout: r.layout },
-      { ...rest, ...(report ? { onProgress: (f: number) => report(lo + (hi - lo) * f) } : {}) },
+      { ...rest, ...(report ? { onProgress: progressSpan(report, lo, hi) } : {}) },
       best.blockSize,
       search,
       kernel,

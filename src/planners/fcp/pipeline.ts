@@ -5,6 +5,7 @@
  * index.ts keeps the self-tuner and the loader layout (mode (b)) on top of these.
  */
 
+import { progressSpan } from '../../core/progress-span.ts';
 import { PLAN_FORMAT, type Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { type BackwardResult, planBackward } from './backward.ts';
@@ -170,7 +171,7 @@ export function runPipeline(
   const prep = prepare(problem, options, homeFromUser, kernel);
   const p = PROGRESS_SHARE.prepare;
   onStage?.(p);
-  return runPhases(prep, prep.phases.o, true, onStage && ((f) => onStage(p + (1 - p) * f)));
+  return runPhases(prep, prep.phases.o, true, progressSpan(onStage, p, 1));
 }
 
 /** Stage `layout`: home runs, reshuffle pieces and K/V requests of the placement. */

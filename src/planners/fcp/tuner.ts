@@ -20,7 +20,9 @@
  * ranks (of seeds 1-3) to a plan 0.07 MFU worse forward: docs/results.md, "Session 16",
  * docs/experiments/staged-swaps.patch.)
  */
+
 import { assert } from '../../core/assert.ts';
+import { progressSpan } from '../../core/progress-span.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { KernelTime } from './kernel-time.ts';
 import type { LoaderSearch } from './loader-search.ts';
@@ -148,7 +150,7 @@ export function tunedPipeline(
     within(p);
     for (let i = 0; i < count; i++) {
       const c = list[i]!;
-      const onStage = i === 0 ? (f: number) => within(p + (1 - p) * f) : within;
+      const onStage = i === 0 ? progressSpan(within, p, 1) : within;
       const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0, onStage);
       consider(run, { ...rec, ...c }, shared, 0);
       stepDone();

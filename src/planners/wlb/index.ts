@@ -13,6 +13,7 @@
  */
 
 import { fail } from '../../core/issues.ts';
+import { progressSpan } from '../../core/progress-span.ts';
 import type { Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import { planByteScale } from '../bytescale/index.ts';
@@ -60,15 +61,14 @@ export function planWlb(problem: Problem, options: PlannerOptions, estimator: Na
   // Progress (options.onProgress): the two plans are quick; costing them (the simulator, as the
   // registry injects it) is most of the time at 1024 ranks, the ring's most of that.
   const report = options.onProgress;
-  const span = (lo: number, hi: number) => (report ? (f: number) => report(lo + (hi - lo) * f) : undefined);
   const ring =
     perDocument === 'all_gather'
       ? planPerDocumentAllGather(problem)
       : planRing(problem, { ...options, ringVariant: 'p2p' });
   const bytescale = planByteScale(problem, options);
   report?.(0.15);
-  const ringMs = estimator.estimate(ring, problem, span(0.15, 0.8));
-  const bytescaleMs = estimator.estimate(bytescale, problem, span(0.8, 1));
+  const ringMs = estimator.estimate(ring, problem, progressSpan(report, 0.15, 0.8));
+  const bytescaleMs = estimator.estimate(bytescale, problem, progressSpan(report, 0.8, 1));
   report?.(1);
   const chosen = bytescaleMs < ringMs ? bytescale : ring;
   return {
