@@ -5,20 +5,14 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { FcpError } from '../core/issues.ts';
-import { getPlanner } from '../experiments/strategies.ts';
-import { reshuffleBytes } from '../plan/report.ts';
-import type { PlannerOptions } from '../planners/types.ts';
-import type { Problem } from '../problem/problem.ts';
-import type { FromLocalityWorker, ToLocalityWorker } from './locality.ts';
+import { type FromLocalityWorker, reshuffleWithoutLocality, type ToLocalityWorker } from './locality.ts';
 
 const port = parentPort;
 if (port === null) throw new Error('locality-worker.ts runs as a worker thread');
 const job = workerData as ToLocalityWorker;
 let out: FromLocalityWorker;
 try {
-  const options: PlannerOptions = { ...job.options, noLocality: true };
-  const plan = getPlanner(job.planner).plan(job.problem as Problem, options);
-  out = { type: 'result', bytes: reshuffleBytes(plan) };
+  out = { type: 'result', bytes: reshuffleWithoutLocality(job.planner, job.problem, job.options) };
 } catch (e) {
   out =
     e instanceof FcpError

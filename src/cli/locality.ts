@@ -46,6 +46,15 @@ export interface LocalityReplan {
   result(): Promise<number>;
 }
 
+/** Reshuffle bytes of `plannerName`'s plan of `problem` with `options` plus `noLocality` (here or on the worker). */
+export function reshuffleWithoutLocality(
+  plannerName: string,
+  problem: Problem,
+  options: PlannerOptions,
+): number {
+  return reshuffleBytes(getPlanner(plannerName).plan(problem, { ...options, noLocality: true }));
+}
+
 /**
  * Starts the re-plan of `problem` by planner `plannerName` with `options` plus `noLocality`.
  * `worker`: force the worker (true) or the main thread (false); default by {@link WORKER_FROM}.
@@ -57,8 +66,7 @@ export function startLocalityReplan(
   options: PlannerOptions,
   worker = problem.world >= WORKER_FROM,
 ): LocalityReplan {
-  const here = (): number =>
-    reshuffleBytes(getPlanner(plannerName).plan(problem, { ...options, noLocality: true }));
+  const here = (): number => reshuffleWithoutLocality(plannerName, problem, options);
   if (!worker) return { result: async () => here() };
   // The job goes with the worker (workerData): it starts planning once booted, without waiting for
   // this thread, which is busy planning itself until it asks for the result.
