@@ -16,18 +16,20 @@ export function messageStats(
   const tagged = new Float64Array(keys.length);
   for (let i = 0; i < keys.length; i++) tagged[i] = keys[i]! * 2 + kvFlag[i]!;
   tagged.sort();
-  const uniq: number[] = [];
-  const isKv: number[] = [];
+  // Distinct keys (and whether any of their rows carries kv) written over the sorted list (n <= i).
+  const isKv = new Uint8Array(tagged.length);
+  let n = 0;
   for (let i = 0; i < tagged.length; i++) {
     const key = Math.floor(tagged[i]! / 2);
     const kvBit = tagged[i]! % 2;
-    if (uniq.length > 0 && uniq[uniq.length - 1] === key) {
-      if (kvBit) isKv[isKv.length - 1] = 1;
+    if (n > 0 && tagged[n - 1] === key) {
+      if (kvBit) isKv[n - 1] = 1;
     } else {
-      uniq.push(key);
-      isKv.push(kvBit);
+      tagged[n] = key;
+      isKv[n++] = kvBit;
     }
   }
+  const uniq = tagged.subarray(0, n);
   // Keys are sorted by (round, src, dst): sends of one (round, src) are a run; receives are
   // counted per round in an array reset through a touched list.
   const recvCount = new Int32Array(W);
@@ -67,5 +69,5 @@ export function messageStats(
   if (roundHasKv) kvRounds++;
   let kvDelta = 0;
   for (let r = 0; r < W; r++) kvDelta = Math.max(kvDelta, kvSend[r]!, kvRecv[r]!);
-  return { messages: uniq.length, congestion, kvDelta, kvRounds, unique: Float64Array.from(uniq) };
+  return { messages: n, congestion, kvDelta, kvRounds, unique: uniq };
 }
