@@ -8,6 +8,8 @@
  * its sender's NIC, and this is at most the congestion.
  */
 
+import { messageStats } from './report-messages.ts';
+
 /** How messages across nodes reach the network: GPUs per node (NVLink domain) and NCCL's routing. */
 export interface NicRoute {
   readonly gpusPerNode: number;
@@ -37,13 +39,9 @@ export function pxnNic(src: number, dst: number, gpusPerNode: number, world: num
   return proxy < world ? proxy : src;
 }
 
-/** The distinct keys of `keys`, sorted (by round, then sender, then receiver). */
-function distinct(keys: Float64Array): Float64Array {
-  const sorted = Float64Array.from(keys).sort();
-  let n = 0;
-  for (let i = 0; i < sorted.length; i++)
-    if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[n++] = sorted[i]!;
-  return sorted.subarray(0, n);
+/** The distinct keys of `keys`, sorted: what the message statistics build (report-messages.ts). */
+function distinct(keys: Float64Array, W: number): Float64Array {
+  return messageStats(keys, new Uint8Array(keys.length), W).unique;
 }
 
 /**
@@ -100,7 +98,7 @@ export function linkCongestion(
  * phase's (round * W + src) * W + dst message keys, duplicates allowed (rows travelling together).
  */
 export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): number {
-  return linkCongestion(distinct(keys), W, route).nic;
+  return linkCongestion(distinct(keys, W), W, route).nic;
 }
 
 /**
@@ -110,5 +108,5 @@ export function nicCongestion(keys: Float64Array, W: number, route: NicRoute): n
  * {@link nicCongestion}.
  */
 export function nvlinkCongestion(keys: Float64Array, W: number, route: NicRoute): number {
-  return linkCongestion(distinct(keys), W, route).nvlink;
+  return linkCongestion(distinct(keys, W), W, route).nvlink;
 }
