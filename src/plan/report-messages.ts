@@ -5,12 +5,16 @@
 
 /**
  * Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst)
- * keys; `unique`: the distinct keys, sorted (for report-nic.ts, linkCongestion).
+ * keys; `unique`: the distinct keys, sorted (for report-nic.ts, linkCongestion). Congestion is
+ * the most messages one rank sends, or receives, in one round over one link class: with
+ * `nodeSize` > 0 messages between node mates (NVLink) and across nodes (the NIC) are counted
+ * apart, since they cross different links; with 0 every message is one class.
  */
 export function messageStats(
   keys: Float64Array,
   kvFlag: Uint8Array,
   W: number,
+  nodeSize = 0,
 ): { messages: number; congestion: number; kvDelta: number; kvRounds: number; unique: Float64Array } {
   // A kv message gets key*2+1 so that the sort keeps kv-ness; duplicates of a triple collapse.
   const tagged = new Float64Array(keys.length);
@@ -32,7 +36,11 @@ export function messageStats(
   const uniq = tagged.subarray(0, n);
   // Keys are sorted by (round, src, dst): sends of one (round, src) are a run; receives are
   // counted per round in an array reset through a touched list.
-  const recvCount = new Int32Array(W);
+  // Per link class (nodeSize > 0: 0 across nodes, 1 between node mates; else one class).
+  const linkOf = (src: number, dst: number): number =>
+    nodeSize > 0 && Math.floor(src / nodeSize) === Math.floor(dst / nodeSize) ? 1 : 0;
+  const recvCount = new Int32Array(2 * W);
+  const sendRun = [0, 0];
   const touched: number[] = [];
   const kvSend = new Float64Array(W);
   const kvRecv = new Float64Array(W);
@@ -40,7 +48,6 @@ export function messageStats(
   let congestion = 0;
   let prevRound = -1;
   let prevRs = -1;
-  let run = 0;
   let roundHasKv = false;
   for (let i = 0; i < uniq.length; i++) {
     const key = uniq[i]!;
@@ -55,10 +62,13 @@ export function messageStats(
       roundHasKv = false;
       prevRound = round;
     }
-    run = rs === prevRs ? run + 1 : 1;
+    const c = linkOf(src, dst);
+    if (rs !== prevRs) sendRun[0] = sendRun[1] = 0;
     prevRs = rs;
-    if (recvCount[dst] === 0) touched.push(dst);
-    const b = ++recvCount[dst]!;
+    const run = ++sendRun[c]!;
+    const rc = 2 * dst + c;
+    if (recvCount[rc] === 0) touched.push(rc);
+    const b = ++recvCount[rc]!;
     congestion = Math.max(congestion, run, b);
     if (isKv[i]) {
       kvSend[src]!++;

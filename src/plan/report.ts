@@ -6,7 +6,10 @@
  * Definitions:
  * - A message is a distinct (round, src, dst) triple: several rows between the same two ranks in
  *   one round travel together, and a chunk row is one message for all the sequences of its set.
- * - Congestion: the most messages one rank sends, or receives, in one round (congestion-free: 1).
+ * - Congestion: the most messages one rank sends, or receives, in one round over one link class:
+ *   messages between node mates (NVLink) and across nodes (the NIC) are counted apart, for the
+ *   node size reported for (congestion-free: 1; a rank may then send or receive one message over
+ *   each class in a round, as FCP's two-hop `kv` relays do).
  * - NIC congestion: the most messages across nodes that leave by one NIC, or arrive at one, in one
  *   round, under the routing reported for (report-nic.ts: under PXN a message leaves by the
  *   sender-node GPU on the receiver's rail, so rounds that are matchings over ranks may share one).
@@ -292,7 +295,7 @@ function phaseReport(
         stats.get(ctr.set[j]!, ctr.parts[j]!).tokens[ctr.part[j]!]!,
         ctr.src[j]!,
       );
-  const m = messageStats(keys.subarray(0, nKeys), kvFlag, W);
+  const m = messageStats(keys.subarray(0, nKeys), kvFlag, W, route.gpusPerNode);
   const links = linkCongestion(m.unique, W, route);
   const kvDirectDelta = direct ? messageStats(direct.subarray(0, nKeys), kvFlag, W).kvDelta : m.kvDelta;
   const report: PhaseReport = {

@@ -145,3 +145,60 @@ test('compute ops: one per (rank, after), rank-major, ascending after, tasks in 
   assert.deepEqual([...compute.taskIds], [1, 3, 2, 0, 4, 5]);
   assert.deepEqual([...opOfTask], [3, 0, 2, 1, 3, 4]);
 });
+
+test('fillLink: one message per rank, link class and round; never before its ready group', () => {
+  // Ranks 0..n-1 in nodes of `node`: messages inside a node cross NVLink, the rest the NIC.
+  fc.assert(
+    fc.property(
+      graph,
+      fc.integer({ min: 2, max: 6 }),
+      fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 120, maxLength: 120 }),
+      ({ n, edges }, node, readies) => {
+        const placer = new GroupPlacer(3, n, 3, node);
+        // Rounds already placed (a colouring's): every one a matching over ranks.
+        const c = colourEdges(
+          Int32Array.from(edges, (e) => e[0]),
+          Int32Array.from(edges, (e) => e[1]),
+          n,
+          'matching',
+        );
+        const order = Int32Array.from({ length: c.rounds }, (_, i) => i);
+        const base = placeColouring(
+          placer,
+          c,
+          order,
+          new Int32Array(c.rounds),
+          Int32Array.from(edges, (e) => e[0]),
+          Int32Array.from(edges, (e) => e[1]),
+        );
+        // The same edges again, as relays would be, placed by link class; a ready group past the
+        // last one opens the next group (groups are consecutive).
+        const slots = edges.map((e, i) => {
+          const before = placer.groups;
+          const slot = placer.fillLink(e[0], e[1], readies[i]!);
+          assert.ok(placer.groupOf(slot) >= Math.min(readies[i]!, before));
+          return slot;
+        });
+        const all = [
+          ...edges.map((e, i) => [e[0], e[1], base[i]!] as const),
+          ...edges.map((e, i) => [e[0], e[1], slots[i]!] as const),
+        ];
+        const count = new Map<string, number>();
+        for (const [s, d, slot] of all) {
+          const link = Math.floor(s / node) === Math.floor(d / node) ? 1 : 0;
+          for (const k of [`s${slot}:${s}:${link}`, `r${slot}:${d}:${link}`])
+            count.set(k, (count.get(k) ?? 0) + 1);
+        }
+        for (const [k, v] of count) assert.equal(v, 1, `${k} carries ${v} messages of one link class`);
+      },
+    ),
+    { seed: 5, numRuns: 150 },
+  );
+  // A rank whose NIC is busy in every round of group 0 still takes an NVLink message there.
+  const p = new GroupPlacer(2, 16, 2, 8);
+  p.mark(p.place(0), 9, 1); // across nodes into rank 1
+  p.mark(p.place(0), 10, 1);
+  assert.equal(p.groupOf(p.fillLink(2, 1, 0)), 0, 'node mate 2 -> 1 joins group 0');
+  assert.equal(p.groupOf(p.fill(3, 1, 0)), 1, 'with one message per rank and round it could not');
+  assert.equal(p.groupOf(p.fillLink(11, 1, 0)), 1, 'a third NIC message into rank 1 waits for group 1');
+});

@@ -153,7 +153,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
       )
     : forward.kvEdges;
   const kvColouring = relayed ? undefined : forward.kvColouring;
-  const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);
+  const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce, ctx.links.nodeSize);
   const list = new TransferList();
   const pieceGroup = placeIn(placer, list, ctx, inColouring);
   const kv = placeKv(

@@ -66,7 +66,7 @@ export const IN_WEIGHT = 5;
 /** Plans the forward phase. */
 export function planForward(ctx: PhaseContext): ForwardResult {
   const { runs, pieces, world, o } = ctx;
-  const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce);
+  const placer = new GroupPlacer(o.coalesce, world, o.commCoalesce, ctx.links.nodeSize);
   const list = new TransferList();
   const inColouring = colourIn(ctx);
   const pieceGroup = placeIn(placer, list, ctx, inColouring);

@@ -171,7 +171,7 @@ export function placeKv(
     handOver();
     return { group, colouring: colouring ?? { ...c1, round } };
   }
-  // Relays fill the rounds already placed first-fit (one message per rank and round), by ready
+  // Relays fill the rounds already placed first-fit (one message per rank, link class and round), by ready
   // group: each joins the first round after its feed's group where both ends are free. Hop by
   // hop (forwarding trees, forward-tree.ts: a feed may itself be forwarded), so that every
   // feed's group is known before what it feeds is placed.
@@ -199,7 +199,11 @@ export function placeKv(
     for (let k = 0; k < hop2.length; k++) if (level[hop2[k]!] === l) order[at[rdy[k]!]!++] = k;
     for (const k of order) {
       const e = hop2[k]!;
-      const slot = placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, ctx.o.rounds === 'naive');
+      // One message per link class and round (groups.ts, fillLink); `naive`: receivers only.
+      const slot =
+        ctx.o.rounds === 'naive'
+          ? placer.fill(edges.src[e]!, edges.dst[e]!, rdy[k]!, true)
+          : placer.fillLink(edges.src[e]!, edges.dst[e]!, rdy[k]!);
       idOf[e] = list.add(
         slot,
         edges.src[e]!,
