@@ -151,7 +151,7 @@ export function figuresOf(r: Results): Figure[] {
       id: `rounds-${rs.strategy}-${rs.phase}`,
       title: `Round structure (${rs.strategy}, ${rs.phase})`,
       caption:
-        'Each round is a matching: a congestion-free schedule has at most one message per rank per round, so no link is oversubscribed.',
+        'Each round is a matching: a congestion-free schedule has at most one message per rank, link class (NVLink, the network) and round, so no link is oversubscribed.',
       spec: roundsSpec(rs),
     });
   if (r.problem.lengthHistogram.length > 0)

@@ -103,7 +103,7 @@ export interface FcpOptions {
   readonly coalesce: number;
   /**
    * Rounds sharing one concurrent transfer call: a group's rounds run in chained comm groups of
-   * this many rounds (1: at most one send and one receive in flight per rank). >= coalesce: one
+   * this many rounds (1: at most one send and one receive in flight per rank and link class). >= coalesce: one
    * transfer call per group, no chains in the plan.
    */
   readonly commCoalesce: number;

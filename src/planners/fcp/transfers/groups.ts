@@ -6,7 +6,9 @@
  * small blocks) is decoupled from the execution granularity (big launches). Communication grouping
  * is separate (issue 14): a group's rounds run in chained comm groups of `commCoalesce` rounds,
  * one concurrent transfer call each, one after another; with `commCoalesce` 1 a rank has at most
- * one send and one receive in flight (congestion-free on the wire), with `commCoalesce` >=
+ * one send and one receive in flight per link class (congestion-free on the wire: `kv` relays'
+ * second hops may share a round with a message over the rank's other link, {@link
+ * GroupPlacer.fillLink}), with `commCoalesce` >=
  * `coalesce` the whole group is one transfer call (the plan then carries no chains).
  * A rank runs its local work (op with after = -1) while the first group is in flight, then the
  * work each group unlocks while the next one is in flight.

@@ -3,7 +3,8 @@
  * round on every link class").
  *
  * FCP's rounds are matchings over ranks: every rank sends and receives at most one message per
- * round. Under direct routing that makes them congestion-free on every link, since a message
+ * round and link class (a `kv` relay's second hop over NVLink may share a round with a message
+ * over the rank's NIC, groups.ts fillLink). Under direct routing that makes them congestion-free on every link, since a message
  * across nodes leaves by its sender's own NIC. Under PXN it leaves by the NIC of the sender-node
  * GPU on the receiver's rail (local index), so two ranks of one node sending in one round to two
  * receivers of one rail on other nodes share that NIC: measured before this pass (`fcp plan
