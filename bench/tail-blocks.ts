@@ -18,6 +18,7 @@ import { KernelTime } from '../src/planners/fcp/kernel-time.ts';
 import { layoutAtCap } from '../src/planners/fcp/loader-caps.ts';
 import { resolveFcpOptions } from '../src/planners/fcp/options.ts';
 import { computeImbalance } from '../src/planners/fcp/placement/distribute.ts';
+import { rowsBySeq } from '../src/planners/fcp/placement/layout.ts';
 import { refineStepBudget } from '../src/planners/fcp/placement/refine.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 import { argValue } from './fcp-replay.ts';
@@ -50,27 +51,19 @@ for (const world of worlds)
     }
     if (!cappedOnly) {
       const plan = fcpPlanner.plan(problem, mode === 'b' ? { loaderLayout: true } : {});
-      const h = plan.homeLayout;
-      // Rows of each sequence by start (CSR by sequence, then sorted).
-      const S = plan.sequences.length;
-      const off = new Int32Array(S + 1);
-      for (let i = 0; i < h.seq.length; i++) off[h.seq[i]! + 1]!++;
-      for (let s = 0; s < S; s++) off[s + 1]! += off[s]!;
-      const fill = off.slice(0, S);
-      const rows = new Int32Array(h.seq.length);
-      for (let i = 0; i < h.seq.length; i++) rows[fill[h.seq[i]!]!++] = i;
+      // Rows of each sequence by start (layout.ts, rowsBySeq).
+      const rows = rowsBySeq(plan.homeLayout, plan.sequences.length);
       let n = 0;
       let tokens = 0;
       let kv = 0;
-      for (let s = 0; s < S; s++) {
-        const r = Array.from(rows.subarray(off[s]!, off[s + 1]!)).sort((a, b) => h.start[a]! - h.start[b]!);
-        if (r.length < 2) continue;
-        const last = r[r.length - 1]!;
-        const prev = r[r.length - 2]!;
-        if (h.length[last]! < short * o.blockSize && h.rank[last] !== h.rank[prev]) {
+      for (let s = 0; s < plan.sequences.length; s++) {
+        const last = rows.off[s + 1]! - 1;
+        const prev = last - 1;
+        if (prev < rows.off[s]!) continue;
+        if (rows.length[last]! < short * o.blockSize && rows.rank[last] !== rows.rank[prev]) {
           n++;
-          tokens += h.length[last]!;
-          kv += h.start[last]!;
+          tokens += rows.length[last]!;
+          kv += rows.start[last]!;
         }
       }
       parts.push(`${n} short tails away, ${tokens} tokens, needing ${kv} tokens of K/V before them`);

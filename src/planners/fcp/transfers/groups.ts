@@ -18,7 +18,6 @@
  * whose result it pushes) that still has room; groups open at the end as needed. Rounds and groups
  * are numbered at the end: groups in order, rounds by group and then placement order.
  */
-import { assert } from '../../../core/assert.ts';
 import { doubled } from '../../../core/doubled.ts';
 import type { IntColumn } from '../../../core/int-column.ts';
 import { type ComputeTable, Kind, type Phase } from '../../../plan/types.ts';
@@ -35,6 +34,11 @@ export class GroupPlacer {
   private readonly count: number[] = [];
   private readonly slotGroup: number[] = [];
   private readonly groupSlots: number[][] = [];
+  /**
+   * Per slot and rank, the link classes the rank sends (receives) a message over in the slot, one
+   * bit each (1: across nodes, the NIC, or every message without a node size; 2: between node
+   * mates, NVLink): nonzero is busy for {@link fill}, a class's bit for {@link fillLink}.
+   */
   private send: Uint8Array;
   private recv: Uint8Array;
   /** Per rank: groups below this are full and hold no free send (receive) slot for the rank. */
@@ -51,19 +55,12 @@ export class GroupPlacer {
    */
   private sendBits: Int32Array | null;
   private recvBits: Int32Array | null;
-  /**
-   * Per link class (0: across nodes, the NIC; 1: between node mates, NVLink) and slot, whether each
-   * rank sends (receives) a message of that class in the slot: read by {@link fillLink} only, and
-   * kept only with a node size.
-   */
-  private sendByLink: [Uint8Array, Uint8Array] | null;
-  private recvByLink: [Uint8Array, Uint8Array] | null;
 
   /**
    * @param coalesce rounds per group (one compute op per rank per group)
    * @param commCoalesce rounds per comm group: a group's rounds run in chained comm groups of this
    *   many concurrent rounds (>= coalesce: one comm group per group, the plan carries no chains)
-   * @param nodeSize GPUs per node, for {@link fillLink} (0: no link classes kept)
+   * @param nodeSize GPUs per node, for {@link fillLink}'s link classes (0: one class)
    */
   constructor(
     readonly coalesce: number,
@@ -73,8 +70,6 @@ export class GroupPlacer {
   ) {
     this.send = new Uint8Array(64 * world);
     this.recv = new Uint8Array(64 * world);
-    this.sendByLink = nodeSize > 0 ? [new Uint8Array(64 * world), new Uint8Array(64 * world)] : null;
-    this.recvByLink = nodeSize > 0 ? [new Uint8Array(64 * world), new Uint8Array(64 * world)] : null;
     this.sendFrom = new Int32Array(world);
     this.recvFrom = new Int32Array(world);
     this.sendBits = coalesce <= 32 ? new Int32Array(16 * world) : null;
@@ -119,28 +114,20 @@ export class GroupPlacer {
     if ((slot + 1) * W > this.send.length) {
       this.send = doubled(this.send);
       this.recv = doubled(this.recv);
-      if (this.sendByLink !== null && this.recvByLink !== null) {
-        this.sendByLink = [doubled(this.sendByLink[0]), doubled(this.sendByLink[1])];
-        this.recvByLink = [doubled(this.recvByLink[0]), doubled(this.recvByLink[1])];
-      }
     }
     return slot;
   }
 
-  /** Link class of a message: 1 between node mates (NVLink), 0 across nodes (the NIC). */
-  private linkOf(src: number, dst: number): 0 | 1 {
-    return Math.floor(src / this.nodeSize) === Math.floor(dst / this.nodeSize) ? 1 : 0;
+  /** Bit of a message's link class in {@link send} / {@link recv}: 2 between node mates (NVLink), else 1. */
+  private linkBit(src: number, dst: number): number {
+    return this.nodeSize > 0 && Math.floor(src / this.nodeSize) === Math.floor(dst / this.nodeSize) ? 2 : 1;
   }
 
   /** Records that `src` sends to `dst` in `slot`. */
   mark(slot: number, src: number, dst: number): void {
-    this.send[slot * this.world + src] = 1;
-    this.recv[slot * this.world + dst] = 1;
-    if (this.sendByLink !== null && this.recvByLink !== null) {
-      const c = this.linkOf(src, dst);
-      this.sendByLink[c][slot * this.world + src] = 1;
-      this.recvByLink[c][slot * this.world + dst] = 1;
-    }
+    const bit = this.linkBit(src, dst);
+    this.send[slot * this.world + src]! |= bit;
+    this.recv[slot * this.world + dst]! |= bit;
     if (this.sendBits !== null) {
       const o = this.slotGroup[slot]! * this.world;
       const bit = 1 << this.slotPos[slot]!;
@@ -219,21 +206,17 @@ export class GroupPlacer {
    * and round they waited for the fetches to thin out (simulated, `magi` 1024 ranks seed 2, mode
    * (b): a rank's 56 last tasks, 13.7 ms, waited for hops its node mates forwarded in groups 9-11,
    * their feeds having arrived in groups 0-9; `npx tsx bench/fcp-gaps.ts --loader-layout --batch
-   * magi --worlds 1024 --seeds 2 --dir forward --rank 267`). Needs a node size (constructor).
-   * Class marks are not moved by {@link setSends}: call this before same-slot hand-overs.
+   * magi --worlds 1024 --seeds 2 --dir forward --rank 267`). Without a node size (constructor)
+   * every message is one class. {@link setSends} marks a sender without its class: call this
+   * before same-slot hand-overs.
    */
   fillLink(src: number, dst: number, ready: number): number {
-    const sl = this.sendByLink;
-    const rl = this.recvByLink;
-    assert(sl !== null && rl !== null, 'fillLink needs the placer built with a node size');
     const W = this.world;
-    const c = this.linkOf(src, dst);
-    const sends = sl[c];
-    const recvs = rl[c];
+    const bit = this.linkBit(src, dst);
     let g = Math.max(0, Math.min(ready, this.count.length));
     for (; g < this.count.length; g++) {
       for (const slot of this.groupSlots[g]!) {
-        if (sends[slot * W + src] === 0 && recvs[slot * W + dst] === 0) {
+        if ((this.send[slot * W + src]! & bit) === 0 && (this.recv[slot * W + dst]! & bit) === 0) {
           this.mark(slot, src, dst);
           return slot;
         }
