@@ -6,7 +6,8 @@
  * --strategies fcp` on both sides over `--seeds` batches per batch kind and world, pairs the rows
  * by (batch kind, world, seed), and prints the mean difference B - A of forward and backward MFU
  * with its standard error and the number of batches up and down, per batch kind and world, per
- * world, and over all.
+ * world, and over all; the last column is both phases together (`mfu`: the useful work of both
+ * over their summed makespans), what a self-tuner flip that trades one phase for the other moves.
  *
  * Sides: `--base <rev>` (A: that commit in a temporary worktree, B: this working tree), `--env
  * K=V[,K=V...]` (A: this tree, B: this tree with those environment variables, for experiments
@@ -73,6 +74,8 @@ interface Row {
   seed: number;
   mfuForward: number;
   mfuBackward: number;
+  /** Forward and backward together (the useful work of both over their summed makespans). */
+  mfu: number;
 }
 
 /** FCP's rows of one `fcp compare` run in `cwd` on `batch` (`extra`: more compare options). */
@@ -106,7 +109,7 @@ function compare(
 }
 
 /** Paired differences B - A per (batch, world). */
-const diffs = new Map<string, { fwd: number[]; bwd: number[] }>();
+const diffs = new Map<string, { fwd: number[]; bwd: number[]; both: number[] }>();
 function pair(batch: string, a: Row[], b: Row[]): void {
   const key = (r: Row): string => `${r.world}:${r.seed}`;
   const byKey = new Map(a.map((r) => [key(r), r]));
@@ -114,9 +117,10 @@ function pair(batch: string, a: Row[], b: Row[]): void {
     const ra = byKey.get(key(rb));
     if (ra === undefined) continue;
     for (const k of [`${batch}:${rb.world}`, `*:${rb.world}`, '*:*']) {
-      const d = diffs.get(k) ?? { fwd: [], bwd: [] };
+      const d = diffs.get(k) ?? { fwd: [], bwd: [], both: [] };
       d.fwd.push(rb.mfuForward - ra.mfuForward);
       d.bwd.push(rb.mfuBackward - ra.mfuBackward);
+      d.both.push(rb.mfu - ra.mfu);
       diffs.set(k, d);
     }
   }
@@ -156,7 +160,7 @@ console.log(
   `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing`,
 );
 console.log(
-  `${'batch'.padEnd(9)} ${'GPUs'.padStart(5)}  ${'n'.padStart(3)}  forward${' '.repeat(31)}backward`,
+  `${'batch'.padEnd(9)} ${'GPUs'.padStart(5)}  ${'n'.padStart(3)}  forward${' '.repeat(31)}backward${' '.repeat(30)}forward + backward`,
 );
 const order = [...diffs.keys()].sort((x, y) => {
   const [bx, wx] = x.split(':');
@@ -172,6 +176,6 @@ for (const k of order) {
   const [b, w] = k.split(':');
   const d = diffs.get(k)!;
   console.log(
-    `${(b === '*' ? 'all' : b!).padEnd(9)} ${(w === '*' ? 'all' : w!).padStart(5)}  ${String(d.fwd.length).padStart(3)}  ${stats(d.fwd)}    ${stats(d.bwd)}`,
+    `${(b === '*' ? 'all' : b!).padEnd(9)} ${(w === '*' ? 'all' : w!).padStart(5)}  ${String(d.fwd.length).padStart(3)}  ${stats(d.fwd)}    ${stats(d.bwd)}    ${stats(d.both)}`,
   );
 }

@@ -7,10 +7,13 @@
  * the world spans nodes) and simulated; the oracle is the one
  * with the least simulated forward plus backward makespan. The gap bounds what a better chooser
  * (an estimate closer to the simulator) could add with these candidates; the caps, the placement
- * and the op order are the tuner's in every candidate.
+ * and the op order are the tuner's in every candidate. `--mode a`: mode (a), whose tuner plans
+ * every block size the budget buys (tune-candidates.ts, BLOCK_SIZE_CANDIDATES) with each group
+ * size of DEFAULT_CANDIDATES; the candidates are those pairs pinned (`tune: false`).
  *
- * Run: npx tsx bench/tuner-oracle.ts [--batches longtail,magi,bimodal] [--worlds 64,128,256]
- *                                    [--seeds 1,2,3] [--network fluid|contention]
+ * Run: npx tsx bench/tuner-oracle.ts [--mode a|b] [--batches longtail,magi,bimodal] [--worlds 64,128,256]
+ *                                    [--seeds 1,2,3] [--network fluid|contention] [--cluster hopper-ib]
+ *                                    [--routing direct|pxn]
  */
 
 import { simulatePlan } from '../src/executors/sim/index.ts';
@@ -19,18 +22,27 @@ import { fcpPlanner } from '../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import { linkModel } from '../src/planners/fcp/transfers/links.ts';
 import {
+  BLOCK_SIZE_CANDIDATES,
+  blockSizeCandidates,
   DEFAULT_BUDGET_MS,
+  DEFAULT_CANDIDATES,
   LOADER_CANDIDATES,
   LOADER_MIN_CANDIDATES,
   tuneCandidates,
 } from '../src/planners/fcp/tune-candidates.ts';
 import { resolveCluster } from '../src/problem/cluster.ts';
 import { type Problem, resolveProblem } from '../src/problem/problem.ts';
-import { batchGrid } from './fcp-replay.ts';
+import { argValue, batchGrid } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
 const { batches, worlds, seeds, network } = batchGrid(args, '64,128,256', '1,2,3');
-const cluster = resolveCluster('hopper-ib', { network });
+const modeA = argValue(args, '--mode', 'b') === 'a';
+const clusterName = argValue(args, '--cluster', 'hopper-ib');
+const routing = argValue(args, '--routing', '');
+const cluster = resolveCluster(clusterName, {
+  network,
+  ...(routing === 'pxn' || routing === 'direct' ? { routing } : {}),
+});
 
 interface Outcome {
   readonly f: number;
@@ -50,6 +62,14 @@ const run = (plan: Plan): Outcome => {
  */
 function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {
   const out: { name: string; o: FcpPlannerOptions }[] = [];
+  if (modeA) {
+    const pairs = tuneCandidates(p.world, DEFAULT_BUDGET_MS, DEFAULT_CANDIDATES.length);
+    const sizes = BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(p.world, DEFAULT_BUDGET_MS, pairs));
+    for (const blockSize of sizes)
+      for (const { coalesce } of DEFAULT_CANDIDATES.slice(0, pairs))
+        out.push({ name: `b${blockSize}/c${coalesce}`, o: { tune: false, blockSize, coalesce } });
+    return out;
+  }
   const multiNode = linkModel(p.cluster, p.gpusPerNode).nodeSize < p.world;
   const count = Math.max(
     LOADER_MIN_CANDIDATES,
@@ -67,16 +87,18 @@ function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {
 
 const f3 = (x: number): string => x.toFixed(3);
 console.log(
-  `FCP mode (b): the tuner's choice against the best of its candidates (simulated, ${network}, hopper-ib)`,
+  `FCP mode (${modeA ? 'a' : 'b'}): the tuner's choice against the best of its candidates (simulated, ${network}, ${clusterName}${routing !== '' ? `, ${routing} routing` : ''})`,
 );
 console.log('batch     world  seed  tuner fwd/bwd  oracle fwd/bwd  oracle               oracle/tuner time');
+/** Forward plus backward makespans summed over every batch: the tuner's and the oracle's. */
+const all = { tuned: 0, oracle: 0 };
 for (const batch of batches)
   for (const world of worlds) {
     const sum = { tf: 0, tb: 0, of: 0, ob: 0 };
     for (const seed of seeds) {
       const t0 = performance.now();
-      const p = resolveProblem({ batch, world, tokensPerRank: 32768, seed });
-      const tuned = run(fcpPlanner.plan(p, { loaderLayout: true }));
+      const p = resolveProblem({ batch, world, tokensPerRank: 32768, seed, cluster });
+      const tuned = run(fcpPlanner.plan(p, modeA ? {} : { loaderLayout: true }));
       let best = tuned;
       let bestName = 'tuner';
       for (const c of candidates(p)) {
@@ -86,6 +108,8 @@ for (const batch of batches)
           bestName = c.name;
         }
       }
+      all.tuned += tuned.ms;
+      all.oracle += best.ms;
       sum.tf += tuned.f;
       sum.tb += tuned.b;
       sum.of += best.f;
@@ -102,3 +126,4 @@ for (const batch of batches)
       `${batch.padEnd(9)} ${String(world).padStart(5)}  mean  ${f3(sum.tf / n)}/${f3(sum.tb / n)}    ${f3(sum.of / n)}/${f3(sum.ob / n)}`,
     );
   }
+console.log(`all batches: oracle / tuner forward + backward time ${(all.oracle / all.tuned).toFixed(4)}`);

@@ -1,0 +1,107 @@
+/**
+ * How much of mode (a)'s reshuffle is churn: tokens a rank sends away while it receives others'
+ * in their place. Per FCP plan (mode (a), the even user layout reshuffled to the home layout at
+ * every attention layer): the share of tokens whose home is not their user rank (`moved`), the
+ * part of it that is churn (the sum over ranks of min(tokens exported, tokens imported): what a
+ * rank could have kept of its own had it imported that much less), the ranks that both export and
+ * import, the same two shares for moves across nodes only (over the NIC; `--cluster`'s node size), and the ranks that keep none of their own tokens (they have no local work until their
+ * first `in` group completes, with their own exports in it), and the placement's modelled compute
+ * imbalance (`meta.stats.computeImbalance`). `--refine-steps 0`: the home-first greedy alone,
+ * without its refinement (placement/refine.ts), to see which of the two moves the tokens.
+ *
+ * Run: npx tsx bench/reshuffle-churn.ts [--batches longtail,magi,bimodal] [--worlds 32,256]
+ *                                       [--seeds 1,2,3] [--cluster hopper-ib] [--refine-steps N]
+ */
+import type { Layout } from '../src/plan/types.ts';
+import { argValue, batchGrid, planForReplay } from './fcp-replay.ts';
+
+const args = process.argv.slice(2);
+const { batches, worlds, seeds, network } = batchGrid(args, '32,256', '1,2,3');
+const clusterName = argValue(args, '--cluster', 'hopper-ib');
+const refineSteps = argValue(args, '--refine-steps', '');
+
+/** Per rank, tokens exported (user rank here, home elsewhere) and imported (home here, user elsewhere). */
+function flows(
+  user: Layout,
+  home: Layout,
+  world: number,
+  nodeSize: number,
+): { exp: Float64Array; imp: Float64Array; expX: Float64Array; impX: Float64Array; total: number } {
+  // User rows by sequence, to intersect each home row with them.
+  const bySeq = new Map<number, number[]>();
+  for (let i = 0; i < user.rank.length; i++) {
+    const l = bySeq.get(user.seq[i]!);
+    if (l === undefined) bySeq.set(user.seq[i]!, [i]);
+    else l.push(i);
+  }
+  const exp = new Float64Array(world);
+  const imp = new Float64Array(world);
+  // The same across nodes only (over the NIC).
+  const expX = new Float64Array(world);
+  const impX = new Float64Array(world);
+  let total = 0;
+  for (let h = 0; h < home.rank.length; h++) {
+    const a = home.start[h]!;
+    const e = a + home.length[h]!;
+    total += home.length[h]!;
+    for (const u of bySeq.get(home.seq[h]!) ?? []) {
+      const o = Math.min(e, user.start[u]! + user.length[u]!) - Math.max(a, user.start[u]!);
+      if (o <= 0 || user.rank[u] === home.rank[h]) continue;
+      exp[user.rank[u]!]! += o;
+      imp[home.rank[h]!]! += o;
+      if (Math.floor(user.rank[u]! / nodeSize) === Math.floor(home.rank[h]! / nodeSize)) continue;
+      expX[user.rank[u]!]! += o;
+      impX[home.rank[h]!]! += o;
+    }
+  }
+  return { exp, imp, expX, impX, total };
+}
+
+const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
+console.log(
+  `FCP mode (a): reshuffle churn (${clusterName}, ${network}${refineSteps !== '' ? `, --refine-steps ${refineSteps}` : ''}; tokens as a share of the batch)`,
+);
+console.log(
+  'batch     world  seed   moved   churn  across nodes: moved   churn  export+import  keep none  imbalance',
+);
+for (const batch of batches)
+  for (const world of worlds)
+    for (const seed of seeds) {
+      const { plan, cluster } = planForReplay({
+        batch,
+        world,
+        seed,
+        clusterName,
+        network,
+        loaderLayout: false,
+        ...(refineSteps !== '' ? { options: { refineSteps: Number(refineSteps) } } : {}),
+      });
+      const stats = plan.meta?.stats as { computeImbalance?: number } | undefined;
+      const { exp, imp, expX, impX, total } = flows(
+        plan.userLayout,
+        plan.homeLayout,
+        world,
+        cluster.gpusPerNode,
+      );
+      let moved = 0;
+      let churn = 0;
+      let movedX = 0;
+      let churnX = 0;
+      let both = 0;
+      let none = 0;
+      // A rank keeps none of its own tokens when it exports all it holds in the user layout.
+      const own = new Float64Array(world);
+      for (let i = 0; i < plan.userLayout.rank.length; i++)
+        own[plan.userLayout.rank[i]!]! += plan.userLayout.length[i]!;
+      for (let r = 0; r < world; r++) {
+        moved += exp[r]!;
+        churn += Math.min(exp[r]!, imp[r]!);
+        movedX += expX[r]!;
+        churnX += Math.min(expX[r]!, impX[r]!);
+        if (exp[r]! > 0 && imp[r]! > 0) both++;
+        if (own[r]! > 0 && exp[r]! >= own[r]!) none++;
+      }
+      console.log(
+        `${batch.padEnd(9)} ${String(world).padStart(5)}  ${String(seed).padStart(4)}  ${pct(moved / total).padStart(6)}  ${pct(churn / total).padStart(6)}  ${pct(movedX / total).padStart(19)}  ${pct(churnX / total).padStart(6)}  ${String(both).padStart(13)}  ${String(none).padStart(9)}  ${pct(stats?.computeImbalance ?? Number.NaN).padStart(9)}`,
+      );
+    }
