@@ -3,6 +3,8 @@
  * worst congestion of a round, Δ of the `kv` graph and the number of rounds carrying `kv`.
  */
 
+import { sameNode } from '../core/nodes.ts';
+
 /**
  * Distinct messages, congestion, Δ of the kv graph and rounds carrying kv, from (round, src, dst)
  * keys; `unique`: the distinct keys, sorted (for report-nic.ts, linkCongestion). Congestion is
@@ -37,8 +39,7 @@ export function messageStats(
   // Keys are sorted by (round, src, dst): sends of one (round, src) are a run; receives are
   // counted per round in an array reset through a touched list.
   // Per link class (nodeSize > 0: 0 across nodes, 1 between node mates; else one class).
-  const linkOf = (src: number, dst: number): number =>
-    nodeSize > 0 && Math.floor(src / nodeSize) === Math.floor(dst / nodeSize) ? 1 : 0;
+  const linkOf = (src: number, dst: number): number => (nodeSize > 0 && sameNode(src, dst, nodeSize) ? 1 : 0);
   const recvCount = new Int32Array(2 * W);
   const sendRun = [0, 0];
   const touched: number[] = [];

@@ -8,6 +8,7 @@
  * its sender's NIC, and this is at most the congestion.
  */
 
+import { sameNode } from '../core/nodes.ts';
 import { messageStats } from './report-messages.ts';
 
 /** How messages across nodes reach the network: GPUs per node (NVLink domain) and NCCL's routing. */
@@ -78,7 +79,7 @@ export function linkCongestion(
     const rs = (key - dst) / W;
     const src = rs % W;
     const round = (rs - src) / W;
-    if (Math.floor(src / g) === Math.floor(dst / g)) {
+    if (sameNode(src, dst, g)) {
       fresh(dst, round);
       nvlink = Math.max(nvlink, ++port[dst]!);
       continue;

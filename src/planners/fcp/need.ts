@@ -4,6 +4,7 @@
  */
 
 import { gatherInt32 } from '../../core/gather.ts';
+import { sameNode } from '../../core/nodes.ts';
 import type { Direction } from '../../cost/kernel.ts';
 import { attendedPairs, kvBytesPerToken } from '../../model/attention.ts';
 import type { PhaseContext } from './context.ts';
@@ -85,7 +86,7 @@ export function needInput(
     const s = edges.src[e]!;
     unlockMs[k] = pairs * msPerPair;
     kvPairs[d]! += pairs;
-    const intra = Math.floor(s / links.nodeSize) === Math.floor(d / links.nodeSize) ? 2 : 0;
+    const intra = sameNode(s, d, links.nodeSize) ? 2 : 0;
     port[4 * s + intra]! += edges.length[e]! * kvb;
     port[4 * d + intra + 1]! += edges.length[e]! * kvb;
   }

@@ -27,6 +27,8 @@
  * "Session 22".
  */
 
+import { sameNode } from '../../core/nodes.ts';
+
 /**
  * Keys of `key` (non-negative, as task-keys.ts builds them) with `span` (above every key) added
  * to the tasks whose push stays in their rank's node: `pushTo[i]`, the rank task i's results go to
@@ -43,7 +45,6 @@ export function nodeLocalLast(
   let span = 0;
   for (let i = 0; i < key.length; i++) if (key[i]! >= span) span = key[i]! + 1;
   const out = new Float64Array(key.length);
-  for (let i = 0; i < key.length; i++)
-    out[i] = key[i]! + (Math.floor(pushTo[i]! / g) === Math.floor(rank[i]! / g) ? span : 0);
+  for (let i = 0; i < key.length; i++) out[i] = key[i]! + (sameNode(pushTo[i]!, rank[i]!, g) ? span : 0);
   return out;
 }

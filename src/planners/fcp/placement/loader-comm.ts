@@ -11,6 +11,8 @@
  * batches measured, while the busiest rank's compute, which the caps barely change, did not
  * (simulated; see planForLoaderLayout).
  */
+
+import { sameNode } from '../../../core/nodes.ts';
 import type { Layout, Mask } from '../../../plan/types.ts';
 
 /** The links {@link kvTrafficMs} reads (transfers/links.ts, LinkModel, has them). */
@@ -71,7 +73,7 @@ export function kvTrafficMs(
         if (dst === src) continue;
         const t = Math.min(e, need) - a;
         if (t <= 0) continue;
-        if (Math.floor(src / node) === Math.floor(dst / node)) {
+        if (sameNode(src, dst, node)) {
           inNv[dst]! += t;
           outNv[src]! += t;
         } else {

@@ -11,6 +11,8 @@
  * lighter one so that both keep their tokens in the band. The loader can deliver any layout, so a
  * piece may go anywhere; moving it only changes which K/V must be fetched.
  */
+
+import { sameNode } from '../../../core/nodes.ts';
 import type { Layout } from '../../../plan/types.ts';
 import type { PhaseLoads, SwapModel } from './phase-cost.ts';
 import {
@@ -138,7 +140,7 @@ export function refineLoaderLayout(layout: Layout, world: number, m: SwapModel, 
    */
   const may = (p: Piece, to: number): boolean => {
     const s = seq[p.row]!;
-    if (Math.floor(st.rank[p.row]! / node) === Math.floor(to / node)) return true;
+    if (sameNode(st.rank[p.row]!, to, node)) return true;
     if (o.nodeOnly === true) return false;
     return (p.a === 0 && p.e === m.sequences[s]) || st.holds(to, s);
   };

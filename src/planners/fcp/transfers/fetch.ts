@@ -22,6 +22,7 @@
  * With `fanOut` the forward's hot senders also get forwarding trees (forward-tree.ts).
  */
 import { IntColumn } from '../../../core/int-column.ts';
+import { sameNode } from '../../../core/nodes.ts';
 import { TripleIds } from '../../../core/triple-ids.ts';
 import { firstEndingAfter, type HomeRuns } from '../placement/layout.ts';
 import type { FetchRequests } from './fetch-requests.ts';
@@ -215,7 +216,7 @@ export function chooseSenders(
       const p = pieces.moving[i]!;
       const from = pieces.user[p]!;
       const w = inWeight * pieces.length[p]!;
-      if (Math.floor(from / g) === Math.floor(pieces.home[p]! / g)) nvl[from]! += w;
+      if (sameNode(from, pieces.home[p]!, g)) nvl[from]! += w;
       else cost[from]! += w;
     }
   // Per segment: sent by its home (1) or by the request's user rank (0). Each segment goes to the

@@ -20,6 +20,7 @@
  */
 import { doubled } from '../../../core/doubled.ts';
 import type { IntColumn } from '../../../core/int-column.ts';
+import { sameNode } from '../../../core/nodes.ts';
 import { type ComputeTable, Kind, type Phase } from '../../../plan/types.ts';
 import { railRounds } from './rail-rounds.ts';
 import type { Pieces } from './reshuffle.ts';
@@ -120,7 +121,7 @@ export class GroupPlacer {
 
   /** Bit of a message's link class in {@link send} / {@link recv}: 2 between node mates (NVLink), else 1. */
   private linkBit(src: number, dst: number): number {
-    return this.nodeSize > 0 && Math.floor(src / this.nodeSize) === Math.floor(dst / this.nodeSize) ? 2 : 1;
+    return this.nodeSize > 0 && sameNode(src, dst, this.nodeSize) ? 2 : 1;
   }
 
   /** Records that `src` sends to `dst` in `slot`. */

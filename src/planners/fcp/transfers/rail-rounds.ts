@@ -24,6 +24,7 @@
  * The rounds are no longer exactly Δ of the fetch graph: that bound ignores the NICs.
  */
 
+import { sameNode } from '../../../core/nodes.ts';
 import { pxnNic } from '../../../plan/report-nic.ts';
 
 /** Rounds renumbered by {@link railRounds}. */
@@ -77,13 +78,13 @@ export function railRounds(
     // Messages inside a node stay in sub-round 0, holding their receivers' NVLink ports there.
     for (let k = first[r]!; k < first[r + 1]!; k++) {
       const i = byRound[k]!;
-      if (Math.floor(src[i]! / nodeSize) === Math.floor(dst[i]! / nodeSize)) used[0]![nics + dst[i]!] = stamp;
+      if (sameNode(src[i]!, dst[i]!, nodeSize)) used[0]![nics + dst[i]!] = stamp;
     }
     for (let k = first[r]!; k < first[r + 1]!; k++) {
       const i = byRound[k]!;
       const s = src[i]!;
       const d = dst[i]!;
-      if (Math.floor(s / nodeSize) === Math.floor(d / nodeSize)) continue; // NVLink: sub-round 0
+      if (sameNode(s, d, nodeSize)) continue; // NVLink: sub-round 0
       const message = s * nics + d;
       const known = messageSub.get(message);
       if (known !== undefined) {

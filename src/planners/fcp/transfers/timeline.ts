@@ -14,6 +14,7 @@
  * order ops against groups; the simulator (src/executors/sim) is what measures a plan.
  */
 
+import { sameNode } from '../../../core/nodes.ts';
 import type { Direction } from '../../../cost/kernel.ts';
 import { kvBytesPerToken, qBytesPerToken } from '../../../model/attention.ts';
 import { pxnNic } from '../../../plan/report-nic.ts';
@@ -157,7 +158,7 @@ export function estimateGroups(ctx: TimelineContext, placer: GroupPlacer, list: 
       const t = d[o + 2]!;
       pS[k] = s;
       pD[k] = t;
-      const inside = Math.floor(s / gpn) === Math.floor(t / gpn);
+      const inside = sameNode(s, t, gpn);
       // A message inside a node is sent by its sender over NVLink whatever the routing (charging
       // it to pxnNic, its receiver there, put the sender's NVLink load on the receiver: simulated,
       // `--routing pxn`, fixed minus not, fwd / bwd MFU: 16 / 32 ranks +0.0000 / 0.0000 (24
