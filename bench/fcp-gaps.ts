@@ -3,13 +3,16 @@
  * simulator and splits every rank's idle time into the wait before its first op, the waits between
  * ops and the tail after its last op, each charged to the kinds of transfer in the group entry the
  * op waited for (or, for the tail, the entries still open after the last op). Prints the mean over
- * ranks and the critical rank (latest end), with its wait list; `--rank R` also prints rank R's
- * group entries (each flow: kind, sender > receiver, MB, whether it waits for an op) and its ops.
+ * ranks and the critical rank (latest end), with its wait list and its bytes across nodes as time
+ * at the NIC's bandwidth beside the busiest NIC's (a volume bound: a rank can wait for K/V while
+ * every NIC carries less than its compute); `--rank R` also prints rank R's group entries (each
+ * flow: kind, sender > receiver, MB, whether it waits for an op) and its ops.
  *
  * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout] [--pxn] [--nic-swaps]
  *                                [--dir forward|backward] [--list 12] [--rank R] [--cluster hopper-ib]
  */
 
+import { sameNode } from '../src/core/nodes.ts';
 import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
@@ -97,9 +100,41 @@ for (const world of worlds)
         `  critical rank ${crit}: end ${f1(run.endMs[crit]!)}, compute ${f1(run.computeMs[crit]!)}, head ${f1(head[crit]!)}, gaps ${f1(gaps[crit]!)}, tail ${f1(tail[crit]!)}`,
       );
       for (const line of critList.slice(0, listN)) console.log(line);
+      console.log(`  ${nicLine(p, replayed.cluster, crit)}`);
       if (showRank >= 0 && showRank < world) printRank(p, run, plan[dir].compute, showRank);
     }
   }
+
+/**
+ * Each rank's bytes across nodes, sent and received, as time at its NIC's bandwidth (a volume
+ * bound, not a schedule): the critical rank's, the busiest NIC's and the mean of the ranks' larger
+ * direction.
+ */
+function nicLine(
+  p: ReturnType<typeof replayPhase>['prep'],
+  cluster: { gpusPerNode: number; nicGBps: number },
+  crit: number,
+): string {
+  const W = p.world;
+  const out = new Float64Array(W);
+  const inn = new Float64Array(W);
+  for (let f = 0; f < p.flowSrc.length; f++) {
+    const s = p.flowSrc[f]!;
+    const d = p.flowDst[f]!;
+    if (sameNode(s, d, cluster.gpusPerNode)) continue;
+    out[s]! += p.flowBytes[f]!;
+    inn[d]! += p.flowBytes[f]!;
+  }
+  const perMs = cluster.nicGBps * 1e6;
+  const ms = (r: number): number => Math.max(out[r]!, inn[r]!) / perMs;
+  let busiest = 0;
+  let sum = 0;
+  for (let r = 0; r < W; r++) {
+    sum += ms(r);
+    if (ms(r) > ms(busiest)) busiest = r;
+  }
+  return `NIC volume (bytes across nodes at ${cluster.nicGBps} GB/s): critical rank sends ${f1(out[crit]! / perMs)} ms, receives ${f1(inn[crit]! / perMs)} ms; busiest NIC rank ${busiest} ${f1(ms(busiest))} ms; mean ${f1(sum / W)} ms`;
+}
 
 /** Rank r's group entries (flows with kind, ends, MB, op dependency) and its ops, simulated times. */
 function printRank(
