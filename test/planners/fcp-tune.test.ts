@@ -199,3 +199,35 @@ test('progress: fractions non-decreasing in [0, 1], ending at 1, and the plan un
       assert.equal(seen[seen.length - 1], 1, `fractions ${seen.join(', ')}`);
     }
 });
+
+test('fanOut with a one-candidate budget also plans the relay variant of the direct plan, kept by its lead', () => {
+  // 3 nodes of 8: a budget of 10 ms buys one block size and one candidate (the direct plan).
+  const p = resolveProblem({ batch: 'longtail', world: 24, tokensPerRank: 4096, seed: 3 });
+  assert.equal(tuneCandidates(24, 10, 4), 1);
+  for (const loaderLayout of [false, true]) {
+    const o: FcpPlannerOptions = {
+      fanOut: true,
+      planBudgetMs: 10,
+      blockSize: 512,
+      ...(loaderLayout ? { loaderLayout } : {}),
+    };
+    const plan = fcpPlanner.plan(p, o);
+    const t = tuningOf(plan);
+    assert.equal(t.candidates.length, 2, 'the direct plan and its relay variant');
+    const [direct, relay] = t.candidates as [Tuning['candidates'][0], Tuning['candidates'][0]];
+    assert.equal(direct.fanOut, false);
+    assert.equal(relay.fanOut, true);
+    assert.equal(relay.coalesce, direct.coalesce);
+    assert.equal(relay.blockSize, direct.blockSize);
+    // The relay plan is kept only when its estimate leads by the margin (1%).
+    assert.equal(t.chosen, relay.estimateMs < direct.estimateMs * 0.99 ? 1 : 0);
+    assert.deepEqual(validatePlan(plan).issues, []);
+    // Without fanOut the same budget plans the direct plan alone in mode (a).
+    const direct1: FcpPlannerOptions = { planBudgetMs: 10, blockSize: 512 };
+    if (!loaderLayout) assert.equal(tuningOf(fcpPlanner.plan(p, direct1)).candidates.length, 1);
+  }
+  // One node: nothing to relay across, one candidate.
+  const one = resolveProblem({ batch: 'longtail', world: 8, tokensPerRank: 4096, seed: 3 });
+  const single: FcpPlannerOptions = { fanOut: true, planBudgetMs: 0, blockSize: 512 };
+  assert.equal(tuningOf(fcpPlanner.plan(one, single)).candidates.length, 1);
+});

@@ -127,7 +127,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'fanOut',
     owner: 'fcp',
     type: 'boolean',
-    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate (with --loader-layout across nodes it tries one relay plan even without this flag)',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate, at least the relay variant of its one candidate where the budget buys one (with --loader-layout across nodes it tries one relay plan even without this flag)',
   },
   {
     key: 'planBudgetMs',

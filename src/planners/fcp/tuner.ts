@@ -9,7 +9,8 @@
  * only in the phases' knobs, so blocks, placement and layout are planned once and shared. Mode (a)
  * also plans the block sizes the budget buys ({@link BLOCK_SIZE_CANDIDATES}, each a whole
  * pipeline) unless `blockSize` is given. In mode (b) across nodes one more candidate, the chosen
- * group size with relays, is tried beyond the budget ({@link loaderRelays}). A `coalesce` other
+ * group size with relays, is tried beyond the budget ({@link loaderRelays}); so it is with `fanOut`
+ * across nodes when the budget buys one candidate (mode (a) from 256 ranks on). A `coalesce` other
  * than the default, or `tune: false`, plans with the options as given (then `fanOut` forces
  * relays). `meta.tuning` records every candidate's estimate, the choice and the budget; timings
  * add up all candidates. `search` (mode (b)'s level, loader-search.ts) fixes the candidate count
@@ -109,7 +110,12 @@ export function tunedPipeline(
   const km = kernel ?? new KernelTime(problem.model, resolved.calibration);
   // Progress (options.onProgress): one step per planned candidate, the relay candidate included
   // when it may be planned.
-  const mayRelay = (search === null || search.relays) && loaderRelays(problem, options, homeFromUser);
+  // With `fanOut` asked for and a budget that buys one candidate (the direct plan, the first of
+  // TUNE_CANDIDATES), the relay variant is planned beyond the budget too, as mode (b)'s is:
+  // otherwise `--fan-out` plans no relay at all from 256 ranks on (mode (a), default budget).
+  const mayRelay =
+    ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
+    (options.fanOut === true && count === 1 && spansNodes(problem));
   const steps = sizes.length * count + (mayRelay ? 1 : 0);
   let stepsDone = 0;
   const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
@@ -157,14 +163,18 @@ export function tunedPipeline(
     }
   }
   assert(keep.shared !== null, 'at least one candidate is planned');
-  // Mode (b) across nodes: the chosen group size again with two-hop relays (loaderRelays); the
-  // block size is the layout's, as for the direct candidates.
+  // Mode (b) across nodes, or `fanOut` with a one-candidate budget: the chosen group size again
+  // with two-hop relays (loaderRelays); the block size is the chosen one's, as for the direct
+  // candidates.
   if (mayRelay) {
-    const c: TuneCandidate = { coalesce: tried[keep.index]!.coalesce, fanOut: true };
+    const chosen = tried[keep.index]!;
+    const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut: true };
+    // Mode (a) records (and plans with) the chosen block size, as its other candidates.
+    const rec = chosen.blockSize !== undefined ? { blockSize: chosen.blockSize } : {};
     const shared = keep.shared;
     consider(
-      runPhases(shared, resolveFcpOptions({ ...options, ...c }), false, within),
-      c,
+      runPhases(shared, resolveFcpOptions({ ...options, ...rec, ...c }), false, within),
+      { ...rec, ...c },
       shared,
       RELAY_MARGIN,
     );
@@ -205,6 +215,11 @@ function loaderRelays(
   homeFromUser: Int32Array | null,
 ): boolean {
   if (homeFromUser === null || options.fanOut !== undefined) return false;
+  return spansNodes(problem);
+}
+
+/** Whether the problem's ranks span more than one node (relays cross nodes only). */
+function spansNodes(problem: Problem): boolean {
   const g = linkModel(problem.cluster, problem.gpusPerNode).nodeSize;
   return g > 1 && problem.world > g;
 }
