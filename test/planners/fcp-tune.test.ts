@@ -165,14 +165,22 @@ test('mode (b) plans at least two group sizes without a budget; a budget sizes i
   );
 });
 
-test('a zero budget plans the default candidate only; tune: false records no tuning', () => {
-  const p = resolveProblem({ batch: 'magi', world: 16, tokensPerRank: 8192, seed: 3 });
-  const one = planFcp(p, { planBudgetMs: 0 }).plan;
-  assert.equal(tuningOf(one).candidates.length, 1);
-  assert.equal(tuningOf(one).candidates[0]!.coalesce, 16);
-  const untuned = planFcp(p, { tune: false }).plan;
-  assert.equal(untuned.meta?.tuning, undefined);
-  assert.equal(withoutTuning(one), planToJson(untuned));
+test('a zero budget plans the default candidate only (across nodes in mode (a), with relays); tune: false records no tuning', () => {
+  // One node: the default candidate as planned alone. Two nodes (16 ranks): mode (a)'s one
+  // candidate fetches with relays (tuner.ts), as planning it alone with `fanOut` does.
+  for (const [world, fanOut] of [
+    [8, false],
+    [16, true],
+  ] as const) {
+    const p = resolveProblem({ batch: 'magi', world, tokensPerRank: 8192, seed: 3 });
+    const one = planFcp(p, { planBudgetMs: 0 }).plan;
+    assert.equal(tuningOf(one).candidates.length, 1);
+    assert.equal(tuningOf(one).candidates[0]!.coalesce, 16);
+    assert.equal(tuningOf(one).candidates[0]!.fanOut, fanOut);
+    const untuned = planFcp(p, { tune: false, ...(fanOut ? { fanOut } : {}) }).plan;
+    assert.equal(untuned.meta?.tuning, undefined);
+    assert.equal(withoutTuning(one), planToJson(untuned), `${world} ranks`);
+  }
 });
 
 test('progress: fractions non-decreasing in [0, 1], ending at 1, and the plan unchanged by the hook', () => {

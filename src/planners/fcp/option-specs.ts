@@ -127,7 +127,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'fanOut',
     owner: 'fcp',
     type: 'boolean',
-    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate, at least the relay variant of its one candidate where the budget buys one (with --loader-layout across nodes it tries one relay plan even without this flag)',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate, at least the relay variant of its one candidate where the budget buys one (without this flag: with --loader-layout across nodes it tries one relay plan; in mode (a) across nodes, where the budget buys one candidate, 256 ranks and more by default, that candidate uses relays)',
   },
   {
     key: 'planBudgetMs',
@@ -135,6 +135,6 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     type: 'number',
     default: 200,
     passDefault: false,
-    doc: 'planning budget of the self-tuner, ms: how many candidate plans (group sizes; with --fan-out also relays) it tries, by a size model of the world size (not the clock); 0: the default candidate only. With --loader-layout the budget, when given, also sizes the search for the layout (token caps, swap variants; docs/results.md, "Mode (b)\'s planning budget"); unset there: the full search, with one token cap from 256 ranks',
+    doc: 'planning budget of the self-tuner, ms: how many candidate plans (group sizes; with --fan-out also relays) it tries, by a size model of the world size (not the clock); 0: the default candidate only (across nodes in mode (a), with relays). With --loader-layout the budget, when given, also sizes the search for the layout (token caps, swap variants; docs/results.md, "Mode (b)\'s planning budget"); unset there: the full search, with one token cap from 256 ranks',
   },
 ];

@@ -100,6 +100,16 @@ export function tunedPipeline(
   // either fixed or the default budget's (as measured there).
   const sizedBy = search === null ? budgetMs : DEFAULT_BUDGET_MS;
   const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
+  // Mode (a) across nodes with a budget that buys one candidate (256 ranks and more by default):
+  // that candidate fetches with two-hop relays (fetch.ts, `fanOut`; forward only) instead of
+  // directly, at about the same planning time (one phase pair either way). Simulated, 256 ranks,
+  // seeds 1-3 of each batch kind, forward / both phases MFU: hopper-ib +0.0090 ± 0.0049 / +0.0031
+  // ± 0.0017, PXN +0.0126 ± 0.0048 / +0.0038 ± 0.0014, PXN contention +0.0124 ± 0.0037 / +0.0042
+  // ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session 29").
+  // Where the budget buys two or more, the direct candidates stay: relays in both lost at 32 ranks
+  // (hopper-ib -0.0033 ± 0.0021 forward). `fanOut` given decides instead.
+  const relayOnly =
+    homeFromUser === null && options.fanOut === undefined && count === 1 && spansNodes(problem);
   // Mode (a) also tunes the block size unless one is given (the command line passes
   // `--block-size` only when given): each is a whole pipeline.
   const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
@@ -155,7 +165,7 @@ export function tunedPipeline(
     const p = PROGRESS_SHARE.prepare;
     within(p);
     for (let i = 0; i < count; i++) {
-      const c = list[i]!;
+      const c = relayOnly ? { ...list[i]!, fanOut: true } : list[i]!;
       const onStage = i === 0 ? progressSpan(within, p, 1) : within;
       const run = runPhases(shared, resolveFcpOptions({ ...o, ...c }), i === 0, onStage);
       consider(run, { ...rec, ...c }, shared, 0);
