@@ -102,7 +102,8 @@ export function tunedPipeline(
   const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
   // Mode (a) across nodes with a budget that buys one candidate (256 ranks and more by default):
   // that candidate fetches with two-hop relays (fetch.ts, `fanOut`; forward only) instead of
-  // directly, at about the same planning time (one phase pair either way). Simulated, 256 ranks,
+  // directly: one phase pair either way, about 12% more planning time at 256 ranks (bench/planner.ts,
+  // docs/results.md "Session 29"). Simulated, 256 ranks,
   // seeds 1-3 of each batch kind, forward / both phases MFU: hopper-ib +0.0090 ± 0.0049 / +0.0031
   // ± 0.0017, PXN +0.0126 ± 0.0048 / +0.0038 ± 0.0014, PXN contention +0.0124 ± 0.0037 / +0.0042
   // ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session 29").
