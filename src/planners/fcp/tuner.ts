@@ -102,13 +102,12 @@ export function tunedPipeline(
   const count = search?.candidates ?? Math.max(least, tuneCandidates(problem.world, sizedBy, list.length));
   // Mode (a) across nodes with a budget that buys one candidate (256 ranks and more by default):
   // that candidate fetches with two-hop relays (fetch.ts, `fanOut`; forward only) instead of
-  // directly: one phase pair either way, about 12% more planning time at 256 ranks (bench/planner.ts,
-  // docs/results.md "Session 29"). Simulated, 256 ranks,
-  // seeds 1-3 of each batch kind, forward / both phases MFU: hopper-ib +0.0090 ± 0.0049 / +0.0031
-  // ± 0.0017, PXN +0.0126 ± 0.0048 / +0.0038 ± 0.0014, PXN contention +0.0124 ± 0.0037 / +0.0042
-  // ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session 29").
-  // Where the budget buys two or more, the direct candidates stay: relays in both lost at 32 ranks
-  // (hopper-ib -0.0033 ± 0.0021 forward). `fanOut` given decides instead.
+  // directly: one phase pair either way, about 12% more planning time at 256 ranks. Simulated, 256
+  // ranks, seeds 1-3 of each batch kind, forward / both phases MFU: hopper-ib +0.0090 ± 0.0049 /
+  // +0.0031 ± 0.0017, PXN +0.0126 ± 0.0048 / +0.0038 ± 0.0014, PXN contention +0.0124 ± 0.0037 /
+  // +0.0042 ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session
+  // 29"). Where the budget buys two or more, the direct candidates stay: relays in all of them were
+  // mixed there (hopper-ib 32 ranks -0.0033 ± 0.0021 forward). `fanOut` given decides instead.
   const relayOnly =
     homeFromUser === null && options.fanOut === undefined && count === 1 && spansNodes(problem);
   // Mode (a) also tunes the block size unless one is given (the command line passes
