@@ -9,7 +9,9 @@
  * (an estimate closer to the simulator) could add with these candidates; the caps, the placement
  * and the op order are the tuner's in every candidate. `--mode a`: mode (a), whose tuner plans
  * every block size the budget buys (tune-candidates.ts, BLOCK_SIZE_CANDIDATES) with each group
- * size of DEFAULT_CANDIDATES; the candidates are those pairs pinned (`tune: false`).
+ * size of DEFAULT_CANDIDATES; the candidates are those pairs pinned (`tune: false`), and where the
+ * budget buys one across nodes (256 ranks and more), that one with relays as the tuner plans it
+ * and without.
  *
  * Run: npx tsx bench/tuner-oracle.ts [--mode a|b] [--batches longtail,magi,bimodal] [--worlds 64,128,256]
  *                                    [--seeds 1,2,3] [--network fluid|contention] [--cluster hopper-ib]
@@ -62,15 +64,23 @@ const run = (plan: Plan): Outcome => {
  */
 function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {
   const out: { name: string; o: FcpPlannerOptions }[] = [];
+  const g = linkModel(p.cluster, p.gpusPerNode).nodeSize;
+  const multiNode = g > 1 && g < p.world;
   if (modeA) {
     const pairs = tuneCandidates(p.world, DEFAULT_BUDGET_MS, DEFAULT_CANDIDATES.length);
     const sizes = BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(p.world, DEFAULT_BUDGET_MS, pairs));
+    // Where the budget buys one candidate across nodes the tuner's fetches with relays (tuner.ts):
+    // that one and the direct plan beside it.
+    const relays = pairs === 1 && multiNode ? [false, true] : [false];
     for (const blockSize of sizes)
       for (const { coalesce } of DEFAULT_CANDIDATES.slice(0, pairs))
-        out.push({ name: `b${blockSize}/c${coalesce}`, o: { tune: false, blockSize, coalesce } });
+        for (const fanOut of relays)
+          out.push({
+            name: `b${blockSize}/c${coalesce}${fanOut ? '+relay' : ''}`,
+            o: { tune: false, blockSize, coalesce, ...(fanOut ? { fanOut } : {}) },
+          });
     return out;
   }
-  const multiNode = linkModel(p.cluster, p.gpusPerNode).nodeSize < p.world;
   const count = Math.max(
     LOADER_MIN_CANDIDATES,
     tuneCandidates(p.world, DEFAULT_BUDGET_MS, LOADER_CANDIDATES.length),
