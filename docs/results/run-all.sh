@@ -12,9 +12,9 @@ run weak-longtail-varlen --strategies $ALL --world 16,32,64,128,256 --batch long
 run weak-magi --strategies $ALL --world 16,32,64,128,256 --batch magi --batches 5
 run weak-longtail-ratio5920 --strategies $ALL --world 16,32,64,128,256 --batch longtail --batches 5 --cluster ratio-5920
 for c in hopper-ib ratio-5920; do
-run ablation-$c-1-base --strategies fcp --world 128 --batches 3 --cluster $c --no-pipeline --rounds naive --coalesce 1 --no-reshuffle-overlap
-run ablation-$c-2-pipeline --strategies fcp --world 128 --batches 3 --cluster $c --rounds naive --coalesce 1 --no-reshuffle-overlap
-run ablation-$c-3-rounds --strategies fcp --world 128 --batches 3 --cluster $c --coalesce 1 --no-reshuffle-overlap
+run ablation-$c-1-base --strategies fcp --world 128 --batches 3 --cluster $c --no-pipeline --rounds naive --coalesce 1 --push-coalesce 1 --no-reshuffle-overlap
+run ablation-$c-2-pipeline --strategies fcp --world 128 --batches 3 --cluster $c --rounds naive --coalesce 1 --push-coalesce 1 --no-reshuffle-overlap
+run ablation-$c-3-rounds --strategies fcp --world 128 --batches 3 --cluster $c --coalesce 1 --push-coalesce 1 --no-reshuffle-overlap
 run ablation-$c-4-coalesce --strategies fcp --world 128 --batches 3 --cluster $c --no-reshuffle-overlap
 run ablation-$c-5-reshuffle --strategies fcp --world 128 --batches 3 --cluster $c
 done

@@ -41,6 +41,7 @@ const plannerOptionsSchema = z.strictObject({
   tolerance: z.number().optional(),
   coalesce: z.number().optional(),
   commCoalesce: z.number().optional(),
+  pushCoalesce: z.number().optional(),
   noPipeline: z.boolean().optional(),
   rounds: z.enum(['matching', 'naive']).optional(),
   noReshuffleOverlap: z.boolean().optional(),

@@ -19,6 +19,8 @@ export interface PlannerOptions {
   coalesce?: number;
   /** fcp: rounds sharing one concurrent transfer call; a group's comm groups are chained (default 16). */
   commCoalesce?: number;
+  /** fcp: rounds a group of the backward's pushes after its last fetch group may hold (default 16; at most commCoalesce). */
+  pushCoalesce?: number;
   /** fcp ablation: all fetches complete before any compute. */
   noPipeline?: boolean;
   /** fcp ablation: `matching` (congestion-free, default) or `naive` (each rank receives one fetch per round, senders uncoordinated). */

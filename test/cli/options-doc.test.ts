@@ -112,11 +112,13 @@ test('declared defaults are the ones the planners fill in', () => {
 test('every flag and default from before the declarations still works the same', () => {
   // What the hand-written CLI passed to the planners with no planner flag (its commander defaults),
   // less the block size: since session 16 it is passed only when given (mode (a) tunes it unset;
-  // unset resolves to the same 4096, test above).
+  // unset resolves to the same 4096, test above); plus the push group size declared since session
+  // 30 (its default, as every declared integer's).
   assert.deepEqual(plannerOptionsOf(), {
     tolerance: 0.01,
     coalesce: 16,
     commCoalesce: 16,
+    pushCoalesce: 16,
     rounds: 'matching',
     overlapDegree: 2,
   });

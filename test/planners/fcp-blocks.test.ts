@@ -171,6 +171,8 @@ test('options: defaults in one place, every bad value reported with its code', (
   assert.deepEqual(codes({ tolerance: 1 }), ['option.tolerance']);
   assert.deepEqual(codes({ tolerance: -0.1 }), ['option.tolerance']);
   assert.deepEqual(codes({ coalesce: 0 }), ['option.coalesce']);
+  assert.deepEqual(codes({ pushCoalesce: 0 }), ['option.pushCoalesce']);
+  assert.deepEqual(codes({ pushCoalesce: 2.5 }), ['option.pushCoalesce']);
   assert.deepEqual(codes({ rounds: 'fast' as 'naive' }), ['option.rounds']);
   assert.deepEqual(codes({ maxUnitShare: 0 }), ['option.maxUnitShare']);
   assert.deepEqual(codes({ balance: 'flops' as 'time' }), ['option.balance']);

@@ -96,6 +96,43 @@ test('group placer: at most `coalesce` rounds per group, earliest group with roo
   assert.equal(p.groupOf(p.place(1)), 1, 'group 1 still has room');
 });
 
+test('widenFrom: groups from the given one on hold up to the wider size (at most the comm group), earlier ones keep theirs; pushes stay congestion-free', () => {
+  fc.assert(
+    fc.property(
+      graph,
+      fc.integer({ min: 1, max: 6 }),
+      fc.integer({ min: 1, max: 40 }),
+      fc.integer({ min: 1, max: 24 }),
+      fc.integer({ min: 0, max: 3 }),
+      ({ n, edges }, coalesce, cap, comm, before) => {
+        const placer = new GroupPlacer(coalesce, n, comm);
+        for (let i = 0; i < before * coalesce; i++) placer.mark(placer.place(0), 0, 1);
+        const from = placer.groups;
+        placer.widenFrom(from, cap);
+        const src = Int32Array.from(edges, (e) => e[0]);
+        const dst = Int32Array.from(edges, (e) => e[1]);
+        const ready = new Int32Array(edges.length).fill(from);
+        const { slot } = placePushes(placer, src, dst, ready, n, 'matching');
+        const chained = comm < coalesce;
+        const wide = chained || cap <= coalesce ? coalesce : Math.min(cap, comm, 32);
+        const count = new Map<number, number>();
+        for (let k = 0; k < placer.slots; k++)
+          count.set(placer.groupOf(k), (count.get(placer.groupOf(k)) ?? 0) + 1);
+        for (const [g, c] of count) assert.ok(c <= (g >= from ? wide : coalesce), `group ${g}: ${c} rounds`);
+        if (edges.length > 0) assert.equal(congestion(src, dst, slot), 1);
+        // Exactly the wider size fills up: Δ pushes of one sender take ceil(Δ / wide) groups.
+        const q = new GroupPlacer(coalesce, 64, comm);
+        q.widenFrom(0, cap);
+        const s = Int32Array.from({ length: 40 }, () => 0);
+        const d = Int32Array.from({ length: 40 }, (_, i) => 1 + i);
+        const placed = placePushes(q, s, d, new Int32Array(40), 64, 'matching');
+        assert.equal(q.groupOf(placed.slot[39]!) + 1, Math.ceil(40 / wide));
+      },
+    ),
+    { seed: 4, numRuns: 150 },
+  );
+});
+
 test('pushes: congestion-free, never before their ready group, close to Δ rounds', () => {
   fc.assert(
     fc.property(

@@ -13,7 +13,7 @@
  *    last op using those keys (`sendAfter`), in the first group the rank is expected to enter
  *    after that op ends (transfers/timeline.ts: earlier, the push would hold the group, and every rank it
  *    exchanges with, until the op ends). Pushes fill the gaps of the rounds already placed
- *    (first-fit, congestion-free).
+ *    (first-fit, congestion-free); groups opened for them hold up to `pushCoalesce` rounds (PUSH_GROUPS below).
  * 5. `out` pushes: dQ,dK,dV of each moving piece home -> user, after the last op touching the
  *    piece (as queries or keys) and after every `dkv` into it has arrived.
  */
@@ -45,6 +45,18 @@ import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
 import { estimateTimeline, phaseEstimateMs, pushGroup, taskTimes } from './transfers/timeline.ts';
 import { TransferList } from './transfers/transfer-list.ts';
+
+/*
+ * PUSH_GROUPS. Groups opened for the pushes after the last `kv` group hold up to `pushCoalesce`
+ * rounds (16 by default, at most `commCoalesce`) instead of the candidate's group size. With 4 or
+ * 8 rounds there (the self-tuner's smaller group sizes, chosen for the fetches), a rank that
+ * completes many `dkv` partials in one op pushes them 4 per group, and each of those groups also
+ * holds ranks whose own pushes wait for a later op: a convoy that ends the phase well after the
+ * compute. Simulated, mode (b), `longtail` 64 ranks seed 2 (`--coalesce 4` chosen): rank 0's 24
+ * pushes of one op ending at 240.9 ms went out in groups 70-75, which it completed at 283.4 ms;
+ * its last push ended at 324.2 ms against 309.9 ms of compute, and every rank idled 9.6 ms at the
+ * end on average. Measured: docs/results.md, "Session 30".
+ */
 
 /** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
 interface DkvPushes {
@@ -183,6 +195,9 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
     const op = d.op[e]!;
     dReady[e] = pushGroup(tl, d.src[e]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice);
   }
+  // Groups opened from here on carry only pushes (no op waits for them): they hold up to
+  // `pushCoalesce` rounds whatever the candidate's group size (PUSH_GROUPS; groups.ts, widenFrom).
+  placer.widenFrom(placer.groups, o.pushCoalesce);
   const dkv = placePushes(placer, d.src, d.dst, dReady, world, o.rounds);
   // Latest dkv arrival into each piece, for `out` (pushes land inside one home run).
   const dkvInto = new Int32Array(pieces.seq.length).fill(-1);

@@ -38,6 +38,13 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     default: D.commCoalesce,
     doc: "rounds sharing one concurrent transfer call; a group's calls run one after another (1: congestion-free on the wire)",
   },
+  {
+    key: 'pushCoalesce',
+    owner: 'fcp',
+    type: 'int',
+    default: D.pushCoalesce,
+    doc: "rounds a group of the backward's pushes after its last fetch group may hold (at most --comm-coalesce): no compute waits for those groups",
+  },
   { key: 'noPipeline', owner: 'fcp', type: 'boolean', doc: 'ablation: all fetches before any compute' },
   {
     key: 'rounds',

@@ -107,6 +107,12 @@ export interface FcpOptions {
    * transfer call per group, no chains in the plan.
    */
   readonly commCoalesce: number;
+  /**
+   * Rounds a group of the backward's pushes past its last `kv` group may hold (at most
+   * `commCoalesce`; not more than `coalesce` when chained): no op waits for those groups, so their
+   * size paces no compute (backward.ts, PUSH_GROUPS).
+   */
+  readonly pushCoalesce: number;
   readonly noPipeline: boolean;
   readonly rounds: 'matching' | 'naive';
   readonly noReshuffleOverlap: boolean;
@@ -140,6 +146,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   tolerance: 0.01,
   coalesce: 16,
   commCoalesce: 16,
+  pushCoalesce: 16,
   noPipeline: false,
   rounds: 'matching',
   noReshuffleOverlap: false,
@@ -218,6 +225,15 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'option.commCoalesce',
         `comm-coalesce must be an integer >= 1 (got ${commCoalesce}); try --comm-coalesce 1`,
         'commCoalesce',
+      ),
+    );
+  const pushCoalesce = o.pushCoalesce ?? d.pushCoalesce;
+  if (!isPosInt(pushCoalesce))
+    issues.push(
+      issue(
+        'option.pushCoalesce',
+        `push-coalesce must be an integer >= 1 (got ${pushCoalesce}); try --push-coalesce 16`,
+        'pushCoalesce',
       ),
     );
   const rounds = o.rounds ?? d.rounds;
@@ -299,6 +315,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     tolerance,
     coalesce,
     commCoalesce,
+    pushCoalesce,
     noPipeline: o.noPipeline ?? d.noPipeline,
     rounds,
     noReshuffleOverlap: o.noReshuffleOverlap ?? d.noReshuffleOverlap,
@@ -325,6 +342,7 @@ export function optionsToJson(o: FcpOptions): Record<string, unknown> {
   const {
     calibration,
     commCoalesce,
+    pushCoalesce,
     fanOut,
     phaseSwaps,
     nicSwaps,
@@ -347,6 +365,8 @@ export function optionsToJson(o: FcpOptions): Record<string, unknown> {
     ...(fanOut ? { fanOut } : {}),
     // Recorded only when it chains rounds, so plans without chains keep their bytes.
     ...(commCoalesce < o.coalesce ? { commCoalesce } : {}),
+    // Recorded only when set, so plans made with the default keep their bytes.
+    ...(pushCoalesce !== FCP_DEFAULTS.pushCoalesce ? { pushCoalesce } : {}),
     calibration: calibration ? calibration.sources.map((f) => f.split(/[\\/]/).pop()) : 'default',
   };
 }

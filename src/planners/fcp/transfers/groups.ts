@@ -9,7 +9,9 @@
  * one send and one receive in flight per link class (congestion-free on the wire: `kv` relays'
  * second hops may share a round with a message over the rank's other link, {@link
  * GroupPlacer.fillLink}), with `commCoalesce` >=
- * `coalesce` the whole group is one transfer call (the plan then carries no chains).
+ * `coalesce` the whole group is one transfer call (the plan then carries no chains). Groups
+ * opened for the backward's pushes after the last fetch group may hold more rounds
+ * ({@link GroupPlacer.widenFrom}).
  * A rank runs its local work (op with after = -1) while the first group is in flight, then the
  * work each group unlocks while the next one is in flight.
  *
@@ -27,7 +29,8 @@ import type { Pieces } from './reshuffle.ts';
 import { ROWS, type TransferList } from './transfer-list.ts';
 
 /**
- * Assigns rounds to groups of at most `coalesce` rounds, and keeps, per round, which ranks already
+ * Assigns rounds to groups of at most `coalesce` rounds (from a given group on, optionally more:
+ * {@link GroupPlacer.widenFrom}), and keeps, per round, which ranks already
  * send or receive in it, so that single transfers (pushes) can join existing rounds where both
  * their ranks are free: they then cost no extra round, and a round stays a matching.
  */
@@ -77,9 +80,31 @@ export class GroupPlacer {
     this.recvBits = coalesce <= 32 ? new Int32Array(16 * world) : null;
   }
 
-  /** Rounds group g still has room for (a group not opened yet: `coalesce`). */
+  /** Groups from this index on hold up to {@link wideCap} rounds ({@link widenFrom}). */
+  private wideFrom = Number.POSITIVE_INFINITY;
+  private wideCap = 0;
+
+  /**
+   * Groups from `from` on (never one opened already) hold up to `cap` rounds instead of
+   * `coalesce`, at most `commCoalesce` (one comm group each) and 32 (the bit words): for pushes
+   * placed past the last fetch group, where a group's size no longer paces compute (no op waits
+   * for those groups) but every group boundary is a point where the ranks exchanging in it wait
+   * for each other. Ignored when chained or when `cap` is not larger than `coalesce`.
+   */
+  widenFrom(from: number, cap: number): void {
+    if (this.chained || cap <= this.coalesce) return;
+    this.wideFrom = Math.max(from, this.count.length);
+    this.wideCap = Math.min(cap, this.commCoalesce, 32);
+  }
+
+  /** Rounds group g may hold. */
+  private cap(g: number): number {
+    return g >= this.wideFrom ? this.wideCap : this.coalesce;
+  }
+
+  /** Rounds group g still has room for (a group not opened yet: all it may hold). */
   room(g: number): number {
-    return g < this.count.length ? this.coalesce - this.count[g]! : this.coalesce;
+    return g < this.count.length ? this.cap(g) - this.count[g]! : this.cap(g);
   }
 
   /** Number of groups opened so far. */
@@ -93,7 +118,7 @@ export class GroupPlacer {
    */
   place(ready: number): number {
     let g = Math.max(0, Math.min(ready, this.count.length));
-    while (g < this.count.length && this.count[g]! >= this.coalesce) g++;
+    while (g < this.count.length && this.count[g]! >= this.cap(g)) g++;
     return this.open(g);
   }
 
@@ -162,7 +187,7 @@ export class GroupPlacer {
           this.mark(slot, src, dst);
           return slot;
         }
-        if (n < this.coalesce) break;
+        if (n < this.cap(g)) break;
         if (!naive) {
           if (sBusy === all && this.sendFrom[src] === g) this.sendFrom[src] = g + 1;
           if (rBusy === all && this.recvFrom[dst] === g) this.recvFrom[dst] = g + 1;
@@ -174,7 +199,7 @@ export class GroupPlacer {
     }
     for (; g < this.count.length; g++) {
       const slots = this.groupSlots[g]!;
-      const full = this.count[g]! >= this.coalesce;
+      const full = this.count[g]! >= this.cap(g);
       let sendFree = false;
       let recvFree = false;
       for (const slot of slots) {
@@ -222,7 +247,7 @@ export class GroupPlacer {
           return slot;
         }
       }
-      if (this.count[g]! < this.coalesce) break;
+      if (this.count[g]! < this.cap(g)) break;
     }
     const slot = this.open(g);
     this.mark(slot, src, dst);
