@@ -190,10 +190,21 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   const nd = d.src.length;
   const tl = estimateTimeline(tctx, placer, list, compute, ms);
   const slice = tl.meanOpMs;
+  // Without a reshuffle (mode (b)) a push joins the first group the rank is expected to enter one
+  // mean op after its producer ends, not at once: the estimate has ranks enter groups later than
+  // they do, and a push placed in a group entered before its op ends holds that group, and every
+  // rank exchanging in it, until then. Simulated, mode (b), B - A of MFU, forward / backward /
+  // together (`npx tsx bench/quality-ab.ts --loader-layout`, docs/results.md "Session 30"):
+  // hopper-ib 16-256 seeds 1-3 +0.0001 ± 0.0002 / +0.0005 ± 0.0002 / +0.0004 ± 0.0002 (10 up, 2
+  // down), held-out seeds 4-6 +0.0004 ± 0.0003 together (8 up, 3 down), PXN contention 32-256
+  // +0.0009 ± 0.0003 (14 up, 4 down), ratio-5920 +0.0001 ± 0.0001 (4 up, 0 down). In mode (a) the
+  // `out` pushes follow the `dkv` ones into each piece, and the same margin cost -0.0020 ± 0.0004
+  // together (PXN, 33 of 45 batches down).
+  const margin = ctx.pieces.moving.length === 0 ? slice : 0;
   const dReady = new Int32Array(nd);
   for (let e = 0; e < nd; e++) {
     const op = d.op[e]!;
-    dReady[e] = pushGroup(tl, d.src[e]!, tl.opEnd[op]!, tl.afterUpTo[op]! + 1, slice);
+    dReady[e] = pushGroup(tl, d.src[e]!, tl.opEnd[op]! + margin, tl.afterUpTo[op]! + 1, slice);
   }
   // Groups opened from here on carry only pushes (no op waits for them): they hold up to
   // `pushCoalesce` rounds whatever the candidate's group size (PUSH_GROUPS; groups.ts, widenFrom).
