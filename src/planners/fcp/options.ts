@@ -209,33 +209,18 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'tolerance',
       ),
     );
-  const coalesce = o.coalesce ?? d.coalesce;
-  if (!isPosInt(coalesce))
-    issues.push(
-      issue(
-        'option.coalesce',
-        `coalesce must be an integer >= 1 (got ${coalesce}); try --coalesce 16`,
-        'coalesce',
-      ),
-    );
-  const commCoalesce = o.commCoalesce ?? d.commCoalesce;
-  if (!isPosInt(commCoalesce))
-    issues.push(
-      issue(
-        'option.commCoalesce',
-        `comm-coalesce must be an integer >= 1 (got ${commCoalesce}); try --comm-coalesce 1`,
-        'commCoalesce',
-      ),
-    );
-  const pushCoalesce = o.pushCoalesce ?? d.pushCoalesce;
-  if (!isPosInt(pushCoalesce))
-    issues.push(
-      issue(
-        'option.pushCoalesce',
-        `push-coalesce must be an integer >= 1 (got ${pushCoalesce}); try --push-coalesce 16`,
-        'pushCoalesce',
-      ),
-    );
+  /** A group size option (rounds): an integer >= 1, else an issue naming its flag and a hint. */
+  const rounds1 = (key: 'coalesce' | 'commCoalesce' | 'pushCoalesce', flag: string, hint: number): number => {
+    const v = o[key] ?? d[key];
+    if (!isPosInt(v))
+      issues.push(
+        issue(`option.${key}`, `${flag} must be an integer >= 1 (got ${v}); try --${flag} ${hint}`, key),
+      );
+    return v;
+  };
+  const coalesce = rounds1('coalesce', 'coalesce', 16);
+  const commCoalesce = rounds1('commCoalesce', 'comm-coalesce', 1);
+  const pushCoalesce = rounds1('pushCoalesce', 'push-coalesce', 16);
   const rounds = o.rounds ?? d.rounds;
   if (rounds !== 'matching' && rounds !== 'naive')
     issues.push(issue('option.rounds', `rounds must be matching or naive (got ${String(rounds)})`, 'rounds'));
