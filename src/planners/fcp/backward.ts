@@ -195,15 +195,16 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   // the estimated groups new ones are counted in mean-op slices, and a rank passes quickly through
   // groups where it has little to send: `longtail` 64 ranks seed 2, rank 0 entered group 70 at
   // 207.4 ms, its producer op ending at 240.9), and a push in a group entered before its op ends
-  // holds that group, and every rank exchanging in it, until then. Most of the gain is in the
-  // `kv` groups, where such a push also holds K/V that other ranks' ops wait for: the margin only
-  // past the estimated groups gave back -0.0005 ± 0.0002 backward (1 up, 11 down). Simulated, mode (b), B - A of MFU, forward / backward /
-  // together (`npx tsx bench/quality-ab.ts --loader-layout`, docs/results.md "Session 30"):
-  // hopper-ib 16-256 seeds 1-3 +0.0001 ± 0.0002 / +0.0005 ± 0.0002 / +0.0004 ± 0.0002 (10 up, 2
-  // down), held-out seeds 4-6 +0.0004 ± 0.0003 together (8 up, 3 down), PXN contention 32-256
-  // +0.0009 ± 0.0003 (14 up, 4 down), ratio-5920 +0.0001 ± 0.0001 (4 up, 0 down). In mode (a) the
-  // `out` pushes follow the `dkv` ones into each piece, and the same margin cost -0.0020 ± 0.0004
-  // together (PXN, 33 of 45 batches down).
+  // holds that group, and every rank exchanging in it, until then. Most of the gain is in the `kv`
+  // groups, where such a push also holds K/V that other ranks' ops wait for: the margin only past
+  // the estimated groups gave back -0.0005 ± 0.0002 backward (1 up, 11 down). Simulated, mode (b),
+  // B - A of MFU, forward / backward / together (`npx tsx bench/quality-ab.ts --loader-layout`,
+  // docs/results.md "Session 30"): hopper-ib 16-256 seeds 1-3 +0.0001 ± 0.0002 / +0.0005 ± 0.0002
+  // / +0.0004 ± 0.0002 (10 up, 2 down), held-out seeds 4-6 +0.0004 ± 0.0003 together (8 up, 3
+  // down), PXN contention 32-256 +0.0009 ± 0.0003 (14 up, 4 down), ratio-5920 +0.0001 ± 0.0001 (4
+  // up, 0 down). In mode (a) the `out` pushes follow the `dkv` ones into each piece, and the same
+  // margin cost -0.0028 ± 0.0005 backward, -0.0020 ± 0.0004 together (PXN, 32 of 45 batches down
+  // backward).
   const margin = ctx.pieces.moving.length === 0 ? slice : 0;
   const dReady = new Int32Array(nd);
   for (let e = 0; e < nd; e++) {

@@ -108,8 +108,8 @@ export function tunedPipeline(
   // +0.0042 ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session
   // 29"). Where the budget buys two or more, the direct candidates stay: relays in all of them were
   // mixed there (hopper-ib 32 ranks -0.0033 ± 0.0021 forward). `fanOut` given decides instead.
-  const relayOnly =
-    homeFromUser === null && options.fanOut === undefined && count === 1 && spansNodes(problem);
+  const oneAcrossNodes = count === 1 && spansNodes(problem);
+  const relayOnly = homeFromUser === null && options.fanOut === undefined && oneAcrossNodes;
   // Mode (a) also tunes the block size unless one is given (the command line passes
   // `--block-size` only when given): each is a whole pipeline.
   const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
@@ -125,7 +125,7 @@ export function tunedPipeline(
   // otherwise `--fan-out` plans no relay at all from 256 ranks on (mode (a), default budget).
   const mayRelay =
     ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
-    (options.fanOut === true && count === 1 && spansNodes(problem));
+    (options.fanOut === true && oneAcrossNodes);
   const steps = sizes.length * count + (mayRelay ? 1 : 0);
   let stepsDone = 0;
   const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
