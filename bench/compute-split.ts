@@ -1,0 +1,99 @@
+/**
+ * What a phase's compute imbalance is made of (simulated): per rank, the simulator's op times split
+ * into kernel time, launch overheads and empty varlen tiles (src/cost/op-cost.ts, the same model
+ * `fcp simulate` runs), beside the planner's own view of the rank's work: its tasks' modelled kernel
+ * time in that phase alone (kernel-time.ts `taskMs` times the cluster's compute slowdown, no launches; the placement balances forward
+ * plus backward in one weight, phase-swaps.ts / token-swap.ts then each phase). Prints, per batch and
+ * phase, the imbalance (max / mean - 1) of each, how far the makespan lies above the mean compute,
+ * and the busiest ranks with their parts.
+ *
+ * Found with it (docs/results.md, "Session 31"): mode (a) at 16 ranks, ratio-5920, `longtail` seed
+ * 2 forward: the planner's per-phase imbalance is 2.3% after the phase exchanges and launches
+ * vary 0.24-0.83 ms per rank (5% of the busiest rank's compute), most on ranks with many short
+ * sequences; empty varlen tiles cost nothing there.
+ *
+ * Run: npx tsx bench/compute-split.ts [--worlds 16] [--seeds 1,2,3] [--batch longtail] [--cluster ratio-5920]
+ *                                     [--loader-layout] [--pxn] [--dir forward,backward] [--list 4]
+ */
+
+import { imbalance } from '../src/core/stats.ts';
+import { KernelModel, type KernelOptions } from '../src/cost/kernel.ts';
+import { OpCost } from '../src/cost/op-cost.ts';
+import { KernelTime } from '../src/planners/fcp/kernel-time.ts';
+import { computeSlowdown } from '../src/problem/cluster.ts';
+import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
+
+const args = process.argv.slice(2);
+const val = (k: string, d: string): string => argValue(args, k, d);
+const worlds = val('--worlds', '16').split(',').map(Number);
+const seeds = val('--seeds', '1,2,3').split(',').map(Number);
+const dirs = val('--dir', 'forward,backward').split(',') as ('forward' | 'backward')[];
+const listN = Number(val('--list', '4'));
+const pct = (x: number): string => `${(100 * x).toFixed(2)}%`;
+const ms = (x: number): string => x.toFixed(2);
+
+for (const world of worlds)
+  for (const seed of seeds) {
+    const r = planForReplay({
+      batch: val('--batch', 'longtail'),
+      world,
+      seed,
+      clusterName: val('--cluster', 'ratio-5920'),
+      network: 'fluid',
+      loaderLayout: args.includes('--loader-layout'),
+      ...(args.includes('--pxn') ? { routing: 'pxn' as const } : {}),
+    });
+    const { plan, cluster } = r;
+    const base: KernelOptions = {
+      peakTflops: cluster.peakTflops,
+      slowdown: computeSlowdown(cluster),
+      policy: 'auto',
+    };
+    const costOf = (o: KernelOptions): OpCost =>
+      new OpCost(new KernelModel(plan.model, { ...base, ...o }), plan.mask);
+    const zero = { forward: 0, backward: 0 };
+    // Full op time; without launches; without launches and empty tiles.
+    const costs = [costOf({}), costOf({ launchMs: zero }), costOf({ launchMs: zero, emptyTileMs: 0 })];
+    const tm = new KernelTime(plan.model);
+    const t = plan.tasks;
+    const causal = plan.mask === 'causal';
+    for (const dir of dirs) {
+      const c = plan[dir].compute;
+      const parts = costs.map(() => new Float64Array(world));
+      for (let i = 0; i < c.rank.length; i++)
+        costs.forEach((oc, j) => {
+          oc.reset(dir);
+          for (let k = c.taskOffsets[i]!; k < c.taskOffsets[i + 1]!; k++) {
+            const id = c.taskIds[k]!;
+            oc.addTask(t.qStart[id]!, t.qLength[id]!, t.kvStart[id]!, t.kvLength[id]!);
+          }
+          parts[j]![c.rank[i]!]! += oc.finish();
+        });
+      const modelled = new Float64Array(world);
+      for (let i = 0; i < t.rank.length; i++)
+        modelled[t.rank[i]!]! +=
+          tm.taskMs(dir, causal, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!) * base.slowdown!;
+      const [full, noLaunch, kernel] = parts as [Float64Array, Float64Array, Float64Array];
+      const launches = full.map((v, i) => v - noLaunch[i]!);
+      const empty = noLaunch.map((v, i) => v - kernel[i]!);
+      const { run } = replayPhase(r, dir, false);
+      const mean = full.reduce((a, b) => a + b, 0) / world;
+      const mode = args.includes('--loader-layout') ? 'b' : 'a';
+      console.log(
+        `${val('--batch', 'longtail')} ${world} seed ${seed} ${dir} (${mode}): makespan ${ms(run.makespanMs)} ms, ` +
+          `${pct(run.makespanMs / mean - 1)} above the mean compute ${ms(mean)}; imbalance: simulated ${pct(imbalance(full))}, ` +
+          `without launches ${pct(imbalance(noLaunch))}, kernel only ${pct(imbalance(kernel))}, planner's tasks ${pct(imbalance(modelled))} (simulated)`,
+      );
+      console.log(
+        `  launches per rank ${ms(Math.min(...launches))}-${ms(Math.max(...launches))} ms, empty tiles ${ms(Math.min(...empty))}-${ms(Math.max(...empty))} ms`,
+      );
+      const order = [...full.keys()].sort((a, b) => full[b]! - full[a]! || a - b);
+      for (const q of order.slice(0, listN)) {
+        const ops = c.rank.reduce((n, x) => n + (x === q ? 1 : 0), 0);
+        console.log(
+          `  rank ${q}: ${ms(full[q]!)} ms = kernel ${ms(kernel[q]!)} + launches ${ms(launches[q]!)} + empty tiles ${ms(empty[q]!)}; ` +
+            `planner's tasks ${ms(modelled[q]!)} ms; ${ops} ops`,
+        );
+      }
+    }
+  }
