@@ -1,11 +1,12 @@
 /**
- * What a phase's compute imbalance is made of (simulated): per rank, the simulator's op times split
- * into kernel time, launch overheads and empty varlen tiles (src/cost/op-cost.ts, the same model
- * `fcp simulate` runs), beside the planner's own view of the rank's work: its tasks' modelled kernel
- * time in that phase alone (kernel-time.ts `taskMs` times the cluster's compute slowdown, no launches; the placement balances forward
- * plus backward in one weight, phase-swaps.ts / token-swap.ts then each phase). Prints, per batch and
- * phase, the imbalance (max / mean - 1) of each, how far the makespan lies above the mean compute,
- * and the busiest ranks with their parts.
+ * What a phase's compute imbalance is made of (simulated): per rank, the simulator's op times
+ * (executors/sim/prepare.ts with src/cost/op-cost.ts, as `fcp simulate` runs them) split into
+ * kernel time, launch overheads and empty varlen tiles (the same preparation with those costs set
+ * to 0), beside the planner's own view of the rank's work: its tasks' modelled kernel time in that
+ * phase alone (kernel-time.ts `taskMs` times the cluster's compute slowdown, no launches; the
+ * placement balances forward plus backward in one weight, phase-swaps.ts / token-swap.ts then each
+ * phase). Prints, per batch and phase, the imbalance (max / mean - 1) of each, how far the makespan
+ * lies above the mean compute, and the busiest ranks with their parts.
  *
  * Found with it (docs/results.md, "Session 31"): mode (a) at 16 ranks, ratio-5920, `longtail` seed
  * 2 forward: the planner's per-phase imbalance is 2.3% after the phase exchanges and launches
@@ -17,11 +18,13 @@
  */
 
 import { imbalance } from '../src/core/stats.ts';
+import { ChunkCoster } from '../src/cost/chunks.ts';
 import { KernelModel, type KernelOptions } from '../src/cost/kernel.ts';
 import { OpCost } from '../src/cost/op-cost.ts';
+import { preparePhase } from '../src/executors/sim/prepare.ts';
+import { chainsAsGroups } from '../src/plan/chains.ts';
 import { KernelTime } from '../src/planners/fcp/kernel-time.ts';
-import { computeSlowdown } from '../src/problem/cluster.ts';
-import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
+import { argValue, planForReplay, type Replayed, replayPhase } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
 const val = (k: string, d: string): string => argValue(args, k, d);
@@ -43,40 +46,43 @@ for (const world of worlds)
       loaderLayout: args.includes('--loader-layout'),
       ...(args.includes('--pxn') ? { routing: 'pxn' as const } : {}),
     });
-    const { plan, cluster } = r;
-    const base: KernelOptions = {
-      peakTflops: cluster.peakTflops,
-      slowdown: computeSlowdown(cluster),
-      policy: 'auto',
-    };
-    const costOf = (o: KernelOptions): OpCost =>
-      new OpCost(new KernelModel(plan.model, { ...base, ...o }), plan.mask);
+    const { plan, kernel: k } = r;
+    // The simulator's kernel model again with launches (and empty tiles) free, op times through the
+    // simulator's own preparation (prepare.ts), so the three columns differ only in those costs.
     const zero = { forward: 0, backward: 0 };
-    // Full op time; without launches; without launches and empty tiles.
-    const costs = [costOf({}), costOf({ launchMs: zero }), costOf({ launchMs: zero, emptyTileMs: 0 })];
+    const ctxWith = (o: KernelOptions): Replayed['ctx'] => {
+      const km = new KernelModel(plan.model, {
+        calibration: k.calibration,
+        peakTflops: k.peakTflops,
+        slowdown: k.slowdown,
+        policy: k.policy,
+        denseMinLen: k.denseMinLen,
+        ...o,
+      });
+      return { ...r.ctx, op: new OpCost(km, plan.mask), chunks: new ChunkCoster(plan, km, true) };
+    };
+    const variants = [ctxWith({ launchMs: zero }), ctxWith({ launchMs: zero, emptyTileMs: 0 })];
     const tm = new KernelTime(plan.model);
     const t = plan.tasks;
     const causal = plan.mask === 'causal';
     for (const dir of dirs) {
       const c = plan[dir].compute;
-      const parts = costs.map(() => new Float64Array(world));
-      for (let i = 0; i < c.rank.length; i++)
-        costs.forEach((oc, j) => {
-          oc.reset(dir);
-          for (let k = c.taskOffsets[i]!; k < c.taskOffsets[i + 1]!; k++) {
-            const id = c.taskIds[k]!;
-            oc.addTask(t.qStart[id]!, t.qLength[id]!, t.kvStart[id]!, t.kvLength[id]!);
-          }
-          parts[j]![c.rank[i]!]! += oc.finish();
-        });
+      const perRank = (opDur: Float64Array): Float64Array => {
+        const out = new Float64Array(world);
+        for (let i = 0; i < c.rank.length; i++) out[c.rank[i]!]! += opDur[i]!;
+        return out;
+      };
+      const { prep, run } = replayPhase(r, dir, false);
+      const [noLaunch, kernel] = variants.map((ctx) =>
+        perRank(preparePhase(ctx, chainsAsGroups(plan[dir]), dir).opDur),
+      ) as [Float64Array, Float64Array];
+      const full = perRank(prep.opDur);
       const modelled = new Float64Array(world);
       for (let i = 0; i < t.rank.length; i++)
         modelled[t.rank[i]!]! +=
-          tm.taskMs(dir, causal, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!) * base.slowdown!;
-      const [full, noLaunch, kernel] = parts as [Float64Array, Float64Array, Float64Array];
+          tm.taskMs(dir, causal, t.qStart[i]!, t.qLength[i]!, t.kvStart[i]!, t.kvLength[i]!) * k.slowdown;
       const launches = full.map((v, i) => v - noLaunch[i]!);
       const empty = noLaunch.map((v, i) => v - kernel[i]!);
-      const { run } = replayPhase(r, dir, false);
       const mean = full.reduce((a, b) => a + b, 0) / world;
       const mode = args.includes('--loader-layout') ? 'b' : 'a';
       console.log(
