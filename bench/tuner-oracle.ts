@@ -22,7 +22,6 @@ import { simulatePlan } from '../src/executors/sim/index.ts';
 import type { Plan } from '../src/plan/types.ts';
 import { fcpPlanner } from '../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
-import { linkModel } from '../src/planners/fcp/transfers/links.ts';
 import {
   BLOCK_SIZE_CANDIDATES,
   blockSizeCandidates,
@@ -32,6 +31,7 @@ import {
   LOADER_MIN_CANDIDATES,
   tuneCandidates,
 } from '../src/planners/fcp/tune-candidates.ts';
+import { spansNodes } from '../src/planners/fcp/tuner.ts';
 import { resolveCluster } from '../src/problem/cluster.ts';
 import { type Problem, resolveProblem } from '../src/problem/problem.ts';
 import { argValue, batchGrid } from './fcp-replay.ts';
@@ -64,8 +64,7 @@ const run = (plan: Plan): Outcome => {
  */
 function candidates(p: Problem): { name: string; o: FcpPlannerOptions }[] {
   const out: { name: string; o: FcpPlannerOptions }[] = [];
-  const g = linkModel(p.cluster, p.gpusPerNode).nodeSize;
-  const multiNode = g > 1 && g < p.world;
+  const multiNode = spansNodes(p);
   if (modeA) {
     const pairs = tuneCandidates(p.world, DEFAULT_BUDGET_MS, DEFAULT_CANDIDATES.length);
     const sizes = BLOCK_SIZE_CANDIDATES.slice(0, blockSizeCandidates(p.world, DEFAULT_BUDGET_MS, pairs));

@@ -229,7 +229,7 @@ function loaderRelays(
 }
 
 /** Whether the problem's ranks span more than one node (relays cross nodes only). */
-function spansNodes(problem: Problem): boolean {
+export function spansNodes(problem: Problem): boolean {
   const g = linkModel(problem.cluster, problem.gpusPerNode).nodeSize;
   return g > 1 && problem.world > g;
 }
