@@ -68,7 +68,11 @@ export const fcpPlanner: Planner = {
  * the gain (modelled max fwd + max bwd, longtail seed 1, 8 / 32 / 64 exchanges: 16 ranks 264.6 /
  * 263.4 / 263.4 ms from 269.2; 128 ranks 244.0 / 242.8 / 241.3 from 246.4; 256 ranks 285.5 /
  * 285.5 / 285.5 from 288.1), and each costs a few ms of planning (up to ~18 ms at 16 ranks, where
- * ranks hold the most rows).
+ * ranks hold the most rows). Since then the layouts changed: at 256 ranks (`longtail` seeds 1-3,
+ * ratio-5920) all 32 are used, and 128 lower the modelled forward imbalance from 1.6% to 0.8-0.9%
+ * on two seeds, but they were measured to lose MFU on hopper-ib, where the further exchanges put
+ * pieces of long sequences on ranks that must then fetch their K/V (simulated; docs/results.md,
+ * "Session 32").
  */
 const SWAP_STEPS = 32;
 
