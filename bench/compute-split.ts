@@ -6,7 +6,8 @@
  * phase alone (kernel-time.ts `taskMs` times the cluster's compute slowdown, no launches; the
  * placement balances forward plus backward in one weight, phase-swaps.ts / token-swap.ts then each
  * phase). Prints, per batch and phase, the imbalance (max / mean - 1) of each, how far the makespan
- * lies above the mean compute, and the busiest ranks with their parts.
+ * lies above the mean compute, how closely a rank's launch time follows the rows it holds (the
+ * correlation and the ms per row), and the busiest ranks with their parts.
  *
  * Found with it (docs/results.md, "Session 31"): mode (a) at 16 ranks, ratio-5920, `longtail` seed
  * 2 forward: the planner's per-phase imbalance is 2.3% after the phase exchanges and launches
@@ -93,6 +94,14 @@ for (const world of worlds)
       console.log(
         `  launches per rank ${ms(Math.min(...launches))}-${ms(Math.max(...launches))} ms, empty tiles ${ms(Math.min(...empty))}-${ms(Math.max(...empty))} ms`,
       );
+      // Whether launches follow the rows a rank holds (runs of sequences in the home layout): what
+      // a launch term per run in the exchanges' loads would model (docs/results.md, "Session 32").
+      const rows = new Float64Array(world);
+      for (let i = 0; i < plan.homeLayout.rank.length; i++) rows[plan.homeLayout.rank[i]!]! += 1;
+      const fit = fitLine(rows, launches);
+      console.log(
+        `  launches against home rows per rank (${Math.min(...rows)}-${Math.max(...rows)}): r ${fit.r.toFixed(2)}, ${fit.slope.toFixed(3)} ms per row`,
+      );
       const order = [...full.keys()].sort((a, b) => full[b]! - full[a]! || a - b);
       for (const q of order.slice(0, listN)) {
         const ops = c.rank.reduce((n, x) => n + (x === q ? 1 : 0), 0);
@@ -103,3 +112,23 @@ for (const world of worlds)
       }
     }
   }
+
+/** Pearson correlation of y with x and the least-squares slope of y on x (0 where x is constant). */
+function fitLine(x: ArrayLike<number>, y: ArrayLike<number>): { r: number; slope: number } {
+  const n = x.length;
+  let mx = 0;
+  let my = 0;
+  for (let i = 0; i < n; i++) {
+    mx += x[i]! / n;
+    my += y[i]! / n;
+  }
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    sxy += (x[i]! - mx) * (y[i]! - my);
+    sxx += (x[i]! - mx) ** 2;
+    syy += (y[i]! - my) ** 2;
+  }
+  return { r: sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0, slope: sxx > 0 ? sxy / sxx : 0 };
+}
