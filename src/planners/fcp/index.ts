@@ -70,9 +70,9 @@ export const fcpPlanner: Planner = {
  * 285.5 / 285.5 from 288.1), and each costs a few ms of planning (up to ~18 ms at 16 ranks, where
  * ranks hold the most rows). Since then the layouts changed: at 256 ranks (`longtail` seeds 1-3,
  * ratio-5920) all 32 are used, and 128 lower the modelled forward imbalance from 1.6% to 0.8-0.9%
- * on two seeds, but they were measured to lose MFU on hopper-ib, where the further exchanges put
- * pieces of long sequences on ranks that must then fetch their K/V (simulated; docs/results.md,
- * "Session 32").
+ * on two seeds, but they were measured to lose MFU on hopper-ib: the further exchanges put pieces
+ * of long sequences on ranks whose K/V then arrives late, a wait no exchange score of K/V volume
+ * foresaw (simulated; docs/results.md, "Session 29" and "Session 32").
  */
 const SWAP_STEPS = 32;
 
