@@ -11,6 +11,7 @@ import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
 import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
 import type { Blocks } from '../../src/planners/fcp/placement/blocks.ts';
 import type { Placement } from '../../src/planners/fcp/placement/distribute.ts';
+import { placeSpread, spreadSequences } from '../../src/planners/fcp/placement/home-first.ts';
 import { blockUserRanks, type SeqRows } from '../../src/planners/fcp/placement/layout.ts';
 import { type Placer, placeBlocks } from '../../src/planners/fcp/placement/place.ts';
 import type { Weights } from '../../src/planners/fcp/placement/weights.ts';
@@ -128,4 +129,98 @@ test('home-first is deterministic: the same input twice gives the same block ran
     const b = place(batch, 64, 32768, 2, 'home', 4096);
     assert.deepEqual(a.placement.blockRank, b.placement.blockRank);
   }
+});
+
+/**
+ * Spread sequences' units before refinement (`placeSpread`, home-first.ts), from every other block
+ * at its user rank. Returns the start loads and the block ranks after.
+ */
+function spreadFrom(batch: string, world: number, seed: number, blockSize: number) {
+  const { problem, blocks, weights, userRows } = place(batch, world, 32768, seed, 'home', blockSize);
+  const w = weights.block;
+  const avg = weights.total / world;
+  const userOf = blockUserRanks(blocks.seq, blocks.start, blocks.length, userRows);
+  const spread = spreadSequences(blocks, w, userRows, avg);
+  const blockRank = new Int32Array(blocks.seq.length).fill(-1);
+  const load = new Float64Array(world);
+  const mem = new Float64Array(world);
+  for (let b = 0; b < blocks.seq.length; b++) {
+    if (spread[blocks.seq[b]!] === 1) continue;
+    blockRank[b] = userOf[b]!;
+    load[userOf[b]!]! += w[b]!;
+    mem[userOf[b]!]! += blocks.length[b]!;
+  }
+  const load0 = Float64Array.from(load);
+  const mem0 = Float64Array.from(mem);
+  placeSpread(blocks, w, userOf, spread, blockRank, load, mem, avg, problem.memoryTokens, 8, world);
+  return { blocks, w, avg, userOf, spread, blockRank, load, load0, mem0, memoryTokens: problem.memoryTokens };
+}
+
+/**
+ * Throws unless every spread sequence kept a unit on each of its own user ranks (ranks of no other
+ * spread sequence) that had room for one: such a rank holds none of the sequence's blocks only if
+ * every unit with a block of that rank exceeded the rank's room (mean load, memory) at the start.
+ */
+function checkOwnRanksFirst(x: ReturnType<typeof spreadFrom>): void {
+  const { blocks, w, avg, userOf, spread, blockRank, load0, mem0, memoryTokens } = x;
+  for (let b = 0; b < blocks.seq.length; b++) assert.ok(blockRank[b]! >= 0, `block ${b} placed`);
+  const usersOf = new Map<number, Set<number>>();
+  for (let b = 0; b < blocks.seq.length; b++)
+    if (spread[blocks.seq[b]!] === 1) {
+      const r = userOf[b]!;
+      if (!usersOf.has(r)) usersOf.set(r, new Set());
+      usersOf.get(r)!.add(blocks.seq[b]!);
+    }
+  for (const [r, seqs] of usersOf) {
+    if (seqs.size !== 1) continue;
+    const s = [...seqs][0]!;
+    let held = false;
+    for (let b = blocks.seqBlocks[s]!; b < blocks.seqBlocks[s + 1]!; b++) if (blockRank[b] === r) held = true;
+    if (held) continue;
+    for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
+      const a = blocks.unitBlockA[u]!;
+      const c = blocks.unitBlockB[u]!;
+      if (userOf[a] !== r && (c < 0 || userOf[c] !== r)) continue;
+      const uw = w[a]! + (c >= 0 ? w[c]! : 0);
+      const ut = blocks.length[a]! + (c >= 0 ? blocks.length[c]! : 0);
+      assert.ok(
+        load0[r]! + uw > avg || mem0[r]! + ut > memoryTokens,
+        `sequence ${s}: its user rank ${r} had room for unit ${u} and holds none of it`,
+      );
+    }
+  }
+}
+
+test('spread sequences take their own user ranks before any sequence overflows', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom('longtail', 'magi', 'weak-longtail'),
+      fc.constantFrom(16, 32, 64),
+      fc.constantFrom(2048, 4096, 6144),
+      fc.integer({ min: 0, max: 1000 }),
+      (batch, world, blockSize, seed) => checkOwnRanksFirst(spreadFrom(batch, world, seed, blockSize)),
+    ),
+    { seed: 33, numRuns: 30 },
+  );
+});
+
+test('the own-ranks check rejects a spread sequence moved off a user rank that had room for it', () => {
+  // magi at 64 ranks, seed 1: the 117K- and 111K-token sequences are both spread (the case that
+  // motivated the rule, home-first.ts).
+  const x = spreadFrom('magi', 64, 1, 6144);
+  checkOwnRanksFirst(x);
+  const { blocks, blockRank, userOf, spread } = x;
+  let moved = 0;
+  for (let b = 0; b < blocks.seq.length && moved === 0; b++) {
+    if (spread[blocks.seq[b]!] !== 1 || blockRank[b] !== userOf[b]) continue;
+    const r = userOf[b]!;
+    const s = blocks.seq[b]!;
+    for (let c = blocks.seqBlocks[s]!; c < blocks.seqBlocks[s + 1]!; c++)
+      if (blockRank[c] === r) {
+        blockRank[c] = (r + 8) % 64;
+        moved++;
+      }
+  }
+  assert.ok(moved > 0, 'a spread block sits on its user rank');
+  assert.throws(() => checkOwnRanksFirst(x), /had room/);
 });

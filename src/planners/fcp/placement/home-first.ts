@@ -10,7 +10,8 @@
  *    that brings the rank's load closer to the mean (load - mean > w / 2), so a block far larger
  *    than the excess stays and a lighter, less dense one goes instead.
  *    Sequences heavier than SPREAD_FACTOR x their user ranks' share of the mean do not start home:
- *    their zig-zag units are placed as the LPT distributor does (see {@link spreadSequences}).
+ *    their zig-zag units go to their own user ranks while those have room, the rest as the LPT
+ *    distributor places them (see {@link spreadSequences}, {@link placeSpread}).
  * 3. Place. The shed blocks, heaviest first (LPT), go to the rank that takes them under the mean at
  *    the least modelled transfer cost: the block's Q/K/V/O over the link from its source (NVLink
  *    inside the source's node, the NIC across) plus the K/V of the sequence's prefix that the rank
@@ -211,7 +212,7 @@ const SPREAD_FACTOR = 2;
  * rank holding tokens 20K-51K of a 512K sequence sent them to 146 holders, 4.5M tokens' K/V, and
  * forward MFU fell from 0.42 to 0.20); zig-zag units spread its prefix over all its holders.
  */
-function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: number): Uint8Array {
+export function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: number): Uint8Array {
   const S = blocks.seqBlocks.length - 1;
   const out = new Uint8Array(S);
   for (let s = 0; s < S; s++) {
@@ -224,12 +225,22 @@ function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, avg: nu
 }
 
 /**
- * Places the units of spread sequences (largest sequence first, its units in zig-zag order) as the
- * LPT placement does (distribute.ts): a user rank of the unit's blocks with room under the mean,
- * else the rank of the sequence's previous unit (affinity), else the least loaded rank of that
- * rank's node, else the least loaded rank with memory.
+ * Where the units of spread sequences go, in two passes (`load` and `mem` updated in place):
+ * 1. Own user ranks first, for every spread sequence before any overflows (largest sequence
+ *    first, its units in zig-zag order): a unit goes to a user rank of one of its blocks while
+ *    that rank stays under the mean.
+ * 2. The rest as the LPT placement does (distribute.ts): the rank of the sequence's previous unit
+ *    (affinity), else the least loaded rank of that rank's node, else the least loaded rank with
+ *    memory.
+ * Why pass 1 comes for all sequences first: placed one sequence at a time, a larger sequence's
+ * overflow filled a smaller one's user ranks (node-mates of its last unit), and the smaller one
+ * then went wholly to other nodes, every token of it shipped out and others' shipped in
+ * (simulated, `magi` at 64 ranks seed 1, PXN: the 117K-token sequence took all four user ranks of
+ * the 111K one, whose 37 blocks landed on 20 ranks of 7 nodes; its user rank 33 sent all 32,768
+ * of its tokens across nodes and waited 6.6 ms for its first input; `npx tsx bench/fcp-gaps.ts
+ * --pxn --batch magi --worlds 64 --seeds 1 --dir forward --rank 33`).
  */
-function placeSpread(
+export function placeSpread(
   blocks: Blocks,
   w: Float64Array,
   userOf: Int32Array,
@@ -250,38 +261,58 @@ function placeSpread(
     for (let b = blocks.seqBlocks[s]!; b < blocks.seqBlocks[s + 1]!; b++) seqWork[s]! += w[b]!;
   }
   seqs.sort((x, y) => seqWork[y]! - seqWork[x]! || x - y);
-  for (const s of seqs) {
-    let prev = -1;
+  const unitWork = (u: number): number => {
+    const bb = blocks.unitBlockB[u]!;
+    return w[blocks.unitBlockA[u]!]! + (bb >= 0 ? w[bb]! : 0);
+  };
+  const unitTokens = (u: number): number => {
+    const bb = blocks.unitBlockB[u]!;
+    return blocks.length[blocks.unitBlockA[u]!]! + (bb >= 0 ? blocks.length[bb]! : 0);
+  };
+  const fits = (r: number, u: number): boolean =>
+    r >= 0 && mem[r]! + unitTokens(u) <= memoryTokens && load[r]! + unitWork(u) <= avg;
+  const put = (u: number, r: number): void => {
+    const bb = blocks.unitBlockB[u]!;
+    blockRank[blocks.unitBlockA[u]!] = r;
+    if (bb >= 0) blockRank[bb] = r;
+    load[r]! += unitWork(u);
+    mem[r]! += unitTokens(u);
+  };
+  // Pass 1: own user ranks; `last`: the rank of each sequence's last unit placed so far.
+  const last = new Int32Array(spread.length).fill(-1);
+  for (const s of seqs)
     for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
-      const ba = blocks.unitBlockA[u]!;
+      const ra = userOf[blocks.unitBlockA[u]!]!;
       const bb = blocks.unitBlockB[u]!;
-      const uw = w[ba]! + (bb >= 0 ? w[bb]! : 0);
-      const ut = blocks.length[ba]! + (bb >= 0 ? blocks.length[bb]! : 0);
-      const fits = (r: number): boolean => r >= 0 && mem[r]! + ut <= memoryTokens && load[r]! + uw <= avg;
-      let pick = -1;
-      if (fits(userOf[ba]!)) pick = userOf[ba]!;
-      else if (bb >= 0 && fits(userOf[bb]!)) pick = userOf[bb]!;
-      else if (fits(prev)) pick = prev;
+      const pick = fits(ra, u) ? ra : bb >= 0 && fits(userOf[bb]!, u) ? userOf[bb]! : -1;
+      if (pick < 0) continue;
+      put(u, pick);
+      last[s] = pick;
+    }
+  // Pass 2: the rest, from the rank of the sequence's last unit of pass 1.
+  for (const s of seqs) {
+    let prev = last[s]!;
+    for (let u = blocks.seqUnits[s]!; u < blocks.seqUnits[s + 1]!; u++) {
+      if (blockRank[blocks.unitBlockA[u]!]! >= 0) continue;
+      // A unit fits no user rank here (loads only grow after pass 1).
+      let pick = fits(prev, u) ? prev : -1;
       if (pick < 0 && prev >= 0) {
         const n0 = Math.floor(prev / nodeSize) * nodeSize;
         for (let r = n0; r < Math.min(world, n0 + nodeSize); r++)
-          if (fits(r) && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+          if (fits(r, u) && (pick < 0 || load[r]! < load[pick]!)) pick = r;
       }
       if (pick < 0)
         for (let r = 0; r < world; r++)
-          if (mem[r]! + ut <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+          if (mem[r]! + unitTokens(u) <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
       if (pick < 0)
         throw new FcpError(
           issue(
             'plan.memory',
-            `no rank has memory for a unit of ${ut} tokens of sequence ${s}`,
+            `no rank has memory for a unit of ${unitTokens(u)} tokens of sequence ${s}`,
             'memoryTokens',
           ),
         );
-      blockRank[ba] = pick;
-      if (bb >= 0) blockRank[bb] = pick;
-      load[pick]! += uw;
-      mem[pick]! += ut;
+      put(u, pick);
       prev = pick;
     }
   }
