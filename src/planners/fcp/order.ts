@@ -9,7 +9,8 @@
  *
  * 1. local work present from the start runs first, for about as long as the rank waits for its
  *    first exported work's data (the estimated end of that work's group); all of it on a rank
- *    that exports nothing (nothing at its end needs covering);
+ *    that exports nothing (nothing at its end needs covering); with one fixed reserve, a rank
+ *    short of local work splits it between the start's wait and the reserve in proportion;
  * 2. then exporting work, by ready group, keys (backward) or queries (forward) in position order,
  *    so that partials and rows complete progressively (the caller's `key`: the backward of a loader
  *    layout puts the launch shape first, launch-shapes.ts), cut into ops of at most `maxOpMs` so that
@@ -257,7 +258,15 @@ export function orderOps(
     //    earliest-release-first (local work, then by arrival) minimises its end.
     const wait = ne > 0 ? readyAt(t.ready[exp[0]!]!, r) : 0;
     const reserve = !exports ? 0 : typeof reserveMs === 'number' ? reserveMs : reserveMs[r]!;
-    const head = exports ? Math.min(wait, Math.max(0, localMs - reserve)) : localMs;
+    // With one fixed reserve (mode (a)'s backward) a rank with less local work than the wait and
+    // the reserve together splits it between them in proportion, rather than keeping it all for
+    // the end and idling at the start: after spread sequences took their own user ranks first
+    // (home-first.ts), such ranks waited 3.0-3.3 ms at the start of the backward (`magi` 16 ranks
+    // seeds 1-2, PXN, `npx tsx bench/fcp-gaps.ts --pxn --batch magi --worlds 16 --seeds 1,2 --dir
+    // backward`). Measured in session 33 (docs/results.md); session 29 had measured it mixed.
+    const split =
+      typeof reserveMs === 'number' && wait + reserve > 0 ? (localMs * wait) / (wait + reserve) : 0;
+    const head = exports ? Math.min(wait, Math.max(localMs - reserve, split, 0)) : localMs;
     let li = 0;
     let now = 0;
     let localLeft = localMs;
