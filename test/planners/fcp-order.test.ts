@@ -148,9 +148,28 @@ test('exporting work goes by position once its data is in; local work covers the
   const order = [...compute.taskIds];
   assert.deepEqual(order, [0, 1, 3, 4, 2], 'local first (the wait), then exports by key');
   // With a reserve, part of the local work moves to the end.
-  const reserved = orderOps(input, Float64Array.from([2]), 1, 1, 10, 1.5).compute;
+  const reserved = orderOps(input, Float64Array.from([2]), 1, 1, 10, 2).compute;
   assert.deepEqual([...reserved.taskIds], [0, 3, 4, 2, 1]);
   assert.deepEqual([...reserved.after], [-1, 0, -1]);
+});
+
+test('with one fixed reserve, local work short of the wait and the reserve is split between them', () => {
+  // One exporting rank: 4 ms of local work, its export's data arrives at 4 ms, reserve 4 ms. The
+  // split gives the start 4 x 4 / (4 + 4) = 2 ms (two tasks) and the end the other two; per-rank
+  // reserves (mode (b)'s backward) keep all of it for the end and the rank idles until 4 ms.
+  const input = {
+    rank: new Int32Array(5),
+    ready: Int32Array.from([-1, -1, -1, -1, 0]),
+    exported: Uint8Array.from([0, 0, 0, 0, 1]),
+    ms: Float64Array.from([1, 1, 1, 1, 1]),
+    key: Float64Array.from([0, 1, 2, 3, 4]),
+  };
+  const split = orderOps(input, Float64Array.from([4]), 1, 1, 10, 4).compute;
+  assert.deepEqual([...split.taskIds], [0, 1, 4, 2, 3]);
+  assert.deepEqual([...split.after], [-1, 0, -1]);
+  const perRank = orderOps(input, Float64Array.from([4]), 1, 1, 10, Float64Array.from([4])).compute;
+  assert.deepEqual([...perRank.taskIds], [4, 0, 1, 2, 3]);
+  assert.deepEqual([...perRank.after], [0, -1]);
 });
 
 test('a push joins the first group its rank enters after the op ends, never before minGroup', () => {
@@ -183,7 +202,8 @@ test('a rank that exports nothing keeps no local work for the end: it fills the 
     key: Float64Array.from([0, 1, 2, 0, 1, 2]),
   };
   const groupEnd = Float64Array.from([5, 5]);
-  const { compute } = orderOps(input, groupEnd, 1, 2, 2, 10);
+  // Per-rank reserves (a loader layout's backward), 10 ms each.
+  const { compute } = orderOps(input, groupEnd, 1, 2, 2, Float64Array.from([10, 10]));
   const first = (r: number): number => compute.rank.indexOf(r);
   // Rank 0 starts with its local work; the remote-K/V op comes last.
   assert.equal(compute.after[first(0)], -1);
@@ -210,12 +230,12 @@ test('local work beyond the reserve fills the wait between two groups, the reser
     'head, group 0, the gap filled, group 1, reserve',
   );
   // Without the gap fill the rank would idle from 2 to 6 ms; with a reserve of all local work
-  // nothing fills it.
+  // nothing fills it: one fixed reserve still starts with its share of the 1 ms wait (4 x 1 / (1 +
+  // 4) ms: one task), per-rank reserves keep everything for the end.
   const held = orderOps(input, Float64Array.from([1, 6]), 2, 1, 10, 4).compute;
-  assert.deepEqual([...held.taskIds], [4, 5, 0, 1, 2, 3]);
-  // Per-rank reserves: rank 0 keeps everything, so the same tasks as above.
+  assert.deepEqual([...held.taskIds], [0, 4, 5, 1, 2, 3]);
   const perRank = orderOps(input, Float64Array.from([1, 6]), 2, 1, 10, Float64Array.from([4])).compute;
-  assert.deepEqual([...perRank.taskIds], [...held.taskIds]);
+  assert.deepEqual([...perRank.taskIds], [4, 5, 0, 1, 2, 3]);
 });
 
 test('a rank that exports nothing runs all its local work first, even past the first arrival', () => {
