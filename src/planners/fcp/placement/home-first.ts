@@ -236,7 +236,7 @@ export function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, 
  * overflow filled a smaller one's user ranks (node-mates of its last unit), and the smaller one
  * then went wholly to other nodes, every token of it shipped out and others' shipped in
  * (simulated, `magi` at 64 ranks seed 1, PXN: the 117K-token sequence took all four user ranks of
- * the 111K one, whose 37 blocks landed on 20 ranks of 7 nodes; its user rank 33 sent all 32,768
+ * the 111K one, whose 37 blocks landed on 19 ranks of 8 nodes; its user rank 33 sent all 32,768
  * of its tokens across nodes and waited 6.6 ms for its first input; `npx tsx bench/fcp-gaps.ts
  * --pxn --batch magi --worlds 64 --seeds 1 --dir forward --rank 33`).
  */
