@@ -152,7 +152,7 @@ function spreadFrom(batch: string, world: number, seed: number, blockSize: numbe
   }
   const load0 = Float64Array.from(load);
   const mem0 = Float64Array.from(mem);
-  placeSpread(blocks, w, userOf, spread, blockRank, load, mem, avg, problem.memoryTokens, 8, world);
+  placeSpread(blocks, weights, userOf, spread, blockRank, load, mem, avg, problem.memoryTokens, 8, world);
   return { blocks, w, avg, userOf, spread, blockRank, load, load0, mem0, memoryTokens: problem.memoryTokens };
 }
 

@@ -100,7 +100,19 @@ export function homeFirstPlacement(
       shed.push(b);
     }
   }
-  placeSpread(blocks, w, userOf, spread, blockRank, load, mem, avg, memoryTokens, links.nodeSize, world);
+  placeSpread(
+    blocks,
+    weights,
+    userOf,
+    spread,
+    blockRank,
+    load,
+    mem,
+    avg,
+    memoryTokens,
+    links.nodeSize,
+    world,
+  );
   // Where each rank's K/V need of a sequence ends (causal: the end of its last block of it), for
   // the cost of a new holder. Key: seq * world + rank.
   const needEnd = new Map<number, number>();
@@ -242,7 +254,7 @@ export function spreadSequences(blocks: Blocks, w: Float64Array, rows: SeqRows, 
  */
 export function placeSpread(
   blocks: Blocks,
-  w: Float64Array,
+  weights: Weights,
   userOf: Int32Array,
   spread: Uint8Array,
   blockRank: Int32Array,
@@ -253,6 +265,9 @@ export function placeSpread(
   nodeSize: number,
   world: number,
 ): void {
+  const w = weights.block;
+  const unitWork = weights.unit;
+  const unitTokens = blocks.unitTokens;
   const seqs: number[] = [];
   const seqWork = new Float64Array(spread.length);
   for (let s = 0; s < spread.length; s++) {
@@ -261,22 +276,14 @@ export function placeSpread(
     for (let b = blocks.seqBlocks[s]!; b < blocks.seqBlocks[s + 1]!; b++) seqWork[s]! += w[b]!;
   }
   seqs.sort((x, y) => seqWork[y]! - seqWork[x]! || x - y);
-  const unitWork = (u: number): number => {
-    const bb = blocks.unitBlockB[u]!;
-    return w[blocks.unitBlockA[u]!]! + (bb >= 0 ? w[bb]! : 0);
-  };
-  const unitTokens = (u: number): number => {
-    const bb = blocks.unitBlockB[u]!;
-    return blocks.length[blocks.unitBlockA[u]!]! + (bb >= 0 ? blocks.length[bb]! : 0);
-  };
   const fits = (r: number, u: number): boolean =>
-    r >= 0 && mem[r]! + unitTokens(u) <= memoryTokens && load[r]! + unitWork(u) <= avg;
+    r >= 0 && mem[r]! + unitTokens[u]! <= memoryTokens && load[r]! + unitWork[u]! <= avg;
   const put = (u: number, r: number): void => {
     const bb = blocks.unitBlockB[u]!;
     blockRank[blocks.unitBlockA[u]!] = r;
     if (bb >= 0) blockRank[bb] = r;
-    load[r]! += unitWork(u);
-    mem[r]! += unitTokens(u);
+    load[r]! += unitWork[u]!;
+    mem[r]! += unitTokens[u]!;
   };
   // Pass 1: own user ranks; `last`: the rank of each sequence's last unit placed so far.
   const last = new Int32Array(spread.length).fill(-1);
@@ -303,12 +310,12 @@ export function placeSpread(
       }
       if (pick < 0)
         for (let r = 0; r < world; r++)
-          if (mem[r]! + unitTokens(u) <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+          if (mem[r]! + unitTokens[u]! <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
       if (pick < 0)
         throw new FcpError(
           issue(
             'plan.memory',
-            `no rank has memory for a unit of ${unitTokens(u)} tokens of sequence ${s}`,
+            `no rank has memory for a unit of ${unitTokens[u]!} tokens of sequence ${s}`,
             'memoryTokens',
           ),
         );
