@@ -171,10 +171,20 @@ test('mode (b) on several nodes: the tuner adds a relay candidate, keeps the lea
   assert.ok(relaysChosen + directChosen === 8);
 });
 
-test('no relay candidate in mode (a), on one node, or with fanOut: false', () => {
+test('mode (a) across nodes plans the chosen candidate with relays last; none on one node or with fanOut: false', () => {
   const p = resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 1 });
+  const a = tuningOf(fcpPlanner.plan(p, {}));
+  const direct = a.candidates.slice(0, -1);
+  assert.ok(direct.length >= 2 && direct.every((c) => !c.fanOut));
+  const best = direct.reduce((x, c) => (c.estimateMs < x.estimateMs ? c : x));
+  assert.deepEqual(a.candidates.at(-1), {
+    ...best,
+    fanOut: true,
+    estimateMs: a.candidates.at(-1)!.estimateMs,
+  });
   for (const t of [
-    tuningOf(fcpPlanner.plan(p, {})),
+    tuningOf(fcpPlanner.plan(p, { fanOut: false } as FcpPlannerOptions)),
+    tuningOf(fcpPlanner.plan({ ...p, gpusPerNode: 16 }, {})),
     tuningOf(fcpPlanner.plan(p, { loaderLayout: true, fanOut: false } as FcpPlannerOptions)),
     tuningOf(fcpPlanner.plan({ ...p, gpusPerNode: 16 }, { loaderLayout: true })),
   ])

@@ -76,9 +76,10 @@ test('a given block size pins it, the default one too; unset, mode (a) tunes it'
   const p = resolveProblem({ batch: 'bimodal', world: 16, tokensPerRank: 8192, seed: 4 });
   for (const blockSize of [2048, 4096]) {
     const pinned = tuningOf(fcpPlanner.plan(p, { blockSize }));
+    // Two group sizes, then the chosen one with relays (16 ranks on two nodes, tuner.ts).
     assert.deepEqual(
       pinned.candidates.map((c) => c.blockSize),
-      [blockSize, blockSize],
+      [blockSize, blockSize, blockSize],
     );
   }
   const tuned = tuningOf(fcpPlanner.plan(p, {}));
@@ -92,9 +93,10 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       const label = `seed ${seed} ${loaderLayout ? '(b)' : '(a)'}`;
       const plan = fcpPlanner.plan(p, { loaderLayout });
       const t = tuningOf(plan);
-      // Mode (b) on two nodes adds the relay candidate (fcp-relay.test.ts).
+      // On two nodes both modes add the relay candidate, last (fcp-relay.test.ts).
       const relay = t.candidates.filter((c) => c.fanOut).length;
-      assert.equal(relay, loaderLayout ? 1 : 0, label);
+      assert.equal(relay, 1, label);
+      assert.ok(t.candidates.at(-1)!.fanOut, label);
       // Mode (b) also tries groups of 8 rounds (index.ts, LOADER_CANDIDATES); mode (a) tries them
       // for each block size the budget buys (BLOCK_SIZE_CANDIDATES), in that order.
       const pairs = tuneCandidates(16, 200, loaderLayout ? 3 : 2);
@@ -104,7 +106,11 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
         t.candidates.map((c) => c.blockSize),
         loaderLayout
           ? t.candidates.map(() => undefined)
-          : BLOCK_SIZE_CANDIDATES.slice(0, sizes).flatMap((b) => Array<number>(pairs).fill(b)),
+          : [
+              ...BLOCK_SIZE_CANDIDATES.slice(0, sizes).flatMap((b) => Array<number>(pairs).fill(b)),
+              t.candidates.filter((c) => !c.fanOut).reduce((x, c) => (c.estimateMs < x.estimateMs ? c : x))
+                .blockSize,
+            ],
         `${label}: block sizes recorded in mode (a) only`,
       );
       if (loaderLayout)

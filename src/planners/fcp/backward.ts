@@ -9,7 +9,9 @@
  *    order.ts (keys in position order, so that partials complete progressively; local work at the
  *    ends).
  * 4. `dkv` pushes: a rank that computed with keys it is not home for pushes its accumulated dK,dV
- *    partial of each such range to the range's home (one push per home run it crosses), after the
+ *    partial of each such range to the range's home (one push per home run it crosses; where
+ *    several ranks of one node push partials of one run across nodes, they are summed on the
+ *    node's rank on the home's rail first, transfers/dkv-node.ts), after the
  *    last op using those keys (`sendAfter`), in the first group the rank is expected to enter
  *    after that op ends (transfers/timeline.ts: earlier, the push would hold the group, and every rank it
  *    exchanges with, until the op ends). Pushes fill the gaps of the rounds already placed
@@ -40,6 +42,7 @@ import {
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
 import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
+import { dkvRoutes, placeDkvRoutes } from './transfers/dkv-node.ts';
 import { chooseSenders } from './transfers/fetch.ts';
 import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
@@ -214,17 +217,22 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   // Groups opened from here on carry only pushes (no op waits for them): they hold up to
   // `pushCoalesce` rounds whatever the candidate's group size (PUSH_GROUPS; groups.ts, widenFrom).
   placer.widenFrom(placer.groups, o.pushCoalesce);
-  const dkv = placePushes(placer, d.src, d.dst, dReady, world, o.rounds);
+  // Partials of one home run from several ranks of a node are summed there first (dkv-node.ts).
+  const P = dkvRoutes(d, dReady, ctx.links, world);
+  const dkv = placeDkvRoutes(placer, P, world, o.rounds);
   // Latest dkv arrival into each piece, for `out` (pushes land inside one home run).
   const dkvInto = new Int32Array(pieces.seq.length).fill(-1);
-  for (let e = 0; e < nd; e++) {
-    const id = list.add(dkv.slot[e]!, d.src[e]!, d.dst[e]!, Kind.dkv, d.seq[e]!, d.start[e]!, d.length[e]!);
-    sendAfter.transfer.push(id);
-    sendAfter.compute.push(d.op[e]!);
+  for (let e = 0; e < P.src.length; e++) {
+    const id = list.add(dkv.slot[e]!, P.src[e]!, P.dst[e]!, Kind.dkv, P.seq[e]!, P.start[e]!, P.length[e]!);
+    if (P.op[e]! >= 0) {
+      sendAfter.transfer.push(id);
+      sendAfter.compute.push(P.op[e]!);
+    }
+    if (P.into[e]! >= 0) continue; // its partial reaches home with the aggregator's push
     const g = placer.groupOf(dkv.slot[e]!);
-    const a = d.start[e]!;
-    const b = a + d.length[e]!;
-    for (let j = pieces.runOff[d.run[e]!]!, je = pieces.runOff[d.run[e]! + 1]!; j < je; j++)
+    const a = P.start[e]!;
+    const b = a + P.length[e]!;
+    for (let j = pieces.runOff[P.run[e]!]!, je = pieces.runOff[P.run[e]! + 1]!; j < je; j++)
       if (pieces.start[j]! < b && pieces.start[j]! + pieces.length[j]! > a && dkvInto[j]! < g) dkvInto[j] = g;
   }
 
@@ -261,7 +269,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
       transfers: {
         in: m.length + relayCount(inColouring.relay),
         kv: edges.src.length,
-        dkv: nd,
+        dkv: P.src.length,
         out: m.length + relayCount(outRelay),
       },
       groups: groupCount(phase.groupOfRound),

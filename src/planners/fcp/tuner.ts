@@ -10,7 +10,9 @@
  * also plans the block sizes the budget buys ({@link BLOCK_SIZE_CANDIDATES}, each a whole
  * pipeline) unless `blockSize` is given. In mode (b) across nodes one more candidate, the chosen
  * group size with relays, is tried beyond the budget ({@link loaderRelays}); so it is with `fanOut`
- * across nodes when the budget buys one candidate (mode (a) from 256 ranks on). A `coalesce` other
+ * across nodes when the budget buys one candidate (mode (a) from 256 ranks on), and in mode (a)
+ * across nodes, `fanOut` not given, when the budget buys two or more (the chosen block and group
+ * size with relays). A `coalesce` other
  * than the default, or `tune: false`, plans with the options as given (then `fanOut` forces
  * relays). `meta.tuning` records every candidate's estimate, the choice and the budget; timings
  * add up all candidates. `search` (mode (b)'s level, loader-search.ts) fixes the candidate count
@@ -123,9 +125,17 @@ export function tunedPipeline(
   // With `fanOut` asked for and a budget that buys one candidate (the direct plan, the first of
   // TUNE_CANDIDATES), the relay variant is planned beyond the budget too, as mode (b)'s is:
   // otherwise `--fan-out` plans no relay at all from 256 ranks on (mode (a), default budget).
+  // Mode (a) across nodes where the budget buys two or more direct candidates (below 256 ranks by
+  // default) plans the chosen one's relay variant too, kept on mode (b)'s 1% lead: relays in
+  // every candidate were mixed there (Session 29), the variant never loses by the estimate's lead.
+  // Simulated, seeds 1-3 of each batch kind, 16-128 ranks, B - A of forward / both phases MFU:
+  // PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down; `magi` 128 +0.017 forward), hopper-ib
+  // direct +0.0020 ± 0.0008 / +0.0007 ± 0.0003 (9 up, 1 down); docs/results.md, "Session 34".
+  const aRelay = homeFromUser === null && options.fanOut === undefined && count > 1 && spansNodes(problem);
   const mayRelay =
     ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
-    (options.fanOut === true && oneAcrossNodes);
+    (options.fanOut === true && oneAcrossNodes) ||
+    aRelay;
   const steps = sizes.length * count + (mayRelay ? 1 : 0);
   let stepsDone = 0;
   const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
