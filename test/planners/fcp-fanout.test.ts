@@ -13,6 +13,11 @@ import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
 import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import type { Blocks } from '../../src/planners/fcp/placement/blocks.ts';
+import { homeRuns } from '../../src/planners/fcp/placement/layout.ts';
+import { chooseSenders, type KvEdges } from '../../src/planners/fcp/transfers/fetch.ts';
+import { fetchRequests } from '../../src/planners/fcp/transfers/fetch-requests.ts';
+import { reshufflePieces } from '../../src/planners/fcp/transfers/reshuffle.ts';
 import { blockSizeCandidates } from '../../src/planners/fcp/tune-candidates.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
@@ -118,6 +123,47 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         }
       }
   assert.ok(relayed > 0, 'some K/V was relayed');
+});
+
+test('a range across several home runs is relayed once per message of its feed', () => {
+  // Nodes of two ranks. Sequence 0 (400 tokens) is rank 0's user row, homed in runs of 100 on
+  // ranks 0-3; sequences 1-3 stay on their user ranks 1-3. Ranks 2 and 3 on node 1 both need
+  // [0, 200) of it (messages cut at 200 tokens), which lies in two home runs on node 0.
+  const blocks = {
+    seqBlocks: Int32Array.from([0, 4, 5, 6, 7]),
+    start: Int32Array.from([0, 100, 200, 300, 0, 0, 0]),
+    length: Int32Array.from([100, 100, 100, 100, 400, 400, 400]),
+  } as unknown as Blocks;
+  const runs = homeRuns(blocks, Int32Array.from([0, 1, 2, 3, 1, 2, 3]), 4);
+  const userRows = {
+    off: Int32Array.from([0, 1, 2, 3, 4]),
+    rank: Int32Array.from([0, 1, 2, 3]),
+    start: new Int32Array(4),
+    length: Int32Array.from([400, 400, 400, 400]),
+  };
+  const seqs = Int32Array.from([400, 400, 400, 400]);
+  const req = fetchRequests(runs, userRows, seqs, 'causal', 200);
+  const pieces = reshufflePieces(runs, userRows, 0);
+  const nic = (e: KvEdges): number => {
+    let n = 0;
+    for (let i = 0; i < e.src.length; i++) if (e.src[i]! >> 1 !== e.dst[i]! >> 1) n += e.length[i]!;
+    return n;
+  };
+  const direct = chooseSenders(req, runs, pieces, 4, true, 0, 2, false);
+  const relayed = chooseSenders(req, runs, pieces, 4, true, 0, 2, true);
+  const rel = Array.from(relayed.relay.keys()).filter((e) => relayed.relay[e]! >= 0);
+  assert.ok(rel.length > 0, 'the range is relayed');
+  for (const e of rel) {
+    const f = relayed.relay[e]!;
+    assert.equal(relayed.src[e], relayed.dst[f], 'relayed by the rank its feed message reached');
+    assert.equal(relayed.src[e]! >> 1, relayed.dst[e]! >> 1, 'inside the node');
+    assert.equal(relayed.seq[e], relayed.seq[f]);
+    assert.equal(relayed.start[e], relayed.start[f]);
+    assert.ok(relayed.length[e]! <= relayed.length[f]!);
+  }
+  // Every relayed token crossed once for both receivers.
+  assert.equal(nic(direct), 400);
+  assert.equal(nic(relayed), 200);
 });
 
 test('the validator refuses a relay moved into its feed round', () => {

@@ -11,10 +11,11 @@
  * (available from time zero); consecutive user segments are one message.
  *
  * Two-hop fan-out (`fanOut`, beyond the paper; MagiAttention's native backend de-duplicates per node
- * the same way): requests of one range (same sequence and start, one message) that several ranks of
- * a node need from other nodes cross the NIC once: one of those ranks, chosen to spread the NIC
- * fetches over the node (relayFeeds), fetches the longest and forwards it over NVLink to the
- * others after it arrives. Long sequences
+ * the same way): requests of one range (same sequence and start) that several ranks of a node need
+ * from other nodes cross the NIC once: one of those ranks, chosen to spread the NIC fetches over
+ * the node (relayFeeds), fetches the longest and forwards it over NVLink to the others after it
+ * arrives, one forward per message of its fetch (a range across several home runs arrives in
+ * several). Long sequences
  * spread over many nodes are where this matters: every rank holding a zig-zag unit of a 512K
  * sequence needs almost all of its K/V, so without it each rank of a node pulls the same ranges
  * over its own NIC.
@@ -80,8 +81,13 @@ function byDescendingLength(len: Int32Array): Int32Array {
 
 /**
  * Two-hop feeds (`fanOut`): for every range that several ranks of one node need from other nodes
- * (requests of one segment, same sequence and start, neither the home nor the user rank in the
+ * (requests of the same sequence and start, none of whose home runs nor user rank is in the
  * receiver's node), one of them fetches it over the NIC and relays it to the others over NVLink.
+ * Requests across several home runs count too: in mode (a) the prefix of a spread sequence lies in
+ * many runs, and with one run only the forward moved 1.73x the distinct K/V tokens per pair of
+ * nodes across them (`magi` 64 ranks seed 1, PXN, relays kept), 1.27x with them; simulated, B - A
+ * forward MFU: PXN 64-256 +0.0028 ± 0.0014 (8 up, 3 down), direct 128-256 +0.0047 ± 0.0028 (6
+ * up, 2 down); mode (b)'s plans do not change (docs/results.md, "Session 34").
  * The fetcher is the receiver of a longest such request (it must cover the others) with the least
  * link time so far: NIC tokens fetched plus NVLink tokens relayed over NVLINK_SPEEDUP (ties:
  * request order), ranges taken largest first: every rank of a node then pulls about 1/k of the
@@ -119,9 +125,9 @@ function relayFeeds(
     const i = order[k]!;
     const v = runs.rsRank[req.rs[i]!]!;
     const vn = Math.floor(v / g);
-    const one = segOff[i + 1]! - segOff[i]! === 1;
-    const remote =
-      one && Math.floor(runs.rank[segRun[segOff[i]!]!]! / g) !== vn && Math.floor(req.user[i]! / g) !== vn;
+    let remote = Math.floor(req.user[i]! / g) !== vn;
+    for (let j = segOff[i]!; remote && j < segOff[i + 1]!; j++)
+      if (Math.floor(runs.rank[segRun[j]!]! / g) === vn) remote = false;
     if (!remote) continue;
     const s = runs.rsSeq[req.rs[i]!]!;
     const a = req.start[i]!;
@@ -232,8 +238,8 @@ export function chooseSenders(
     const vn = Math.floor(runs.rsRank[req.rs[i]!]! / g);
     const un = Math.floor(u / g) === vn;
     if (relayReq !== null && relayReq[i]! >= 0) {
+      // Its edges (one per message of its feed) are counted once every feed's messages are known.
       nvl[runs.rsRank[req.rs[relayReq[i]!]!]!]! += req.length[i]! + MESSAGE_TOKENS;
-      edgeCount++;
       continue;
     }
     let prevUser = false;
@@ -262,6 +268,44 @@ export function chooseSenders(
       }
     }
   }
+  /**
+   * Visits the messages of request `i` in order, clipped to token `end`: its home segments and
+   * its runs of consecutive user segments (merged into one message), as the edges below are
+   * emitted; `seg` is the message's first segment.
+   */
+  const messagesOf = (
+    i: number,
+    end: number,
+    visit: (from: number, x: number, len: number, seg: number) => void,
+  ): void => {
+    const a = req.start[i]!;
+    const u = req.user[i]!;
+    let from = -1;
+    let x0 = 0;
+    let len = 0;
+    let seg = -1;
+    for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
+      const x = Math.max(a, runs.start[segRun[j]!]!);
+      if (x >= end) break;
+      const l = Math.min(segLen[j]!, end - x);
+      if (viaHome[j] === 0 && seg >= 0 && viaHome[seg] === 0) {
+        len += l;
+        continue;
+      }
+      if (seg >= 0) visit(from, x0, len, seg);
+      from = viaHome[j] === 1 ? runs.rank[segRun[j]!]! : u;
+      x0 = x;
+      len = l;
+      seg = j;
+    }
+    if (seg >= 0) visit(from, x0, len, seg);
+  };
+  // A relayed request gets one edge per message of its feed up to its own end.
+  if (relayReq !== null)
+    for (let i = 0; i < n; i++) {
+      const f = relayReq[i]!;
+      if (f >= 0) messagesOf(f, req.start[i]! + req.length[i]!, () => edgeCount++);
+    }
   const src = new Int32Array(edgeCount);
   const dst = new Int32Array(edgeCount);
   const seq = new Int32Array(edgeCount);
@@ -280,14 +324,21 @@ export function chooseSenders(
     const u = req.user[i]!;
     firstEdge[i] = e;
     if (relayReq !== null && relayReq[i]! >= 0) {
-      src[e] = runs.rsRank[req.rs[relayReq[i]!]!]!;
-      dst[e] = h;
-      seq[e] = s;
-      start[e] = a;
-      length[e] = req.length[i]!;
-      rsCol[e] = rs;
-      dep[e] = -1;
-      e++;
+      const f = relayReq[i]!;
+      const fr = runs.rsRank[req.rs[f]!]!;
+      let k = 0;
+      messagesOf(f, a + req.length[i]!, (_, x, len) => {
+        src[e] = fr;
+        dst[e] = h;
+        seq[e] = s;
+        start[e] = x;
+        length[e] = len;
+        rsCol[e] = rs;
+        dep[e] = -1;
+        // The feed's k-th message brings this range (its edge index is known once all are emitted).
+        relay[e] = k++;
+        e++;
+      });
       continue;
     }
     let userEdge = -1;
@@ -310,9 +361,15 @@ export function chooseSenders(
       e++;
     }
   }
-  // A relay edge waits for its feed's one message (edges are emitted in request order).
+  // A relay edge waits for the feed's message that brings its range (edges are emitted in request
+  // order, a request's messages in position order).
   if (relayReq !== null)
-    for (let i = 0; i < n; i++) if (relayReq[i]! >= 0) relay[firstEdge[i]!] = firstEdge[relayReq[i]!]!;
+    for (let i = 0; i < n; i++) {
+      const f = relayReq[i]!;
+      if (f < 0) continue;
+      for (let x = firstEdge[i]!, xe = i + 1 < n ? firstEdge[i + 1]! : e; x < xe; x++)
+        relay[x] = firstEdge[f]! + relay[x]!;
+    }
   const direct: KvEdges = { src, dst, seq, start, length, rs: rsCol, dep, relay };
   if (!fanOut || homesReady) return direct;
   // Forwarding trees for the forward's hot senders (forward-tree.ts).
