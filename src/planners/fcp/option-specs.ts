@@ -134,7 +134,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'fanOut',
     owner: 'fcp',
     type: 'boolean',
-    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate, at least the relay variant of its one candidate where the budget buys one (without this flag: with --loader-layout across nodes it tries one relay plan; in mode (a) across nodes, where the budget buys one candidate, 256 ranks and more by default, that candidate uses relays)',
+    doc: 'two-hop K/V: a range one rank of a node fetched over the NIC is relayed to its node peers over NVLink; the self-tuner then also tries plans with relays and keeps the least estimate, at least the relay variant of its one candidate where the budget buys one (without this flag, across nodes: it tries one relay plan, the chosen candidate with relays, in mode (b) and in mode (a) where the budget buys two or more candidates; in mode (a) where it buys one, 256 ranks and more by default, that candidate uses relays)',
   },
   {
     key: 'planBudgetMs',
