@@ -42,7 +42,7 @@ import {
 import { applyAblations, buildPhaseOps, lastWriter } from './phase-ops.ts';
 import { firstEndingAfter, subtractInto } from './placement/layout.ts';
 import { edgesByRs, keySpanEnd, type TaskContext, type Tasks, taskReady } from './tasks.ts';
-import { dkvRoutes, placeDkvRoutes } from './transfers/dkv-node.ts';
+import { type DkvRows, dkvRoutes, placeDkvRoutes } from './transfers/dkv-node.ts';
 import { chooseSenders } from './transfers/fetch.ts';
 import { addOutPushes, finishPhase, GroupPlacer } from './transfers/groups.ts';
 import { placePushes } from './transfers/rounds.ts';
@@ -61,21 +61,9 @@ import { TransferList } from './transfers/transfer-list.ts';
  * end on average. Measured: docs/results.md, "Session 30".
  */
 
-/** The `dkv` pushes: per pushing RS, sorted by start (RS-major). */
-interface DkvPushes {
-  readonly src: Int32Array;
-  readonly dst: Int32Array;
-  readonly seq: Int32Array;
-  readonly start: Int32Array;
-  readonly length: Int32Array;
-  /** Home run receiving the push. */
-  readonly run: Int32Array;
-  /** Last op of the sender using keys of the push. */
-  readonly op: Int32Array;
-}
-
 /** Key ranges each RS computes with but is not home for, cut at the homes' runs. */
-function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvPushes {
+/** Per pushing RS, sorted by start (RS-major). */
+function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvRows {
   const { runs } = ctx;
   const RS = runs.rsRank.length;
   const own: number[] = [];

@@ -25,7 +25,7 @@
 import { assert } from '../../../core/assert.ts';
 import type { GroupPlacer } from './groups.ts';
 import type { LinkModel } from './links.ts';
-import { degreeOf, placePushes } from './rounds.ts';
+import { degreeOf, distinctSlots, placePushes } from './rounds.ts';
 
 /** The `dkv` pushes as backward.ts lists them (one row per pushing rank and home run). */
 export interface DkvRows {
@@ -162,13 +162,5 @@ export function placeDkvRoutes(
   }
   const p2 = placePushes(placer, pick(second, r.src), pick(second, r.dst), pick(second, ready), world, mode);
   for (let k = 0; k < second.length; k++) slot[second[k]!] = p2.slot[k]!;
-  const used = new Uint8Array(placer.slots);
-  let rounds = 0;
-  for (let e = 0; e < n; e++) {
-    if (used[slot[e]!] === 0) {
-      used[slot[e]!] = 1;
-      rounds++;
-    }
-  }
-  return { slot, rounds, delta: degreeOf(r.src, r.dst, world) };
+  return { slot, rounds: distinctSlots(slot, placer.slots), delta: degreeOf(r.src, r.dst, world) };
 }

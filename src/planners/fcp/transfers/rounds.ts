@@ -141,14 +141,21 @@ export function placePushes(
     const e = order[k]!;
     slot[e] = placer.fill(src[e]!, dst[e]!, ready[e]!, naive);
   }
-  // Distinct slots the pushes use (a mark per slot rather than a Set: over a million pushes at 4096 ranks).
-  const used = new Uint8Array(placer.slots);
-  let rounds = 0;
-  for (let e = 0; e < n; e++) {
+  return { slot, rounds: distinctSlots(slot, placer.slots), delta: degreeOf(src, dst, world) };
+}
+
+/**
+ * Distinct slots in `slot` (each below `slots`): a mark per slot rather than a Set, over a million
+ * pushes at 4096 ranks.
+ */
+export function distinctSlots(slot: Int32Array, slots: number): number {
+  const used = new Uint8Array(slots);
+  let n = 0;
+  for (let e = 0; e < slot.length; e++) {
     if (used[slot[e]!] === 0) {
       used[slot[e]!] = 1;
-      rounds++;
+      n++;
     }
   }
-  return { slot, rounds, delta: degreeOf(src, dst, world) };
+  return n;
 }
