@@ -126,11 +126,12 @@ export function tunedPipeline(
   // TUNE_CANDIDATES), the relay variant is planned beyond the budget too, as mode (b)'s is:
   // otherwise `--fan-out` plans no relay at all from 256 ranks on (mode (a), default budget).
   // Mode (a) across nodes where the budget buys two or more direct candidates (below 256 ranks by
-  // default) plans the chosen one's relay variant too, kept on mode (b)'s 1% lead: relays in
-  // every candidate were mixed there (Session 29), the variant never loses by the estimate's lead.
-  // Simulated, seeds 1-3 of each batch kind, 16-128 ranks, B - A of forward / both phases MFU:
-  // PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down; `magi` 128 +0.017 forward), hopper-ib
-  // direct +0.0020 ± 0.0008 / +0.0007 ± 0.0003 (9 up, 1 down); docs/results.md, "Session 34".
+  // default) plans the chosen one's relay variant too, kept when its estimate is lower
+  // (RELAY_MARGIN): relays in every candidate were mixed there (Session 29).
+  // Simulated, seeds 1-3 of each batch kind, 16-128 ranks, B - A of forward / both phases MFU,
+  // the variant then kept on a 1% lead: PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down;
+  // `magi` 128 +0.017 forward), hopper-ib direct +0.0020 ± 0.0008 / +0.0007 ± 0.0003 (9 up, 1
+  // down); docs/results.md, "Session 34".
   const aRelay = homeFromUser === null && options.fanOut === undefined && count > 1 && spansNodes(problem);
   const mayRelay =
     ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
@@ -183,9 +184,10 @@ export function tunedPipeline(
     }
   }
   assert(keep.shared !== null, 'at least one candidate is planned');
-  // Mode (b) across nodes, or `fanOut` with a one-candidate budget: the chosen group size again
-  // with two-hop relays (loaderRelays); the block size is the chosen one's, as for the direct
-  // candidates.
+  // Mode (b) across nodes, mode (a) across nodes (`fanOut` with a one-candidate budget, or not
+  // given with two or more): the chosen group size again with two-hop relays; the block size is
+  // the chosen one's, as for the direct candidates. Mode (a) keeps it on any lead, mode (b) on
+  // RELAY_MARGIN's.
   if (mayRelay) {
     const chosen = tried[keep.index]!;
     const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut: true };
@@ -196,7 +198,7 @@ export function tunedPipeline(
       runPhases(shared, resolveFcpOptions({ ...options, ...rec, ...c }), false, within),
       { ...rec, ...c },
       shared,
-      RELAY_MARGIN,
+      homeFromUser === null ? 0 : RELAY_MARGIN,
     );
     stepDone();
   }
@@ -211,11 +213,15 @@ export function tunedPipeline(
 }
 
 /**
- * Relative lead in the estimate the relay candidate needs over the direct plan. Near ties are noise
- * of the estimate (simulated, mode (b), seeds 1-3, fwd MFU): relays lost where their estimate led
- * by 0.2% (bimodal 256 fluid seed 1: 0.610 -> 0.600) and 0.56% (longtail 256 contention seed 1:
- * 0.592 -> 0.578), and won or tied at leads of 0.9-7% (magi 256 fluid seeds 1-3 +0.011 to
- * +0.037, bimodal 256 seed 2 equal, longtail and magi 1024 every seed +0.02 to +0.13).
+ * Relative lead in the estimate mode (b)'s relay candidate needs over the direct plan. Near ties are
+ * noise of the estimate (simulated, mode (b), seeds 1-3, fwd MFU): relays lost where their estimate
+ * led by 0.2% (bimodal 256 fluid seed 1: 0.610 -> 0.600) and 0.56% (longtail 256 contention seed
+ * 1: 0.592 -> 0.578), and won or tied at leads of 0.9-7% (magi 256 fluid seeds 1-3 +0.011 to
+ * +0.037, bimodal 256 seed 2 equal, longtail and magi 1024 every seed +0.02 to +0.13). Mode (a)'s
+ * relay variant needs no lead: with a 1% lead against none, 16-128 ranks, seeds 1-3 of each batch
+ * kind, B - A of forward MFU: PXN +0.0021 ± 0.0011 (15 up, 4 down), hopper-ib direct +0.0016 ±
+ * 0.0006 (14 up, 3 down), PXN contention +0.0030 ± 0.0010 (17 up, 2 down), ratio-5920 PXN
+ * +0.0003 ± 0.0002; backward -0.0001 to -0.0002 (docs/results.md, "Session 34").
  */
 const RELAY_MARGIN = 0.01;
 
