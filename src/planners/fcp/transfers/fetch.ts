@@ -321,7 +321,6 @@ export function chooseSenders(
     const h = runs.rsRank[rs]!;
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
-    const u = req.user[i]!;
     firstEdge[i] = e;
     if (relayReq !== null && relayReq[i]! >= 0) {
       const f = relayReq[i]!;
@@ -341,25 +340,17 @@ export function chooseSenders(
       });
       continue;
     }
-    let userEdge = -1;
-    for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
-      const run = segRun[j]!;
-      const x = Math.max(a, runs.start[run]!);
-      if (viaHome[j] === 0 && userEdge >= 0) {
-        length[userEdge]! += segLen[j]!;
-        continue;
-      }
-      src[e] = viaHome[j] === 1 ? runs.rank[run]! : u;
+    messagesOf(i, a + req.length[i]!, (from, x, len, j) => {
+      src[e] = from;
       dst[e] = h;
       seq[e] = s;
       start[e] = x;
-      length[e] = segLen[j]!;
+      length[e] = len;
       rsCol[e] = rs;
       // A home segment lies in one user row (the request's), so in one piece of the run.
-      dep[e] = viaHome[j] === 0 || homesReady ? -1 : pieceAt(pieces, run, x);
-      userEdge = viaHome[j] === 0 ? e : -1;
+      dep[e] = viaHome[j] === 0 || homesReady ? -1 : pieceAt(pieces, segRun[j]!, x);
       e++;
-    }
+    });
   }
   // A relay edge waits for the feed's message that brings its range (edges are emitted in request
   // order, a request's messages in position order).
