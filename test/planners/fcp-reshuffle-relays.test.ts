@@ -168,13 +168,17 @@ describe('relays: plans', () => {
                 assert.ok(on.length > 0, 'the relay sends the range on');
                 for (const j of on) assert.ok(group(j) > group(i), 'one group later at least');
               }
-            // Every round is still a matching: a rank sends and receives at most once per round.
+            // Every round is still a matching per link class: a rank sends and receives at most
+            // once per round over NVLink and once over its NIC (a plan whose forward relays K/V,
+            // the self-tuner's relay candidate, may use both in one round: test/planners/fcp-plan.test.ts).
             const seen = new Set<string>();
-            for (let i = 0; i < t.kind.length; i++)
-              for (const k of [`s${t.round[i]}:${t.src[i]}`, `r${t.round[i]}:${t.dst[i]}`]) {
+            for (let i = 0; i < t.kind.length; i++) {
+              const link = t.src[i]! >> 1 === t.dst[i]! >> 1 ? 'nvl' : 'nic';
+              for (const k of [`s${t.round[i]}:${t.src[i]}:${link}`, `r${t.round[i]}:${t.dst[i]}:${link}`]) {
                 assert.ok(!seen.has(k), `${dir} round ${t.round[i]}: ${k}`);
                 seen.add(k);
               }
+            }
           }
         }
     assert.ok(relays[Kind.in] > 0 && relays[Kind.out] > 0, JSON.stringify(relays));
