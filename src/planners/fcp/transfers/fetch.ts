@@ -322,33 +322,21 @@ export function chooseSenders(
     const s = runs.rsSeq[rs]!;
     const a = req.start[i]!;
     firstEdge[i] = e;
-    if (relayReq !== null && relayReq[i]! >= 0) {
-      const f = relayReq[i]!;
-      const fr = runs.rsRank[req.rs[f]!]!;
-      let k = 0;
-      messagesOf(f, a + req.length[i]!, (_, x, len) => {
-        src[e] = fr;
-        dst[e] = h;
-        seq[e] = s;
-        start[e] = x;
-        length[e] = len;
-        rsCol[e] = rs;
-        dep[e] = -1;
-        // The feed's k-th message brings this range (its edge index is known once all are emitted).
-        relay[e] = k++;
-        e++;
-      });
-      continue;
-    }
-    messagesOf(i, a + req.length[i]!, (from, x, len, j) => {
-      src[e] = from;
+    // A relayed request: one edge per message of its feed, sent by the feed's receiver.
+    const f = relayReq !== null ? relayReq[i]! : -1;
+    const fr = f >= 0 ? runs.rsRank[req.rs[f]!]! : -1;
+    let k = 0;
+    messagesOf(f >= 0 ? f : i, a + req.length[i]!, (from, x, len, j) => {
+      src[e] = f >= 0 ? fr : from;
       dst[e] = h;
       seq[e] = s;
       start[e] = x;
       length[e] = len;
       rsCol[e] = rs;
       // A home segment lies in one user row (the request's), so in one piece of the run.
-      dep[e] = viaHome[j] === 0 || homesReady ? -1 : pieceAt(pieces, segRun[j]!, x);
+      dep[e] = f >= 0 || viaHome[j] === 0 || homesReady ? -1 : pieceAt(pieces, segRun[j]!, x);
+      // The feed's k-th message brings a relay's range (its edge index is known once all are emitted).
+      if (f >= 0) relay[e] = k++;
       e++;
     });
   }
