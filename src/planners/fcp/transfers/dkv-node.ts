@@ -23,6 +23,7 @@
  * backward at 128-256; the rule: +0.0015 ± 0.0007; docs/results.md, "Session 34").
  */
 import { assert } from '../../../core/assert.ts';
+import { gatherInt32 } from '../../../core/gather.ts';
 import type { GroupPlacer } from './groups.ts';
 import type { LinkModel } from './links.ts';
 import { degreeOf, distinctSlots, placePushes } from './rounds.ts';
@@ -50,9 +51,6 @@ export interface DkvRoutes extends DkvRows {
   readonly aggregates: Uint8Array;
 }
 
-/** Growable columns of {@link DkvRoutes}. */
-type Columns = { -readonly [K in keyof DkvRoutes]: number[] };
-
 /**
  * Routes the pushes `d`, ready in groups `ready` (module comment). Pushes of one home run from one
  * rank start at the run's start (a rank's key span is a prefix of its sequence, and its own runs
@@ -61,79 +59,97 @@ type Columns = { -readonly [K in keyof DkvRoutes]: number[] };
  */
 export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world: number): DkvRoutes {
   const n = d.src.length;
-  const { src, dst, start, length, run } = d;
-  const c: Columns = {
-    src: Array.from(src),
-    dst: Array.from(dst),
-    seq: Array.from(d.seq),
-    start: Array.from(start),
-    length: Array.from(length),
-    run: Array.from(run),
-    op: Array.from(d.op),
-    ready: Array.from(ready),
-    into: new Array<number>(n).fill(-1),
-    aggregates: new Array<number>(n).fill(0),
-  };
+  const { src, start, length, run } = d;
+  const dst = Int32Array.from(d.dst);
+  const len = Int32Array.from(length);
+  const into = new Int32Array(n).fill(-1);
+  const aggregates = new Uint8Array(n);
+  // Aggregators added for sets whose rail rank pushes nothing: [rail, first push of the set].
+  const added: number[] = [];
+  const addedLen: number[] = [];
   const ns = links.nodeSize;
   if (ns > 1 && world > ns) {
     const node = (r: number): number => Math.floor(r / ns);
-    // Cross-node pushes by (run, sending node, index): each set is a contiguous span.
-    const cross: number[] = [];
-    for (let e = 0; e < n; e++) if (node(src[e]!) !== node(dst[e]!)) cross.push(e);
-    cross.sort((a, b) => run[a]! - run[b]! || node(src[a]!) - node(src[b]!) || a - b);
-    for (let i = 0; i < cross.length; ) {
-      const e0 = cross[i]!;
-      let j = i + 1;
-      while (j < cross.length && run[cross[j]!] === run[e0] && node(src[cross[j]!]!) === node(src[e0]!)) j++;
-      sumSet(c, cross.slice(i, j), node(src[e0]!) * ns + (dst[e0]! % ns), ready);
+    const nodes = Math.ceil(world / ns);
+    // Cross-node pushes by (run, sending node, index), one numeric key each (a native numeric
+    // sort: the comparator sort was a tenth of mode (b)'s planning at 256 ranks), so each set is a
+    // contiguous span.
+    let m = 0;
+    let runs = 0;
+    for (let e = 0; e < n; e++) {
+      if (node(src[e]!) !== node(d.dst[e]!)) m++;
+      runs = Math.max(runs, run[e]! + 1);
+    }
+    assert(runs * nodes * n < 2 ** 53, 'dkv set keys fit a double exactly');
+    const keys = new Float64Array(m);
+    for (let e = 0, k = 0; e < n; e++)
+      if (node(src[e]!) !== node(d.dst[e]!)) keys[k++] = (run[e]! * nodes + node(src[e]!)) * n + e;
+    keys.sort();
+    const set: number[] = [];
+    for (let i = 0; i < m; ) {
+      const set0 = Math.floor(keys[i]! / n);
+      set.length = 0;
+      let j = i;
+      for (; j < m && Math.floor(keys[j]! / n) === set0; j++) set.push(keys[j]! - set0 * n);
+      const e0 = set[0]!;
+      const rail = node(src[e0]!) * ns + (d.dst[e0]! % ns);
+      // The set's last ready group: its pushes there go straight home, the rest hop to the rail.
+      let latest = 0;
+      let agg = -1;
+      for (const e of set) {
+        latest = Math.max(latest, ready[e]!);
+        if (src[e] === rail) agg = e;
+      }
+      let hops = 0;
+      let end = agg >= 0 ? start[agg]! + length[agg]! : 0;
+      for (const e of set)
+        if (ready[e]! < latest && src[e] !== rail) {
+          hops++;
+          end = Math.max(end, start[e]! + length[e]!);
+        }
+      if (hops > 0 && (agg >= 0 || hops >= 2)) {
+        let a = agg;
+        if (a < 0) {
+          a = n + added.length / 2;
+          added.push(rail, e0);
+          addedLen.push(end - start[e0]!);
+        } else {
+          len[a] = end - start[a]!;
+          aggregates[a] = 1;
+        }
+        for (const e of set)
+          if (ready[e]! < latest && src[e] !== rail) {
+            assert(start[e] === start[e0], 'dkv pushes of one run start at the run start');
+            dst[e] = rail;
+            into[e] = a;
+          }
+      }
       i = j;
     }
   }
-  return {
-    src: Int32Array.from(c.src),
-    dst: Int32Array.from(c.dst),
-    seq: Int32Array.from(c.seq),
-    start: Int32Array.from(c.start),
-    length: Int32Array.from(c.length),
-    run: Int32Array.from(c.run),
-    op: Int32Array.from(c.op),
-    ready: Int32Array.from(c.ready),
-    into: Int32Array.from(c.into),
-    aggregates: Uint8Array.from(c.aggregates),
+  const k = addedLen.length;
+  if (k === 0) return { ...d, dst, length: len, ready, into, aggregates };
+  /** Column `col` of the given rows, then `pick(rail, first push of its set, x)` for added row x. */
+  const extend = (col: Int32Array, pick: (rail: number, e0: number, x: number) => number): Int32Array => {
+    const out = new Int32Array(n + k);
+    out.set(col);
+    for (let x = 0; x < k; x++) out[n + x] = pick(added[2 * x]!, added[2 * x + 1]!, x);
+    return out;
   };
-}
-
-/** Sums the set `set` (pushes of one run from one node) on `rail` where two or more partials meet. */
-function sumSet(c: Columns, set: readonly number[], rail: number, ready: Int32Array): void {
-  let latest = 0;
-  for (const e of set) latest = Math.max(latest, ready[e]!);
-  // Pushes that hop to the rail rank: ready before the set's last group, and not its own.
-  const hops = set.filter((e) => ready[e]! < latest && c.src[e] !== rail);
-  let agg = set.find((e) => c.src[e] === rail) ?? -1;
-  if (hops.length === 0 || (agg < 0 && hops.length < 2)) return;
-  const e0 = set[0]!;
-  if (agg < 0) {
-    agg = c.src.length;
-    c.src.push(rail);
-    c.dst.push(c.dst[e0]!);
-    c.seq.push(c.seq[e0]!);
-    c.start.push(c.start[e0]!);
-    c.length.push(0);
-    c.run.push(c.run[e0]!);
-    c.op.push(-1);
-    c.ready.push(0);
-    c.into.push(-1);
-    c.aggregates.push(0);
-  }
-  let end = c.start[agg]! + c.length[agg]!;
-  for (const e of hops) {
-    assert(c.start[e] === c.start[agg], 'dkv pushes of one run start at the run start');
-    end = Math.max(end, c.start[e]! + c.length[e]!);
-    c.dst[e] = rail;
-    c.into[e] = agg;
-  }
-  c.length[agg] = end - c.start[agg]!;
-  c.aggregates[agg] = 1;
+  const aggregatesAll = new Uint8Array(n + k).fill(1);
+  aggregatesAll.set(aggregates);
+  return {
+    src: extend(src, (rail) => rail),
+    dst: extend(dst, (_, e0) => d.dst[e0]!),
+    seq: extend(d.seq, (_, e0) => d.seq[e0]!),
+    start: extend(start, (_, e0) => start[e0]!),
+    length: extend(len, (_, __, x) => addedLen[x]!),
+    run: extend(run, (_, e0) => run[e0]!),
+    op: extend(d.op, () => -1),
+    ready: extend(ready, () => 0),
+    into: extend(into, () => -1),
+    aggregates: aggregatesAll,
+  };
 }
 
 /**
@@ -148,19 +164,38 @@ export function placeDkvRoutes(
   mode: 'matching' | 'naive',
 ): { slot: Int32Array; rounds: number; delta: number } {
   const n = r.src.length;
-  const first: number[] = [];
-  const second: number[] = [];
-  for (let e = 0; e < n; e++) (r.aggregates[e] === 1 ? second : first).push(e);
-  const pick = (ids: readonly number[], a: Int32Array): Int32Array => Int32Array.from(ids, (e) => a[e]!);
+  let sums = 0;
+  for (let e = 0; e < n; e++) sums += r.aggregates[e]!;
+  if (sums === 0) return placePushes(placer, r.src, r.dst, r.ready, world, mode);
+  const first = new Int32Array(n - sums);
+  const second = new Int32Array(sums);
+  for (let e = 0, i1 = 0, i2 = 0; e < n; e++) {
+    if (r.aggregates[e] === 1) second[i2++] = e;
+    else first[i1++] = e;
+  }
   const slot = new Int32Array(n);
-  const p1 = placePushes(placer, pick(first, r.src), pick(first, r.dst), pick(first, r.ready), world, mode);
+  const p1 = placePushes(
+    placer,
+    gatherInt32(r.src, first),
+    gatherInt32(r.dst, first),
+    gatherInt32(r.ready, first),
+    world,
+    mode,
+  );
   for (let k = 0; k < first.length; k++) slot[first[k]!] = p1.slot[k]!;
   const ready = Int32Array.from(r.ready);
-  for (const e of first) {
-    const a = r.into[e]!;
-    if (a >= 0) ready[a] = Math.max(ready[a]!, placer.groupOf(slot[e]!) + 1);
+  for (let k = 0; k < first.length; k++) {
+    const a = r.into[first[k]!]!;
+    if (a >= 0) ready[a] = Math.max(ready[a]!, placer.groupOf(p1.slot[k]!) + 1);
   }
-  const p2 = placePushes(placer, pick(second, r.src), pick(second, r.dst), pick(second, ready), world, mode);
+  const p2 = placePushes(
+    placer,
+    gatherInt32(r.src, second),
+    gatherInt32(r.dst, second),
+    gatherInt32(ready, second),
+    world,
+    mode,
+  );
   for (let k = 0; k < second.length; k++) slot[second[k]!] = p2.slot[k]!;
   return { slot, rounds: distinctSlots(slot, placer.slots), delta: degreeOf(r.src, r.dst, world) };
 }
