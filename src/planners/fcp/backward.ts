@@ -61,8 +61,10 @@ import { TransferList } from './transfers/transfer-list.ts';
  * end on average. Measured: docs/results.md, "Session 30".
  */
 
-/** Key ranges each RS computes with but is not home for, cut at the homes' runs. */
-/** Per pushing RS, sorted by start (RS-major). */
+/**
+ * Key ranges each RS computes with but is not home for, cut at the homes' runs: per pushing RS,
+ * sorted by start (RS-major).
+ */
 function dkvPushes(ctx: TaskContext, tasks: Tasks, opOfTask: Int32Array): DkvRows {
   const { runs } = ctx;
   const RS = runs.rsRank.length;
@@ -206,21 +208,29 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   // `pushCoalesce` rounds whatever the candidate's group size (PUSH_GROUPS; groups.ts, widenFrom).
   placer.widenFrom(placer.groups, o.pushCoalesce);
   // Partials of one home run from several ranks of a node are summed there first (dkv-node.ts).
-  const P = dkvRoutes(d, dReady, ctx.links, world);
-  const dkv = placeDkvRoutes(placer, P, world, o.rounds);
+  const routed = dkvRoutes(d, dReady, ctx.links, world);
+  const dkv = placeDkvRoutes(placer, routed, world, o.rounds);
   // Latest dkv arrival into each piece, for `out` (pushes land inside one home run).
   const dkvInto = new Int32Array(pieces.seq.length).fill(-1);
-  for (let e = 0; e < P.src.length; e++) {
-    const id = list.add(dkv.slot[e]!, P.src[e]!, P.dst[e]!, Kind.dkv, P.seq[e]!, P.start[e]!, P.length[e]!);
-    if (P.op[e]! >= 0) {
+  for (let e = 0; e < routed.src.length; e++) {
+    const id = list.add(
+      dkv.slot[e]!,
+      routed.src[e]!,
+      routed.dst[e]!,
+      Kind.dkv,
+      routed.seq[e]!,
+      routed.start[e]!,
+      routed.length[e]!,
+    );
+    if (routed.op[e]! >= 0) {
       sendAfter.transfer.push(id);
-      sendAfter.compute.push(P.op[e]!);
+      sendAfter.compute.push(routed.op[e]!);
     }
-    if (P.into[e]! >= 0) continue; // its partial reaches home with the aggregator's push
+    if (routed.into[e]! >= 0) continue; // its partial reaches home with the aggregator's push
     const g = placer.groupOf(dkv.slot[e]!);
-    const a = P.start[e]!;
-    const b = a + P.length[e]!;
-    for (let j = pieces.runOff[P.run[e]!]!, je = pieces.runOff[P.run[e]! + 1]!; j < je; j++)
+    const a = routed.start[e]!;
+    const b = a + routed.length[e]!;
+    for (let j = pieces.runOff[routed.run[e]!]!, je = pieces.runOff[routed.run[e]! + 1]!; j < je; j++)
       if (pieces.start[j]! < b && pieces.start[j]! + pieces.length[j]! > a && dkvInto[j]! < g) dkvInto[j] = g;
   }
 
@@ -257,7 +267,7 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
       transfers: {
         in: m.length + relayCount(inColouring.relay),
         kv: edges.src.length,
-        dkv: P.src.length,
+        dkv: routed.src.length,
         out: m.length + relayCount(outRelay),
       },
       groups: groupCount(phase.groupOfRound),

@@ -110,8 +110,11 @@ export function tunedPipeline(
   // +0.0042 ± 0.0011, ratio-5920 +0.0015 ± 0.0009 / +0.0003 ± 0.0003 (docs/results.md, "Session
   // 29"). Where the budget buys two or more, the direct candidates stay: relays in all of them were
   // mixed there (hopper-ib 32 ranks -0.0033 ± 0.0021 forward). `fanOut` given decides instead.
-  const oneAcrossNodes = count === 1 && spansNodes(problem);
-  const relayOnly = homeFromUser === null && options.fanOut === undefined && oneAcrossNodes;
+  const across = spansNodes(problem);
+  const oneAcrossNodes = count === 1 && across;
+  // Mode (a) across nodes with `fanOut` not given: relays decided by the tuner, not the user.
+  const modeAAcross = homeFromUser === null && options.fanOut === undefined && across;
+  const relayOnly = modeAAcross && count === 1;
   // Mode (a) also tunes the block size unless one is given (the command line passes
   // `--block-size` only when given): each is a whole pipeline.
   const pinnedBlock = homeFromUser !== null || options.blockSize !== undefined;
@@ -132,7 +135,7 @@ export function tunedPipeline(
   // the variant then kept on a 1% lead: PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down;
   // `magi` 128 +0.017 forward), hopper-ib direct +0.0020 ± 0.0008 / +0.0007 ± 0.0003 (9 up, 1
   // down); docs/results.md, "Session 34".
-  const aRelay = homeFromUser === null && options.fanOut === undefined && count > 1 && spansNodes(problem);
+  const aRelay = modeAAcross && count > 1;
   const mayRelay =
     ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
     (options.fanOut === true && oneAcrossNodes) ||

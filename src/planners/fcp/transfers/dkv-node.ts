@@ -24,6 +24,7 @@
  */
 import { assert } from '../../../core/assert.ts';
 import { gatherInt32 } from '../../../core/gather.ts';
+import { sameNode } from '../../../core/nodes.ts';
 import type { GroupPlacer } from './groups.ts';
 import type { LinkModel } from './links.ts';
 import { degreeOf, distinctSlots, placePushes } from './rounds.ts';
@@ -71,21 +72,19 @@ export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world
   if (ns > 1 && world > ns) {
     const node = (r: number): number => Math.floor(r / ns);
     const nodes = Math.ceil(world / ns);
+    let runs = 0;
+    for (let e = 0; e < n; e++) runs = Math.max(runs, run[e]! + 1);
+    assert(runs * nodes * n < 2 ** 53, 'dkv set keys fit a double exactly');
     // Cross-node pushes by (run, sending node, index), one numeric key each (a native numeric
     // sort: the comparator sort was a tenth of mode (b)'s planning at 256 ranks), so each set is a
     // contiguous span.
+    const all = new Float64Array(n);
     let m = 0;
-    let runs = 0;
-    for (let e = 0; e < n; e++) {
-      if (node(src[e]!) !== node(d.dst[e]!)) m++;
-      runs = Math.max(runs, run[e]! + 1);
-    }
-    assert(runs * nodes * n < 2 ** 53, 'dkv set keys fit a double exactly');
-    const keys = new Float64Array(m);
-    for (let e = 0, k = 0; e < n; e++)
-      if (node(src[e]!) !== node(d.dst[e]!)) keys[k++] = (run[e]! * nodes + node(src[e]!)) * n + e;
-    keys.sort();
+    for (let e = 0; e < n; e++)
+      if (!sameNode(src[e]!, d.dst[e]!, ns)) all[m++] = (run[e]! * nodes + node(src[e]!)) * n + e;
+    const keys = all.subarray(0, m).sort();
     const set: number[] = [];
+    const hops: number[] = [];
     for (let i = 0; i < m; ) {
       const set0 = Math.floor(keys[i]! / n);
       set.length = 0;
@@ -100,14 +99,14 @@ export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world
         latest = Math.max(latest, ready[e]!);
         if (src[e] === rail) agg = e;
       }
-      let hops = 0;
+      hops.length = 0;
       let end = agg >= 0 ? start[agg]! + length[agg]! : 0;
       for (const e of set)
         if (ready[e]! < latest && src[e] !== rail) {
-          hops++;
+          hops.push(e);
           end = Math.max(end, start[e]! + length[e]!);
         }
-      if (hops > 0 && (agg >= 0 || hops >= 2)) {
+      if (hops.length > 0 && (agg >= 0 || hops.length >= 2)) {
         let a = agg;
         if (a < 0) {
           a = n + added.length / 2;
@@ -117,12 +116,11 @@ export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world
           len[a] = end - start[a]!;
           aggregates[a] = 1;
         }
-        for (const e of set)
-          if (ready[e]! < latest && src[e] !== rail) {
-            assert(start[e] === start[e0], 'dkv pushes of one run start at the run start');
-            dst[e] = rail;
-            into[e] = a;
-          }
+        for (const e of hops) {
+          assert(start[e] === start[e0], 'dkv pushes of one run start at the run start');
+          dst[e] = rail;
+          into[e] = a;
+        }
       }
       i = j;
     }

@@ -231,18 +231,15 @@ export function chooseSenders(
   // Fan-out: the request relaying each request (-1: fetched directly), chosen up front per node
   // (relayFeeds: one fetch over the NIC per range and node, spread over the node's receivers).
   const relayReq = fanOut && g > 1 ? relayFeeds(req, runs, segOff, segRun, order, world, g) : null;
-  let edgeCount = 0;
   for (let k = 0; k < n; k++) {
     const i = order[k]!;
     const u = req.user[i]!;
     const vn = Math.floor(runs.rsRank[req.rs[i]!]! / g);
     const un = Math.floor(u / g) === vn;
     if (relayReq !== null && relayReq[i]! >= 0) {
-      // Its edges (one per message of its feed) are counted once every feed's messages are known.
       nvl[runs.rsRank[req.rs[relayReq[i]!]!]!]! += req.length[i]! + MESSAGE_TOKENS;
       continue;
     }
-    let prevUser = false;
     for (let j = segOff[i]!; j < segOff[i + 1]!; j++) {
       const h = runs.rank[segRun[j]!]!;
       const add = segLen[j]! + MESSAGE_TOKENS;
@@ -257,14 +254,9 @@ export function chooseSenders(
         viaHome[j] = 1;
         if (hn) nvl[h]! += add;
         else cost[h]! += add;
-        edgeCount++;
-        prevUser = false;
       } else {
         if (un) nvl[u]! += add;
         else cost[u]! += add;
-        // Consecutive segments of the user rank merge into one message.
-        if (!prevUser) edgeCount++;
-        prevUser = true;
       }
     }
   }
@@ -300,12 +292,12 @@ export function chooseSenders(
     }
     if (seg >= 0) visit(from, x0, len, seg);
   };
-  // A relayed request gets one edge per message of its feed up to its own end.
-  if (relayReq !== null)
-    for (let i = 0; i < n; i++) {
-      const f = relayReq[i]!;
-      if (f >= 0) messagesOf(f, req.start[i]! + req.length[i]!, () => edgeCount++);
-    }
+  // One edge per message: of the request itself, or of its feed up to its own end when relayed.
+  let edgeCount = 0;
+  for (let i = 0; i < n; i++) {
+    const f = relayReq !== null ? relayReq[i]! : -1;
+    messagesOf(f >= 0 ? f : i, req.start[i]! + req.length[i]!, () => edgeCount++);
+  }
   const src = new Int32Array(edgeCount);
   const dst = new Int32Array(edgeCount);
   const seq = new Int32Array(edgeCount);
