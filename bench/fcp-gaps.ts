@@ -10,6 +10,7 @@
  *
  * Run: npx tsx bench/fcp-gaps.ts [--worlds 16,64] [--batch longtail] [--seeds 1,2,3] [--loader-layout] [--pxn] [--nic-swaps]
  *                                [--dir forward|backward] [--list 12] [--rank R] [--cluster hopper-ib]
+ *                                [--network fluid|contention]
  */
 
 import { sameNode } from '../src/core/nodes.ts';
@@ -24,6 +25,8 @@ const batch = val('--batch', 'longtail');
 const dirs = val('--dir', 'forward,backward').split(',') as ('forward' | 'backward')[];
 const listN = Number(val('--list', '12'));
 const loaderLayout = args.includes('--loader-layout');
+// The network model the plan is made for and replayed on (the planner's estimate reads it too).
+const network = val('--network', 'fluid') as 'fluid' | 'contention';
 const KINDS = ['in', 'kv', 'out', 'dkv'];
 const f1 = (x: number): string => x.toFixed(1);
 
@@ -42,14 +45,14 @@ for (const world of worlds)
       world,
       seed,
       clusterName: val('--cluster', 'hopper-ib'),
-      network: 'fluid',
+      network,
       loaderLayout,
       ...(args.includes('--pxn') ? { routing: 'pxn' as const } : {}),
       ...(args.includes('--nic-swaps') ? { options: { nicSwaps: true } } : {}),
     });
     const plan = replayed.plan;
     for (const dir of dirs) {
-      const { prep: p, run } = replayPhase(replayed, dir, false);
+      const { prep: p, run } = replayPhase(replayed, dir, network === 'contention');
       const head = new Float64Array(world);
       const gaps = new Float64Array(world);
       const tail = new Float64Array(world);
