@@ -27,6 +27,10 @@ const listN = Number(val('--list', '12'));
 const loaderLayout = args.includes('--loader-layout');
 // The network model the plan is made for and replayed on (the planner's estimate reads it too).
 const network = val('--network', 'fluid') as 'fluid' | 'contention';
+if (network !== 'fluid' && network !== 'contention') {
+  console.error(`fcp-gaps: --network must be fluid or contention (got '${network}')`);
+  process.exit(2);
+}
 const KINDS = ['in', 'kv', 'out', 'dkv'];
 const f1 = (x: number): string => x.toFixed(1);
 
