@@ -18,7 +18,7 @@
  */
 
 import { simulatePlan } from '../src/executors/sim/index.ts';
-import { argValue, planForReplay } from './fcp-replay.ts';
+import { argValue, networkArg, planForReplay } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
 const val = (k: string, d: string): string => argValue(args, k, d);
@@ -35,9 +35,7 @@ const list = (k: string, d: string): number[] =>
         fail(`${k} takes positive numbers separated by commas (got '${val(k, d)}')`);
       return n;
     });
-const network = val('--network', 'fluid');
-if (network !== 'fluid' && network !== 'contention')
-  fail(`--network must be fluid or contention (got '${network}')`);
+const network = networkArg(args, 'cell-bounds');
 const worlds = list('--worlds', '256');
 const seeds = list('--seeds', '1,2,3');
 const strongest = args.includes('--strongest') ? list('--strongest', '') : null;
@@ -65,7 +63,7 @@ for (const world of worlds) {
       world,
       seed,
       clusterName,
-      network: network as 'fluid' | 'contention',
+      network,
       loaderLayout,
       ...(args.includes('--pxn') ? { routing: 'pxn' as const } : {}),
     });

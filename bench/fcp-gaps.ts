@@ -14,7 +14,7 @@
  */
 
 import { sameNode } from '../src/core/nodes.ts';
-import { argValue, planForReplay, replayPhase } from './fcp-replay.ts';
+import { argValue, networkArg, planForReplay, replayPhase } from './fcp-replay.ts';
 
 const args = process.argv.slice(2);
 const val = (k: string, d: string): string => argValue(args, k, d);
@@ -26,11 +26,7 @@ const dirs = val('--dir', 'forward,backward').split(',') as ('forward' | 'backwa
 const listN = Number(val('--list', '12'));
 const loaderLayout = args.includes('--loader-layout');
 // The network model the plan is made for and replayed on (the planner's estimate reads it too).
-const network = val('--network', 'fluid') as 'fluid' | 'contention';
-if (network !== 'fluid' && network !== 'contention') {
-  console.error(`fcp-gaps: --network must be fluid or contention (got '${network}')`);
-  process.exit(2);
-}
+const network = networkArg(args, 'fcp-gaps');
 const KINDS = ['in', 'kv', 'out', 'dkv'];
 const f1 = (x: number): string => x.toFixed(1);
 

@@ -4,6 +4,7 @@
  * runs, one phase at a time, so a bench can read per-op and per-entry times).
  */
 
+import { basename } from 'node:path';
 import { ChunkCoster } from '../src/cost/chunks.ts';
 import { KernelModel } from '../src/cost/kernel.ts';
 import { Network } from '../src/cost/network.ts';
@@ -18,6 +19,7 @@ import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
 import {
   type ClusterSpec,
   computeSlowdown,
+  NETWORK_MODELS,
   type NetworkModel,
   resolveCluster,
 } from '../src/problem/cluster.ts';
@@ -30,6 +32,19 @@ export function argValue(args: readonly string[], k: string, d: string): string 
 }
 
 /** The batches a quality bench sweeps: `--batches` kinds x `--worlds` x `--seeds`, under `--network`. */
+/**
+ * The network model of `--network` in `args` (default fluid); any other name than
+ * NETWORK_MODELS' is one line naming `bench` and exit 2.
+ */
+export function networkArg(args: readonly string[], bench: string): NetworkModel {
+  const m = argValue(args, '--network', 'fluid');
+  if (!(NETWORK_MODELS as readonly string[]).includes(m)) {
+    console.error(`${bench}: --network must be ${NETWORK_MODELS.join(' or ')} (got '${m}')`);
+    process.exit(2);
+  }
+  return m as NetworkModel;
+}
+
 export interface BatchGrid {
   readonly batches: string[];
   readonly worlds: number[];
@@ -44,7 +59,7 @@ export function batchGrid(args: readonly string[], worlds: string, seeds: string
     batches: list('--batches', 'longtail,magi,bimodal'),
     worlds: list('--worlds', worlds).map(Number),
     seeds: list('--seeds', seeds).map(Number),
-    network: argValue(args, '--network', 'fluid') as NetworkModel,
+    network: networkArg(args, basename(process.argv[1] ?? 'bench', '.ts')),
   };
 }
 
