@@ -129,10 +129,10 @@ export function tunedPipeline(
   // TUNE_CANDIDATES), the relay variant is planned beyond the budget too, as mode (b)'s is:
   // otherwise `--fan-out` plans no relay at all from 256 ranks on (mode (a), default budget).
   // Mode (a) across nodes where the budget buys two or more direct candidates (below 256 ranks by
-  // default) plans the chosen one's relay variant too, kept when its estimate is lower
-  // (RELAY_MARGIN): relays in every candidate were mixed there (Session 29).
+  // default) plans the chosen one's relay variant too, kept on any lower estimate (mode (a) takes
+  // no RELAY_MARGIN, below): relays in every candidate were mixed there (Session 29).
   // Simulated, seeds 1-3 of each batch kind, 16-128 ranks, B - A of forward / both phases MFU,
-  // the variant then kept on a 1% lead: PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down;
+  // measured when the variant was still kept on a 1% lead: PXN +0.0029 ± 0.0013 / +0.0009 ± 0.0004 (7 up, 0 down;
   // `magi` 128 +0.017 forward), hopper-ib direct +0.0020 ± 0.0008 / +0.0007 ± 0.0003 (9 up, 1
   // down); docs/results.md, "Session 34".
   const aRelay = modeAAcross && count > 1;
