@@ -31,6 +31,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=os.environ.get("OUT") or "/tmp/rect-merge")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--calib", action="store_true",
+                help="also re-time the calibration's dense rows (data/calibration/h200-measured.json: cuDNN "
+                     "squares 512-32K causal and full, its full rectangles) in the same interleaved rounds")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 PEAK = 989.0
@@ -40,12 +43,12 @@ DT = torch.bfloat16
 K = Kernels(DEV, DT, 1.0 / math.sqrt(D))
 
 
-def launch(lq: int, lk: int, n: int) -> Launch:
-    return Launch("cudnn", False, torch.arange(1), torch.arange(1), np.full(n, lq), np.full(n, lk), batch=n)
+def launch(lq: int, lk: int, n: int, causal: bool = False) -> Launch:
+    return Launch("cudnn", causal, torch.arange(1), torch.arange(1), np.full(n, lq), np.full(n, lk), batch=n)
 
 
-def timed(lq: int, lk: int, n: int) -> dict:
-    L = launch(lq, lk, n)
+def timed(lq: int, lk: int, n: int, causal: bool = False) -> dict:
+    L = launch(lq, lk, n, causal)
     q = torch.randn(n * lq, H, D, device=DEV, dtype=DT)
     k = torch.randn(n * lk, HK, D, device=DEV, dtype=DT)
     v = torch.randn(n * lk, HK, D, device=DEV, dtype=DT)
@@ -54,7 +57,8 @@ def timed(lq: int, lk: int, n: int) -> dict:
     o = o.to(DT).contiguous()
     do = torch.randn_like(o)
     bwd = float(np.median(time_ms(lambda: K.backward(L, q, k, v, o, do, lse), DEV, reps=args.reps, warmup=2)))
-    pairs = n * lq * lk
+    # Attended pairs as the calibration counts them (a causal square: L(L+1)/2).
+    pairs = n * (lq * (lk - lq) + lq * (lq + 1) // 2 if causal else lq * lk)
     return {
         "fwd_ms": fwd,
         "bwd_ms": bwd,
@@ -76,16 +80,29 @@ CASES = [
     ("2 q-blocks x 8K keys: 2 rects 4096x8192", 4096, 8192, 2),
     ("8 q-blocks x 8K keys (2048 tiles): 32 squares 2048", 2048, 2048, 32),
     ("8 q-blocks x 8K keys (2048 tiles): 8 rects 2048x8192", 2048, 8192, 8),
+    ("8 q-blocks x 8K keys (2048 tiles): 16 rects 2048x4096", 2048, 4096, 16),
+    ("16 q-blocks x 16K keys (2048 tiles): 128 squares 2048", 2048, 2048, 128),
+    ("16 q-blocks x 16K keys (2048 tiles): 16 rects 2048x16384", 2048, 16384, 16),
 ]
+# The calibration's dense rows (scripts/gpu/h200.py, calibrate: n = 32768 / lq pieces per launch).
+CALIB = []
+if args.calib:
+    for causal in (True, False):
+        for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
+            CALIB.append((f"calib {'causal' if causal else 'full'} square {L} x{32768 // L}", L, L, 32768 // L, causal))
+    for lq in (512, 1024, 2048, 4096, 8192):
+        for mult in (2, 4):
+            CALIB.append((f"calib full rect {lq}x{lq * mult} x{32768 // lq}", lq, lq * mult, 32768 // lq, False))
+CASES = [c + (False,) for c in CASES] + CALIB
 res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "rows": []}
 acc = {c[0]: [] for c in CASES}
 for r in range(args.rounds):
     order = CASES if r % 2 == 0 else CASES[::-1]
-    for name, lq, lk, n in order:
-        acc[name].append(timed(lq, lk, n))
-for name, lq, lk, n in CASES:
+    for name, lq, lk, n, causal in order:
+        acc[name].append(timed(lq, lk, n, causal))
+for name, lq, lk, n, causal in CASES:
     runs = acc[name]
-    row = {"case": name, "lq": lq, "lk": lk, "pieces": n}
+    row = {"case": name, "lq": lq, "lk": lk, "pieces": n, "causal": causal}
     for key in ("fwd_ms", "bwd_ms", "fwd_mfu", "bwd_mfu"):
         row[key] = float(np.median([x[key] for x in runs]))
         row[key + "_spread"] = float(max(x[key] for x in runs) - min(x[key] for x in runs))

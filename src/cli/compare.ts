@@ -270,7 +270,11 @@ export function register(program: Command): void {
       if (po[k] !== undefined) problem[k] = po[k];
     const gpusPerNode = po.gpusPerNode ?? 8;
     const sim = simOptionsFrom(o, { gpusPerNode });
-    const planner = plannerOptionsFrom(o);
+    // FCP plans with the kernel tables it is simulated with (its time model reads them).
+    const planner = {
+      ...plannerOptionsFrom(o),
+      ...(sim.calibration !== undefined ? { calibration: sim.calibration } : {}),
+    };
     const baselines = parseBaselinesMode(o.baselines);
     const a2aDegree = o.a2aDegree === undefined ? undefined : intOption(o.a2aDegree, 'a2aDegree');
     let sweepFrom: Record<string, PlannerOptions[]> | undefined;

@@ -16,6 +16,8 @@
  */
 import type { Command } from 'commander';
 import { fail, formatIssue } from '../core/issues.ts';
+import { calibrationFromOption } from '../cost/calibration.ts';
+import { CALIBRATION_SPEC } from '../executors/sim/option-specs.ts';
 import { allPlanners, getPlanner } from '../experiments/strategies.ts';
 import { writePlan } from '../plan/io.ts';
 import { ESTIMATE_ROW_LIMIT, estimateMemory, estimateRows, formatMemory } from '../plan/memory.ts';
@@ -24,7 +26,13 @@ import type { Plan } from '../plan/types.ts';
 import { validatePlan } from '../plan/validate.ts';
 import type { FcpStats, TriedCandidate, TuningRecord } from '../planners/fcp/index.ts';
 import { type NetworkModel, type Routing, resolveCluster } from '../problem/cluster.ts';
-import { addPlannerOptions, addProblemOptions, plannerOptionsFrom, problemFrom } from './common.ts';
+import {
+  addPlannerOptions,
+  addProblemOptions,
+  addSpecOption,
+  plannerOptionsFrom,
+  problemFrom,
+} from './common.ts';
 import { startLocalityReplan } from './locality.ts';
 import { addMemoryOptions, memoryOptionsFrom } from './memory-options.ts';
 import { addOutOption, addOutputOptions, outPath, outputOf } from './output.ts';
@@ -115,6 +123,8 @@ export function register(program: Command): void {
       '--network <model>',
       "network model the plan is made for: fluid or contention (FCP's estimates, and so its self-tuner, charge NIC ports for concurrent flows under contention); simulate it with the same --network (default: the preset's, fluid)",
     );
+  // The kernel tables FCP's time model plans with, declared once with the simulator's options.
+  addSpecOption(cmd, CALIBRATION_SPEC);
   addMemoryOptions(cmd);
   addOutOption(cmd, 'write the plan here (.json, or .json.gz for gzip)', undefined, '--output');
   addOutputOptions(cmd, {
@@ -147,7 +157,12 @@ export function register(program: Command): void {
         ? {}
         : { cluster: resolveCluster(String(opts.cluster ?? 'hopper-ib'), overrides) },
     );
-    const options = plannerOptionsFrom(opts);
+    const options = {
+      ...plannerOptionsFrom(opts),
+      ...(opts.calibration !== undefined
+        ? { calibration: calibrationFromOption(String(opts.calibration)) }
+        : {}),
+    };
     // Progress lines on stderr for a slow run (mode (b) at 1024 ranks plans for seconds): the
     // planner reports its fraction done (PlannerOptions.onProgress), then each check is a step.
     const validate = opts.validate !== false;

@@ -3,6 +3,7 @@
  * returns an `fcp-plan/1` plan; same inputs and seed give the same plan, byte for byte.
  */
 
+import type { Calibration } from '../cost/calibration.ts';
 import type { Plan } from '../plan/types.ts';
 import type { Problem } from '../problem/problem.ts';
 
@@ -37,6 +38,12 @@ export interface PlannerOptions {
   minTile?: number;
   /** fcp: balance modelled kernel time (`time`, default) or attended pairs (`pairs`). */
   balance?: 'time' | 'pairs';
+  /**
+   * fcp: the kernel calibration its time model plans with (default: the shipped H200 tables). No
+   * flag of its own: `fcp plan --calibration` and `fcp compare --calibration` pass the tables the
+   * plan is simulated with, so that FCP plans for the kernels it is measured on.
+   */
+  calibration?: Calibration;
   /**
    * fcp: assume the data loader delivers the batch already in FCP's home layout (the assumption the
    * baselines make for their own layouts), so no `in`/`out` reshuffle is planned. Default false.

@@ -16,6 +16,19 @@ const preset = (v: number): string => `preset (hopper-ib: ${v})`;
 /** Defaults of the simulator's options that are not cluster fields. */
 export const SIM_CLI_DEFAULTS = { kernel: 'auto', engine: 'builtin', simgridModel: 'ib' } as const;
 
+/**
+ * The kernel calibration: the simulator's kernel model reads it, and FCP's time model plans with
+ * it (`fcp compare`, `fcp plan`), so a plan is made for the kernels it is simulated on.
+ */
+export const CALIBRATION_SPEC: OptionSpec = {
+  key: 'calibration',
+  owner: 'sim',
+  type: 'string',
+  placeholder: 'file[,file]',
+  defaultDoc: 'data/calibration (H200)',
+  doc: "kernel calibration JSON file(s); FCP's planner plans with the same tables",
+};
+
 /** The simulator's options in the order `--help` lists them (cluster fields override the preset). */
 export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
   {
@@ -25,14 +38,7 @@ export const SIM_OPTION_SPECS: readonly OptionSpec[] = [
     placeholder: 'kinds',
     doc: 'what-if, not a real time: transfers of these kinds carry no bytes (latency kept), an upper bound on what hiding them would buy; comma-separated in, kv, out, dkv, each for both phases or prefixed forward. or backward. (e.g. forward.in)',
   },
-  {
-    key: 'calibration',
-    owner: 'sim',
-    type: 'string',
-    placeholder: 'file[,file]',
-    defaultDoc: 'data/calibration (H200)',
-    doc: 'kernel calibration JSON file(s)',
-  },
+  CALIBRATION_SPEC,
   {
     key: 'kernel',
     owner: 'sim',

@@ -1,0 +1,82 @@
+/**
+ * `--calibration` reaches FCP's planner as well as the simulator (`fcp plan`, `fcp compare`): a
+ * plan is made for the kernel tables it is simulated with, and records which ones in
+ * `meta.options.calibration`.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { dataPath } from '../../src/core/data-dir.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-calib-'));
+const fcp = (args: string[]) =>
+  spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/cli.ts'), ...args], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+const codeLine = (stderr: string): string | undefined => /^fcp: error: ([\w.]+)/m.exec(stderr)?.[1];
+
+/** The default tables with every dense row 1.5x slower: a GPU unlike the H200 in its dense kernels. */
+const slowDense = join(dir, 'slow-dense.json');
+{
+  const doc = JSON.parse(readFileSync(dataPath('calibration/h200-measured.json'), 'utf8'));
+  for (const r of doc.rows)
+    if (r.segments === undefined) {
+      r.fwd_ms *= 1.5;
+      if (r.bwd_ms !== undefined) r.bwd_ms *= 1.5;
+    }
+  writeFileSync(slowDense, JSON.stringify(doc));
+}
+const small = ['--world', '8', '--batch', 'longtail', '--tokens-per-rank', '8192', '--seed', '2'];
+
+test('fcp plan --calibration plans with those tables and records them', () => {
+  const a = join(dir, 'default.json');
+  const b = join(dir, 'slow.json');
+  const ra = fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', a]);
+  assert.equal(ra.status, 0, ra.stderr);
+  const rb = fcp(['plan', ...small, '--no-compare-locality', '-q', '--calibration', slowDense, '-o', b]);
+  assert.equal(rb.status, 0, rb.stderr);
+  const pa = JSON.parse(readFileSync(a, 'utf8'));
+  const pb = JSON.parse(readFileSync(b, 'utf8'));
+  assert.equal(pa.meta.options.calibration, 'default');
+  assert.deepEqual(pb.meta.options.calibration, ['slow-dense.json']);
+  // The planner's estimates read the tables: slower dense kernels, a longer estimate.
+  const est = (p: { meta: { tuning: { candidates: { estimateMs: number }[]; chosen: number } } }) =>
+    p.meta.tuning.candidates[p.meta.tuning.chosen]!.estimateMs;
+  assert.ok(est(pb) > est(pa), `${est(pb)} > ${est(pa)}`);
+});
+
+test('fcp plan --calibration with an unreadable file: one line, exit 2, no plan file', () => {
+  const out = join(dir, 'never.json');
+  const r = fcp(['plan', ...small, '--calibration', join(dir, 'missing.json'), '-o', out]);
+  assert.equal(r.status, 2);
+  assert.equal(codeLine(r.stderr), 'io.read');
+  assert.equal(r.stderr.trim().split('\n').length, 1);
+  assert.equal(existsSync(out), false);
+});
+
+test('fcp compare --calibration: FCP is planned and simulated with the same tables', () => {
+  const planFile = join(dir, 'for-compare.json');
+  const rp = fcp([
+    'plan',
+    ...small,
+    '--no-compare-locality',
+    '-q',
+    '--calibration',
+    slowDense,
+    '-o',
+    planFile,
+  ]);
+  assert.equal(rp.status, 0, rp.stderr);
+  const sim = fcp(['simulate', planFile, '--calibration', slowDense, '--json']);
+  assert.equal(sim.status, 0, sim.stderr);
+  const s = JSON.parse(sim.stdout);
+  const cmp = fcp(['compare', '--strategies', 'fcp', ...small, '--calibration', slowDense, '--json', '-q']);
+  assert.equal(cmp.status, 0, cmp.stderr);
+  const row = JSON.parse(cmp.stdout).rows[0];
+  assert.equal(row.mfuForward, s.forward.mfu);
+  assert.equal(row.mfuBackward, s.backward.mfu);
+});
