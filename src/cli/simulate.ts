@@ -311,7 +311,8 @@ export function register(program: Command): void {
         formatSimResult(r) +
           (opts.freeKinds ? `\n${freeKindsLine(opts.freeKinds)}` : '') +
           routingNote(plan, r.cluster.routing) +
-          (r.engine === 'builtin' ? networkNote(plan, r.network) : ''),
+          (r.engine === 'builtin' ? networkNote(plan, r.network) : '') +
+          calibrationNote(plan, opts.calibration?.sources),
       );
   });
 }
@@ -343,6 +344,23 @@ function plannedForNote(
  */
 export function networkNote(plan: PlanMeta, simulated: string): string {
   return plannedForNote(plan, 'network', 'fluid', simulated);
+}
+
+/**
+ * A note when an FCP plan was made with other kernel tables than it is simulated with: its tiles
+ * and placement weights come from its time model (`meta.options.calibration`: `default` or the
+ * files' names). `sources`: the simulation's files; undefined for the default tables.
+ */
+export function calibrationNote(plan: PlanMeta, sources: readonly string[] | undefined): string {
+  if (plan.strategy !== 'fcp') return '';
+  const name = (v: unknown): string =>
+    Array.isArray(v) ? v.map((f) => String(f).split(/[\\/]/).pop()).join(',') : 'default';
+  const options = plan.meta?.options as Record<string, unknown> | undefined;
+  const planned = name(options?.calibration);
+  const simulated = name(sources);
+  return planned === simulated
+    ? ''
+    : `\nnote: the plan was made for --calibration ${planned}, simulated under --calibration ${simulated}`;
 }
 
 /**

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { calibrationNote } from '../../src/cli/simulate.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-calib-'));
@@ -79,4 +80,25 @@ test('fcp compare --calibration: FCP is planned and simulated with the same tabl
   const row = JSON.parse(cmp.stdout).rows[0];
   assert.equal(row.mfuForward, s.forward.mfu);
   assert.equal(row.mfuBackward, s.backward.mfu);
+});
+
+test('fcp simulate notes an FCP plan made with other kernel tables than it is simulated with', () => {
+  const fcpPlan = (calibration: unknown) => ({ strategy: 'fcp', meta: { options: { calibration } } });
+  assert.equal(calibrationNote(fcpPlan('default'), undefined), '');
+  assert.equal(calibrationNote(fcpPlan(['slow-dense.json']), [slowDense]), '');
+  assert.match(
+    calibrationNote(fcpPlan('default'), [slowDense]),
+    /made for --calibration default, simulated under --calibration slow-dense.json/,
+  );
+  assert.match(
+    calibrationNote(fcpPlan(['slow-dense.json']), undefined),
+    /made for --calibration slow-dense.json, simulated under --calibration default/,
+  );
+  // The baselines' plans read no kernel tables.
+  assert.equal(calibrationNote({ strategy: 'magi' }, [slowDense]), '');
+  const planFile = join(dir, 'noted.json');
+  assert.equal(fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', planFile]).status, 0);
+  const r = fcp(['simulate', planFile, '--calibration', slowDense]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /note: the plan was made for --calibration default/);
 });
