@@ -329,6 +329,8 @@ function acceptanceGrid(): string {
   let total = 0;
   let aboveCeiling = 0;
   let aboveKernels = 0;
+  let balanceBound = 0;
+  let idleBound = 0;
   // Ranges per batch, cluster and scale (fluid and contention together), for the summary table.
   const summary = new Map<string, number[][]>();
   for (const batch of ['longtail', 'magi', 'bimodal'])
@@ -348,15 +350,16 @@ function acceptanceGrid(): string {
         }
         const t = targetOf(w);
         /**
-         * One cell: FCP's MFU `x` over the strongest baseline's `ref`; `kernels`: the mean kernel
+         * One cell: FCP's MFU `x` over the strongest baseline's `ref`; `bounds`: the mean kernel
          * MFU of that FCP run (its MFU with perfect balance and nothing exposed, so no schedule of
-         * its tasks beats it).
+         * its tasks beats it) and its mean `no idle` MFU (the busiest rank's compute as the
+         * makespan: that run's balance, nothing exposed; bench/cell-bounds.ts prints both).
          */
         const ratio = (
           x: number | undefined,
           ref: number,
           ceiling: number,
-          kernels: number | undefined,
+          bounds: { kernels: number; noIdle: number } | undefined,
           pxn?: string,
         ) => {
           if (x === undefined || ref <= 0) return '-';
@@ -364,19 +367,40 @@ function acceptanceGrid(): string {
           total++;
           const r = x / ref;
           if (r >= t) met++;
-          // A miss whose target needs more MFU than the kernels ever reach.
-          const out = r < t && t * ref > ceiling;
-          // Else one that needs more than FCP's own kernels as planned reach.
-          const kernelBound = r < t && !out && kernels !== undefined && t * ref > kernels;
-          if (out) aboveCeiling++;
-          if (kernelBound) aboveKernels++;
-          const why = out ? ' (miss, ceiling)' : kernelBound ? ' (miss, kernels)' : ' (miss)';
-          return `${r.toFixed(3)}x${via}${r >= t ? '' : why}`;
+          if (r >= t) return `${r.toFixed(3)}x${via}`;
+          // A miss whose target needs more MFU than the kernels ever reach; else one that needs
+          // more than FCP's own kernels as planned reach; else more than its compute balance
+          // allows with nothing exposed; else what is short is idle time (waits, exposed transfers).
+          const need = t * ref;
+          let why = ' (miss, idle)';
+          if (need > ceiling) {
+            why = ' (miss, ceiling)';
+            aboveCeiling++;
+          } else if (bounds !== undefined && need > bounds.kernels) {
+            why = ' (miss, kernels)';
+            aboveKernels++;
+          } else if (bounds !== undefined && need > bounds.noIdle) {
+            why = ' (miss, balance)';
+            balanceBound++;
+          } else idleBound++;
+          return `${r.toFixed(3)}x${via}${why}`;
         };
-        /** Mean kernel MFU of FCP's rows at `w` in `c` (the kept routing's), per direction. */
-        const kernelsOf = (c: Compare | null, dir: 'forward' | 'backward'): number | undefined => {
+        /**
+         * Mean kernel MFU and mean `no idle` MFU (kernel MFU over 1 + compute imbalance: the
+         * busiest rank's compute as the makespan) of FCP's rows at `w` in `c` (the kept routing's).
+         */
+        const boundsOf = (
+          c: Compare | null,
+          dir: 'forward' | 'backward',
+        ): { kernels: number; noIdle: number } | undefined => {
           const rows = c?.rows.filter((r) => r.strategy === 'fcp' && r.world === w && r.kernelMfu) ?? [];
-          return rows.length === 0 ? undefined : rows.reduce((s, r) => s + r.kernelMfu![dir], 0) / rows.length;
+          if (rows.length === 0) return undefined;
+          const imb = (r: (typeof rows)[number]): number =>
+            (dir === 'forward' ? r.imbalances?.computeForward : r.imbalances?.computeBackward) ?? 0;
+          return {
+            kernels: rows.reduce((s, r) => s + r.kernelMfu![dir], 0) / rows.length,
+            noIdle: rows.reduce((s, r) => s + r.kernelMfu![dir] / (1 + imb(r)), 0) / rows.length,
+          };
         };
         const fa = get(a, 'fcp');
         const fb = get(b, 'fcp');
@@ -388,7 +412,7 @@ function acceptanceGrid(): string {
         });
         summary.set(key, cols);
         lines.push(
-          `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0], CEILING.forward, kernelsOf(a, 'forward'), fa?.routing)} | ${ratio(fa?.mfuBackward.mean, bb[0], CEILING.backward, kernelsOf(a, 'backward'), fa?.routing)} | ${ratio(fb?.mfuForward.mean, bf[0], CEILING.forward, kernelsOf(b, 'forward'), fb?.routing)} | ${ratio(fb?.mfuBackward.mean, bb[0], CEILING.backward, kernelsOf(b, 'backward'), fb?.routing)} | ${t.toFixed(2)}x |`,
+          `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${bf[1]} ${bf[0] ? f(bf[0]) : '-'} | ${bb[1]} ${bb[0] ? f(bb[0]) : '-'} | ${ratio(fa?.mfuForward.mean, bf[0], CEILING.forward, boundsOf(a, 'forward'), fa?.routing)} | ${ratio(fa?.mfuBackward.mean, bb[0], CEILING.backward, boundsOf(a, 'backward'), fa?.routing)} | ${ratio(fb?.mfuForward.mean, bf[0], CEILING.forward, boundsOf(b, 'forward'), fb?.routing)} | ${ratio(fb?.mfuBackward.mean, bb[0], CEILING.backward, boundsOf(b, 'backward'), fb?.routing)} | ${t.toFixed(2)}x |`,
         );
       }
     }
@@ -397,7 +421,9 @@ function acceptanceGrid(): string {
     `Targets met: ${met} of ${total} ratios present (the grid has 3 batches x 4 settings x 7 worlds x 4 = 336). ` +
       `\`(miss, ceiling)\`: ${aboveCeiling} of the misses ask for more MFU than any measured launch of the kernel calibration reaches ` +
       `on the SMs left to compute (${CEILING.forward.toFixed(3)} forward, ${CEILING.backward.toFixed(3)} backward: data/calibration/h200-measured.json's best launch, 6 of 132 SMs reserved for communication as every simulated strategy pays): out of reach for any plan with these kernels. ` +
-      `\`(miss, kernels)\`: ${aboveKernels} more ask for more than FCP's own kernels reach as that run planned them (its mean kernel MFU: the MFU of its tasks with perfect balance and no exposed communication, src/executors/sim/index.ts): no schedule of those tasks meets them, only other tiles (block sizes, launches) could; the plain \`(miss)\` cells are where scheduling (balance, overlap, communication) is what is short.`,
+      `\`(miss, kernels)\`: ${aboveKernels} more ask for more than FCP's own kernels reach as that run planned them (its mean kernel MFU: the MFU of its tasks with perfect balance and no exposed communication, src/executors/sim/index.ts): no schedule of those tasks meets them, only other tiles (block sizes, launches) could. ` +
+      `\`(miss, balance)\`: ${balanceBound} more ask for more than that run's compute balance allows with nothing exposed (its mean MFU with the busiest rank's compute as the makespan, bench/cell-bounds.ts's \`no idle\`): a better balance of its tasks is needed first. ` +
+      `\`(miss, idle)\`: the other ${idleBound}, where that run's compute would meet the target and idle time (waits for transfers, exposed communication, tails) is what is short.`,
   );
   const range = (xs: number[]): string => {
     if (xs.length === 0) return '-';
