@@ -4,7 +4,9 @@
  * layout) and mode (b) (loader layout, equal tokens per rank) against every baseline at its best
  * (`--baselines best`), per batch, cluster and network model, and the acceptance grid of issue 15 (16-4096 ranks). All numbers
  * are simulated.
- * Usage: npx tsx scripts/headline-tables.ts [docs/results]
+ * Usage: npx tsx scripts/headline-tables.ts [docs/results] [--bounds]
+ *   --bounds: each missed grid cell also shows `[no idle R, kernels R]`, the two bounds its label
+ *   reads (the run's mean `no idle` MFU and mean kernel MFU over the strongest baseline's MFU).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -87,7 +89,9 @@ function layerTable(batch: string, setting: string): string | null {
   return lines.join('\n');
 }
 
-const dir = process.argv[2] ?? 'docs/results';
+const cliArgs = process.argv.slice(2);
+const dir = cliArgs.find((a) => !a.startsWith('--')) ?? 'docs/results';
+const showBounds = cliArgs.includes('--bounds');
 /** One folder's compare.json, or null. */
 const readOne = (name: string): Compare | null => {
   const p = join(dir, name, 'compare.json');
@@ -383,7 +387,11 @@ function acceptanceGrid(): string {
             why = ' (miss, balance)';
             balanceBound++;
           } else idleBound++;
-          return `${r.toFixed(3)}x${via}${why}`;
+          const shown =
+            showBounds && bounds !== undefined
+              ? ` [no idle ${(bounds.noIdle / ref).toFixed(3)}x, kernels ${(bounds.kernels / ref).toFixed(3)}x]`
+              : '';
+          return `${r.toFixed(3)}x${via}${why}${shown}`;
         };
         /**
          * Mean kernel MFU and mean `no idle` MFU (kernel MFU over 1 + compute imbalance: the

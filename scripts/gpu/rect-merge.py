@@ -33,7 +33,8 @@ ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--calib", action="store_true",
                 help="also re-time the calibration's dense rows (data/calibration/h200-measured.json: cuDNN "
-                     "squares 512-32K causal and full, its full rectangles) in the same interleaved rounds")
+                     "squares 512-32K causal and full, its full rectangles) in the same interleaved rounds, "
+                     "and squares of 1536 and 3072, which it interpolates")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 PEAK = 989.0
@@ -88,7 +89,8 @@ CASES = [
 CALIB = []
 if args.calib:
     for causal in (True, False):
-        for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
+        # 1536 and 3072: sides the calibration interpolates (blocks of three quarters of a power of two).
+        for L in (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32768):
             CALIB.append((f"calib {'causal' if causal else 'full'} square {L} x{32768 // L}", L, L, 32768 // L, causal))
     for lq in (512, 1024, 2048, 4096, 8192):
         for mult in (2, 4):
