@@ -6,7 +6,8 @@
  * key side. Beside it, the same sequences each run as one causal launch (what a strategy that
  * never cuts a sequence would pay per piece), on the same FLOPs.
  *
- * Found with it (docs/results.md, "Session 36"): on `magi` at 128 ranks, mode (b), seed 1 (blocks
+ * What it shows (docs/results.md, "Session 36"; the forward's share was first seen by hand, "No
+ * block below 4096 tokens in mode (b)"): on `magi` at 128 ranks, mode (b), seed 1 (blocks
  * of 2048-4096, `fcp plan` prints them), 55% of the backward's modelled kernel time is in full
  * 2048 squares (class `q 2k-4k k 2k-4k`) at 0.529 of peak, against 0.559 for 4096 squares: the
  * granularity refinement (placement/blocks.ts) halves the blocks of long sequences for balance,
