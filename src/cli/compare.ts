@@ -270,9 +270,11 @@ export function register(program: Command): void {
       if (po[k] !== undefined) problem[k] = po[k];
     const gpusPerNode = po.gpusPerNode ?? 8;
     const sim = simOptionsFrom(o, { gpusPerNode });
-    // FCP plans with the kernel tables it is simulated with (its time model reads them).
+    // FCP plans with the kernel tables it is simulated with (its time model reads them); the
+    // file records the options as given, the tables by name in `calibration`.
+    const given = plannerOptionsFrom(o);
     const planner = {
-      ...plannerOptionsFrom(o),
+      ...given,
       ...(sim.calibration !== undefined ? { calibration: sim.calibration } : {}),
     };
     const baselines = parseBaselinesMode(o.baselines);
@@ -345,7 +347,7 @@ export function register(program: Command): void {
       rates: sim.rates,
       // What-if (--free-kinds): these kinds carried no bytes; absent in a real comparison.
       ...(sim.freeKinds !== undefined ? { freeKinds: sim.freeKinds } : {}),
-      plannerOptions: planner,
+      plannerOptions: given,
       baselines,
       // The earlier run whose winners restricted the sweeps (absent: the full sweep).
       ...(o.sweepFrom !== undefined ? { sweepFrom: String(o.sweepFrom) } : {}),

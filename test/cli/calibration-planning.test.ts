@@ -77,7 +77,11 @@ test('fcp compare --calibration: FCP is planned and simulated with the same tabl
   const s = JSON.parse(sim.stdout);
   const cmp = fcp(['compare', '--strategies', 'fcp', ...small, '--calibration', slowDense, '--json', '-q']);
   assert.equal(cmp.status, 0, cmp.stderr);
-  const row = JSON.parse(cmp.stdout).rows[0];
+  const doc = JSON.parse(cmp.stdout);
+  // The tables are named once, not copied into the planner options.
+  assert.deepEqual(doc.calibration, [slowDense]);
+  assert.equal(doc.plannerOptions.calibration, undefined);
+  const row = doc.rows[0];
   assert.equal(row.mfuForward, s.forward.mfu);
   assert.equal(row.mfuBackward, s.backward.mfu);
 });
