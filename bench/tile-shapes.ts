@@ -19,6 +19,7 @@
 import { KernelModel } from '../src/cost/kernel.ts';
 import { decompose, piecePairs } from '../src/cost/pieces.ts';
 import { fcpPlanner } from '../src/planners/fcp/index.ts';
+import { KernelTime } from '../src/planners/fcp/kernel-time.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
 import { argValue } from './fcp-replay.ts';
 
@@ -44,8 +45,9 @@ const causal = plan.mask === 'causal';
 /** Side classes of a piece, by tokens. */
 const side = (x: number): string =>
   x >= 4096 ? '4096+' : x >= 2048 ? '2k-4k' : x >= 1024 ? '1k-2k' : x >= 512 ? '512-1k' : '<512';
-const pieceMs = (dir: 'forward' | 'backward', lq: number, lk: number, c: boolean): number =>
-  km.isDense(lq, lk, c) ? km.denseMs(dir, lq, lk, c, 1) : km.varlenMs(dir, lq, lk, c, 1);
+// The planner's own piece times (dense or varlen as the `auto` policy runs them, no launch).
+const tm = new KernelTime(plan.model);
+const pieceMs = tm.pieceMs.bind(tm);
 const mfu = (dir: 'forward' | 'backward', ms: number, pairs: number): string =>
   (km.flops(dir, pairs) / (ms * 1e-3) / (km.peakTflops * 1e12)).toFixed(3);
 
