@@ -31,7 +31,6 @@ export function argValue(args: readonly string[], k: string, d: string): string 
   return i >= 0 ? args[i + 1]! : d;
 }
 
-/** The batches a quality bench sweeps: `--batches` kinds x `--worlds` x `--seeds`, under `--network`. */
 /**
  * The network model of `--network` in `args` (default fluid); any other name than
  * NETWORK_MODELS' is one line naming `bench` and exit 2.
@@ -45,6 +44,7 @@ export function networkArg(args: readonly string[], bench: string): NetworkModel
   return m as NetworkModel;
 }
 
+/** The batches a quality bench sweeps: `--batches` kinds x `--worlds` x `--seeds`, under `--network`. */
 export interface BatchGrid {
   readonly batches: string[];
   readonly worlds: number[];
