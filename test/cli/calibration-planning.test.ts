@@ -4,20 +4,20 @@
  * `meta.options.calibration`.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { calibrationNote } from '../../src/cli/simulate.ts';
 import { dataPath } from '../../src/core/data-dir.ts';
+import { cli } from '../helpers/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fcp-cli-calib-'));
-const fcp = (args: string[]) =>
-  spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/cli.ts'), ...args], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
+/** `fcp ...` in-process (test/helpers/cli.ts): its exit code and what it wrote. */
+const fcp = async (args: string[]) => {
+  const r = await cli(args);
+  return { status: r.code, stdout: r.out, stderr: r.err };
+};
 const codeLine = (stderr: string): string | undefined => /^fcp: error: ([\w.]+)/m.exec(stderr)?.[1];
 
 /** The default tables with every dense row 1.5x slower: a GPU unlike the H200 in its dense kernels. */
@@ -33,12 +33,21 @@ const slowDense = join(dir, 'slow-dense.json');
 }
 const small = ['--world', '8', '--batch', 'longtail', '--tokens-per-rank', '8192', '--seed', '2'];
 
-test('fcp plan --calibration plans with those tables and records them', () => {
+test('fcp plan --calibration plans with those tables and records them', async () => {
   const a = join(dir, 'default.json');
   const b = join(dir, 'slow.json');
-  const ra = fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', a]);
+  const ra = await fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', a]);
   assert.equal(ra.status, 0, ra.stderr);
-  const rb = fcp(['plan', ...small, '--no-compare-locality', '-q', '--calibration', slowDense, '-o', b]);
+  const rb = await fcp([
+    'plan',
+    ...small,
+    '--no-compare-locality',
+    '-q',
+    '--calibration',
+    slowDense,
+    '-o',
+    b,
+  ]);
   assert.equal(rb.status, 0, rb.stderr);
   const pa = JSON.parse(readFileSync(a, 'utf8'));
   const pb = JSON.parse(readFileSync(b, 'utf8'));
@@ -50,18 +59,18 @@ test('fcp plan --calibration plans with those tables and records them', () => {
   assert.ok(est(pb) > est(pa), `${est(pb)} > ${est(pa)}`);
 });
 
-test('fcp plan --calibration with an unreadable file: one line, exit 2, no plan file', () => {
+test('fcp plan --calibration with an unreadable file: one line, exit 2, no plan file', async () => {
   const out = join(dir, 'never.json');
-  const r = fcp(['plan', ...small, '--calibration', join(dir, 'missing.json'), '-o', out]);
+  const r = await fcp(['plan', ...small, '--calibration', join(dir, 'missing.json'), '-o', out]);
   assert.equal(r.status, 2);
   assert.equal(codeLine(r.stderr), 'io.read');
   assert.equal(r.stderr.trim().split('\n').length, 1);
   assert.equal(existsSync(out), false);
 });
 
-test('fcp compare --calibration: FCP is planned and simulated with the same tables', () => {
+test('fcp compare --calibration: FCP is planned and simulated with the same tables', async () => {
   const planFile = join(dir, 'for-compare.json');
-  const rp = fcp([
+  const rp = await fcp([
     'plan',
     ...small,
     '--no-compare-locality',
@@ -72,10 +81,19 @@ test('fcp compare --calibration: FCP is planned and simulated with the same tabl
     planFile,
   ]);
   assert.equal(rp.status, 0, rp.stderr);
-  const sim = fcp(['simulate', planFile, '--calibration', slowDense, '--json']);
+  const sim = await fcp(['simulate', planFile, '--calibration', slowDense, '--json']);
   assert.equal(sim.status, 0, sim.stderr);
   const s = JSON.parse(sim.stdout);
-  const cmp = fcp(['compare', '--strategies', 'fcp', ...small, '--calibration', slowDense, '--json', '-q']);
+  const cmp = await fcp([
+    'compare',
+    '--strategies',
+    'fcp',
+    ...small,
+    '--calibration',
+    slowDense,
+    '--json',
+    '-q',
+  ]);
   assert.equal(cmp.status, 0, cmp.stderr);
   const doc = JSON.parse(cmp.stdout);
   // The tables are named once, not copied into the planner options.
@@ -86,7 +104,7 @@ test('fcp compare --calibration: FCP is planned and simulated with the same tabl
   assert.equal(row.mfuBackward, s.backward.mfu);
 });
 
-test('fcp simulate notes an FCP plan made with other kernel tables than it is simulated with', () => {
+test('fcp simulate notes an FCP plan made with other kernel tables than it is simulated with', async () => {
   const fcpPlan = (calibration: unknown) => ({ strategy: 'fcp', meta: { options: { calibration } } });
   assert.equal(calibrationNote(fcpPlan('default'), undefined), '');
   assert.equal(calibrationNote(fcpPlan(['slow-dense.json']), [slowDense]), '');
@@ -101,8 +119,8 @@ test('fcp simulate notes an FCP plan made with other kernel tables than it is si
   // The baselines' plans read no kernel tables.
   assert.equal(calibrationNote({ strategy: 'magi' }, [slowDense]), '');
   const planFile = join(dir, 'noted.json');
-  assert.equal(fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', planFile]).status, 0);
-  const r = fcp(['simulate', planFile, '--calibration', slowDense]);
+  assert.equal((await fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', planFile])).status, 0);
+  const r = await fcp(['simulate', planFile, '--calibration', slowDense]);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /note: the plan was made for --calibration default/);
 });
