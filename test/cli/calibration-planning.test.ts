@@ -32,22 +32,16 @@ const slowDense = join(dir, 'slow-dense.json');
   writeFileSync(slowDense, JSON.stringify(doc));
 }
 const small = ['--world', '8', '--batch', 'longtail', '--tokens-per-rank', '8192', '--seed', '2'];
+/** `fcp plan` of the small batch into `file`, quietly, with `extra` options. */
+const planTo = (file: string, ...extra: string[]) =>
+  fcp(['plan', ...small, '--no-compare-locality', '-q', ...extra, '-o', file]);
 
 test('fcp plan --calibration plans with those tables and records them', async () => {
   const a = join(dir, 'default.json');
   const b = join(dir, 'slow.json');
-  const ra = await fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', a]);
+  const ra = await planTo(a);
   assert.equal(ra.status, 0, ra.stderr);
-  const rb = await fcp([
-    'plan',
-    ...small,
-    '--no-compare-locality',
-    '-q',
-    '--calibration',
-    slowDense,
-    '-o',
-    b,
-  ]);
+  const rb = await planTo(b, '--calibration', slowDense);
   assert.equal(rb.status, 0, rb.stderr);
   const pa = JSON.parse(readFileSync(a, 'utf8'));
   const pb = JSON.parse(readFileSync(b, 'utf8'));
@@ -70,16 +64,7 @@ test('fcp plan --calibration with an unreadable file: one line, exit 2, no plan 
 
 test('fcp compare --calibration: FCP is planned and simulated with the same tables', async () => {
   const planFile = join(dir, 'for-compare.json');
-  const rp = await fcp([
-    'plan',
-    ...small,
-    '--no-compare-locality',
-    '-q',
-    '--calibration',
-    slowDense,
-    '-o',
-    planFile,
-  ]);
+  const rp = await planTo(planFile, '--calibration', slowDense);
   assert.equal(rp.status, 0, rp.stderr);
   const sim = await fcp(['simulate', planFile, '--calibration', slowDense, '--json']);
   assert.equal(sim.status, 0, sim.stderr);
@@ -119,7 +104,7 @@ test('fcp simulate notes an FCP plan made with other kernel tables than it is si
   // The baselines' plans read no kernel tables.
   assert.equal(calibrationNote({ strategy: 'magi' }, [slowDense]), '');
   const planFile = join(dir, 'noted.json');
-  assert.equal((await fcp(['plan', ...small, '--no-compare-locality', '-q', '-o', planFile])).status, 0);
+  assert.equal((await planTo(planFile)).status, 0);
   const r = await fcp(['simulate', planFile, '--calibration', slowDense]);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /note: the plan was made for --calibration default/);
