@@ -16,7 +16,7 @@
  *
  * Run: npx tsx bench/quality-ab.ts (--base <rev> | --env K=V,... | --b-args '...') [--batches longtail,magi,bimodal]
  *        [--worlds 16,64,256] [--seeds 6] [--seed 1] [--loader-layout] [--network fluid|contention]
- *        [--cluster hopper-ib] [--routing direct|pxn] [--keep]
+ *        [--cluster hopper-ib] [--routing direct|pxn] [--calibration F] [--keep]
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -67,6 +67,8 @@ const common = [
   String(first),
   '-q',
   ...(argv.includes('--loader-layout') ? ['--loader-layout'] : []),
+  // Both sides plan and simulate with these kernel tables (default: the shipped H200 ones).
+  ...(val('--calibration', '') !== '' ? ['--calibration', val('--calibration', '')] : []),
 ];
 
 interface Row {
@@ -157,7 +159,7 @@ function stats(xs: number[]): string {
 }
 
 console.log(
-  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing`,
+  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing${val('--calibration', '') !== '' ? `, kernel tables ${val('--calibration', '')}` : ''}`,
 );
 console.log(
   `${'batch'.padEnd(9)} ${'GPUs'.padStart(5)}  ${'n'.padStart(3)}  forward${' '.repeat(31)}backward${' '.repeat(30)}forward + backward`,

@@ -31,7 +31,7 @@ import type { Layout, Plan } from '../../plan/types.ts';
 import type { Problem } from '../../problem/problem.ts';
 import type { Planner, PlannerOptions } from '../types.ts';
 import { KernelTime } from './kernel-time.ts';
-import { type CapLayout, LOADER_CAPS, layoutAtCap, maxOf } from './loader-caps.ts';
+import { type CapLayout, capKept, LOADER_CAPS, layoutAtCap, maxOf } from './loader-caps.ts';
 import { loaderSearch } from './loader-search.ts';
 import { type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
 import type { FcpResult, PipelineResult } from './pipeline.ts';
@@ -117,9 +117,13 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // Progress (options.onProgress) by stage, roughly as the time goes at 256 ranks: the capped
   // placements to 0.25, the swaps to 0.35, the tuned pipelines the rest.
   const report = options.onProgress;
+  // Blocks of the first (loosest) cap: a later cap whose placement shrank them is not kept
+  // (loader-caps.ts, capKept).
+  let reference: Int32Array | null = null;
   for (let i = 0; i < caps.length; i++) {
     const c = layoutAtCap(problem, o, kernel, caps[i]!, caps.length > 1);
-    if (best === null || c.cost < best.cost) best = c;
+    if (capKept(c.blockSize, reference) && (best === null || c.cost < best.cost)) best = c;
+    reference ??= c.blockSize;
     report?.((0.25 * (i + 1)) / caps.length);
   }
   assert(best !== null, 'at least one cap is tried');

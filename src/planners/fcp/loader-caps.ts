@@ -47,6 +47,34 @@ export interface CapLayout {
   readonly cost: number;
 }
 
+/**
+ * Whether `blockSize` cuts some sequence into smaller blocks than `reference` does (both per
+ * sequence): a tight cap's memory fallback (placement/place.ts) retries with smaller blocks, and
+ * the search then skips that cap ({@link capKept}).
+ */
+export function shrinksBlocks(blockSize: Int32Array, reference: Int32Array): boolean {
+  for (let s = 0; s < blockSize.length; s++) if (blockSize[s]! < reference[s]!) return true;
+  return false;
+}
+
+/**
+ * Whether mode (b)'s cap search may keep the layout of a cap whose blocks are `blockSize`, given
+ * the blocks of the loosest cap it tried (`reference`, the first of the list): not when the cap
+ * shrank blocks. The search's cost (the busiest rank's modelled compute, launch overheads left
+ * out, plus its K/V time) cannot tell what smaller blocks really cost: more and smaller launches,
+ * whose overhead the op cost charges per launch (cost/op-cost.ts). Under the shipped H200 tables
+ * no shrunk cap was ever kept at 16-128 ranks (3 batch kinds, seeds 1-3: plans unchanged); under
+ * two H100 calibrations, whose measured launch overhead is 1.4-2x the H200 table's, the search
+ * kept `longtail` 16 seed 3 at cap 1.02 with 1024-token blocks by a 0.3 ms lead of its cost
+ * (117.58 against 117.87 ms), and the plan simulated 10% slower than the cap-1.1 plan with 4096
+ * blocks (133 against 119 ms, forward plus backward). Skipping shrunk caps, mode (b), 36 batches
+ * per table, 16-128 ranks, B - A of MFU forward + backward: +0.0042 ± 0.0018 and +0.0027 ±
+ * 0.0010, 9 up and 0 down under each (simulated; docs/results.md, "Session 37").
+ */
+export function capKept(blockSize: Int32Array, reference: Int32Array | null): boolean {
+  return reference === null || !shrinksBlocks(blockSize, reference);
+}
+
 /** Largest entry of a load vector. */
 export function maxOf(load: Float64Array): number {
   let m = 0;
