@@ -50,7 +50,10 @@ test('the cap search keeps no cap whose blocks shrank, where the least cost is s
   // The case is exercised: the cheapest cap by the search's cost shrank the blocks.
   assert.ok(shrinksBlocks(cheapest.blockSize, reference), `cheapest cap ${cheapest.cap} kept its blocks`);
   const plan = fcpPlanner.plan(problem, { loaderLayout: true, calibration });
-  const meta = plan.meta as { loaderLayout: { tokenCap: number | null }; stats: { blockSize: { min: number } } };
+  const meta = plan.meta as {
+    loaderLayout: { tokenCap: number | null };
+    stats: { blockSize: { min: number } };
+  };
   const kept = layouts.find((c) => (Number.isFinite(c.cap) ? c.cap : null) === meta.loaderLayout.tokenCap);
   assert.ok(kept !== undefined);
   assert.ok(!shrinksBlocks(kept.blockSize, reference), `kept cap ${kept.cap} shrank the blocks`);
