@@ -55,6 +55,9 @@ ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "tm
 ap.add_argument("--budget", type=float, default=540.0, help="seconds; sections stop starting work past it")
 ap.add_argument("--smoke", action="store_true", help="CPU, tiny sizes: check the script itself")
 ap.add_argument("--manifest", action="store_true", help="pick replay ranks (CPU) into plans/manifest.json and exit")
+ap.add_argument("--calib-reps", type=int, default=3,
+                help="calibrate: timed calls per row (median; 3 made data/calibration/h200-measured.json; two such "
+                     "runs back to back on one H100 differed by up to 7%% on single rows, runs 17a/17b)")
 ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,hftest,train,memory,calibrate,replay,multigpu")
 ap.add_argument("--train-worlds", default="1,2,4", help="train: CP world sizes of examples/train.py (plans from scripts/gpu/train-plans.sh)")
 ap.add_argument("--memory-plans", default="num-fcp-1,w1-fcp-longtail-64k,num-fcp-4", help="memory: plans whose ranks are measured against fcp_torch.memory")
@@ -386,7 +389,7 @@ def calibrate() -> None:
                 if left() < 60:
                     break
                 n = max(1, scale_tokens // L)
-                t = time_launch(launch("cudnn", causal, L, L, n), n * L, n * L)
+                t = time_launch(launch("cudnn", causal, L, L, n), n * L, n * L, reps=args.calib_reps)
                 p = n * pairs_of(causal, L, L)
                 row = {"name": "sdpa-cudnn", "kind": "batch", "causal": causal, "pairs": n, "lq": L, "lk": L, **t}
                 row.update(fwd_tflops=4 * p * H * D / t["fwd_ms"] / 1e9, fwd_mfu=mfu(p, t["fwd_ms"]))
@@ -399,7 +402,7 @@ def calibrate() -> None:
                     break
                 lk = lq * mult
                 n = max(1, scale_tokens // lq)
-                t = time_launch(launch("cudnn", False, lq, lk, n), n * lq, n * lk)
+                t = time_launch(launch("cudnn", False, lq, lk, n), n * lq, n * lk, reps=args.calib_reps)
                 p = n * lq * lk
                 rects.append({"name": "cudnn-rect", "kind": "rect", "causal": False, "pairs": n, "lq": lq, "lk": lk, **t,
                               "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)})
@@ -416,7 +419,7 @@ def calibrate() -> None:
                     if left() < 45:
                         break
                     n = max(1, min(scale_tokens // lq, (8 * scale_tokens) // lk))
-                    t = time_launch(launch("flash", causal, lq, lk, n), n * lq, n * lk)
+                    t = time_launch(launch("flash", causal, lq, lk, n), n * lq, n * lk, reps=args.calib_reps)
                     p = n * pairs_of(causal, lq, lk)
                     row = {"kernel": "flash", "lq": lq, "lk": lk, "causal": causal, "segments": n, **t,
                            "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)}
@@ -443,7 +446,7 @@ def calibrate() -> None:
             if not SMOKE:
                 L.cu_q = torch.tensor(np.concatenate(([0], np.cumsum(lens))), dtype=torch.int32, device=DEV)
                 L.cu_k = L.cu_q
-            t = time_launch(L, int(lens.sum()), int(lens.sum()))
+            t = time_launch(L, int(lens.sum()), int(lens.sum()), reps=args.calib_reps)
             p = int(sum(pairs_of(True, int(a), int(a)) for a in lens))
             mixes.append({"mix": name, "segments": len(lens), "tokens": int(lens.sum()), **t,
                           "fwd_mfu": mfu(p, t["fwd_ms"]), "bwd_mfu": mfu(p, t["bwd_ms"], 2.5)})
