@@ -89,7 +89,8 @@ function phaseImbalance(l: PhaseLoads): { forward: number; backward: number } {
  * `loaderLayout`, deployment mode (b) (placement/loader-layout.ts): place the blocks under each of
  * {@link LOADER_CAPS}, level the resulting home layout's tokens to the mean within
  * {@link TOKEN_BAND} (the rest of the model runs per token in this layout), keep the levelled
- * layout whose busiest rank has the least modelled compute, refine it within the band by token
+ * layout whose busiest rank has the least modelled compute among the caps whose placement kept
+ * the first cap's block sizes (loader-caps.ts, capKept), refine it within the band by token
  * swaps (placement/token-swap.ts: lower max fwd + max bwd, each phase modelled apart), and plan
  * with it as both the user and the home layout: the loader delivers it once per step, so no
  * attention layer reshuffles. The swaps (simulated, longtail, 3 batches, fwd/bwd compute

@@ -64,7 +64,7 @@ export function shrinksBlocks(blockSize: Int32Array, reference: Int32Array): boo
  * out, plus its K/V time) cannot tell what smaller blocks really cost: more and smaller launches,
  * whose overhead the op cost charges per launch (cost/op-cost.ts). Under the shipped H200 tables
  * no shrunk cap was ever kept at 16-128 ranks (3 batch kinds, seeds 1-3: plans unchanged); under
- * two H100 calibrations, whose measured launch overhead is 1.4-2x the H200 table's, the search
+ * two H100 calibrations, whose measured launch overhead is 1.3-2x the H200 table's, the search
  * kept `longtail` 16 seed 3 at cap 1.02 with 1024-token blocks by a 0.3 ms lead of its cost
  * (117.58 against 117.87 ms), and the plan simulated 10% slower than the cap-1.1 plan with 4096
  * blocks (133 against 119 ms, forward plus backward). Skipping shrunk caps, mode (b), 36 batches
