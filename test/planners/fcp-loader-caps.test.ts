@@ -49,6 +49,10 @@ test('the cap search keeps no cap whose blocks shrank, where the least cost is s
   const cheapest = layouts.reduce((m, c) => (c.cost < m.cost ? c : m));
   // The case is exercised: the cheapest cap by the search's cost shrank the blocks.
   assert.ok(shrinksBlocks(cheapest.blockSize, reference), `cheapest cap ${cheapest.cap} kept its blocks`);
+  // Given the reference, the search does not score that cap (it could not keep it): same layout.
+  const skipped = layoutAtCap(problem, o, kernel, cheapest.cap, true, reference);
+  assert.deepEqual(skipped.layout, cheapest.layout);
+  assert.ok(Number.isNaN(skipped.cost));
   const plan = fcpPlanner.plan(problem, { loaderLayout: true, calibration });
   const meta = plan.meta as {
     loaderLayout: { tokenCap: number | null };

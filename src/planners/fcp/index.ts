@@ -122,7 +122,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // (loader-caps.ts, capKept).
   let reference: Int32Array | null = null;
   for (let i = 0; i < caps.length; i++) {
-    const c = layoutAtCap(problem, o, kernel, caps[i]!, caps.length > 1);
+    const c = layoutAtCap(problem, o, kernel, caps[i]!, caps.length > 1, reference);
     if (capKept(c.blockSize, reference) && (best === null || c.cost < best.cost)) best = c;
     reference ??= c.blockSize;
     report?.((0.25 * (i + 1)) / caps.length);

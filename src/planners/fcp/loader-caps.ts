@@ -88,7 +88,9 @@ export function maxOf(load: Float64Array): number {
  * Places the blocks of `problem` under token cap `cap` (x the mean tokens per rank) and levels the
  * result. `scored` false: the search has nothing to compare (one cap), so the levelled layout's
  * placement and K/V time, which only score it, are skipped (`kvMs` and `cost` are then NaN; at
- * 4096 ranks that placement was a sixth of mode (b)'s planning time).
+ * 4096 ranks that placement was a sixth of mode (b)'s planning time). `reference`: the blocks of
+ * the search's first cap; a cap that shrank them is not kept ({@link capKept}), so it is not
+ * scored either.
  */
 export function layoutAtCap(
   problem: Problem,
@@ -96,6 +98,7 @@ export function layoutAtCap(
   kernel: KernelTime,
   cap: number,
   scored = true,
+  reference: Int32Array | null = null,
 ): CapLayout {
   const { sequences, world, mask } = problem;
   const mean = Math.ceil(sequences.reduce((a, b) => a + b, 0) / world);
@@ -108,7 +111,8 @@ export function layoutAtCap(
   const home = homeLayoutOf(homeRuns(placed.blocks, placed.placement.blockRank, world));
   const layout = levelTokens(home, sequences, world, mask);
   const blockSize = placed.blocks.blockSizeOfSeq;
-  if (!scored) return { cap, placed, home, layout, blockSize, kvMs: Number.NaN, cost: Number.NaN };
+  if (!scored || !capKept(blockSize, reference))
+    return { cap, placed, home, layout, blockSize, kvMs: Number.NaN, cost: Number.NaN };
   const levelled = placeBlocks(plannerContext({ ...problem, userLayout: layout }, o, kernel, blockSize));
   // Kept by the busiest rank's modelled load, not by the imbalance ratio: a tight cap can force
   // the memory fallback's smaller blocks (longtail at 32 ranks: 512-token blocks, backward kernel
