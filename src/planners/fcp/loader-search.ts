@@ -14,8 +14,7 @@
  * -0.014/-0.007, magi -0.002/0.000, -0.009/-0.007, -0.024/0.000, bimodal -0.008/-0.011,
  * -0.006/-0.004, -0.023/-0.034; `relays` the same but magi 256 -0.012/0.000; `one-cap` longtail
  * -0.002/-0.002, -0.010/-0.013, -0.001/-0.003, magi 0.000/+0.001, 0.000/-0.001, +0.005/0.000,
- * bimodal -0.007/-0.010, 0.000/+0.001, 0.000/0.000 (`one-cap` then planned two group sizes; one
- * since session 37, measured against two in its own comment below).
+ * bimodal -0.007/-0.010, 0.000/+0.001, 0.000/0.000.
  */
 
 import { logLogInterpolate } from '../../core/log-log.ts';
@@ -35,9 +34,9 @@ export interface LoaderSearch {
   /**
    * Measured planning time, ms, at 16 / 64 / 256 / 1024 ranks on the 2-core machine: `npx tsx
    * bench/loader-search.ts` (best of 2 interleaved rounds after a warm-up, mean of `longtail` and
-   * `magi`, seed 1) and `... --worlds 1024 --batches longtail --reps 1` (load average 0.4-0.5,
-   * 2026-12-07, after `one-cap` went to one group size; a budget only compares against these, so
-   * re-measuring them changes which level a given budget buys, never a plan made without one).
+   * `magi`, seed 1) and `... --worlds 1024 --batches longtail --reps 1` (idle machine, 2026-12-05,
+   * after session 15's speed-ups; a budget only compares against these, so re-measuring them
+   * changes which level a given budget buys, never a plan made without one).
    */
   readonly ms: readonly [number, number, number, number];
 }
@@ -56,7 +55,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: false,
     candidates: 1,
     relays: false,
-    ms: [103, 103, 291, 1228],
+    ms: [74, 32, 226, 1162],
   },
   {
     name: 'relays',
@@ -64,20 +63,15 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: false,
     candidates: 1,
     relays: true,
-    ms: [95, 116, 350, 2124],
+    ms: [70, 43, 313, 1833],
   },
   {
     name: 'one-cap',
     caps: [ONE_CAP],
     swapsAnywhere: true,
-    // One group size per swap variant (and its relay variant): the second (8 rounds) was kept in 3
-    // of 18 plans at 256 ranks, by estimates 0.06-1.3% apart, and planning it cost a third of the
-    // time. Simulated, mode (b), B - A of MFU forward + backward, one group size against two: 256
-    // ranks fluid (18 batches) +0.0002 ± 0.0002, contention (9) -0.0002 ± 0.0002, ratio-5920 (9)
-    // -0.0001 ± 0.0003; 1024 fluid (9) -0.0001 ± 0.0001 (docs/results.md, "Session 37").
-    candidates: 1,
+    candidates: null,
     relays: true,
-    ms: [149, 193, 584, 3803],
+    ms: [145, 149, 718, 4761],
   },
   {
     name: 'full',
@@ -85,7 +79,7 @@ export const LOADER_SEARCHES: readonly LoaderSearch[] = [
     swapsAnywhere: true,
     candidates: null,
     relays: true,
-    ms: [169, 329, 1137, 6773],
+    ms: [164, 231, 1155, 6629],
   },
 ];
 
@@ -105,7 +99,7 @@ export function loaderSearchMs(level: LoaderSearch, world: number): number {
  * From this many ranks on, mode (b) without a budget runs the `one-cap` search instead of the
  * full one: there the six token caps buy nothing on average over many batches, while they are
  * about two fifths of the planning time (when measured, before session 15's speed-ups: 1430 ->
- * 865 ms at 256 ranks, 7587 -> 5463 ms at 1024; the table above now, with one group size: 1137 -> 584, 6773 -> 3803). Measured (simulated, fluid, hopper-ib, mode (b), one cap - six caps,
+ * 865 ms at 256 ranks, 7587 -> 5463 ms at 1024; the table above now: 1155 -> 718, 6629 -> 4761). Measured (simulated, fluid, hopper-ib, mode (b), one cap - six caps,
  * mean ± standard error over paired batches, `npx tsx bench/quality-ab.ts --base 02403ba
  * --loader-layout --worlds W --seeds N`, session 15): 256 ranks, 27 batches (3 kinds x seeds 1-9): forward +0.0005 ± 0.0034, backward +0.0003 ±
  * 0.0015; 1024 ranks, 18 batches (seeds 1-6): -0.0001 ± 0.0038, +0.0017 ± 0.0018. At 128 ranks
