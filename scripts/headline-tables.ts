@@ -445,7 +445,7 @@ function acceptanceGrid(): string {
       `\`(miss, kernels)\`: ${aboveKernels} more ask for more than FCP's own kernels reach as that run planned them (its mean kernel MFU: the MFU of its tasks with perfect balance and no exposed communication, src/executors/sim/index.ts): no schedule of those tasks meets them, only other tiles (block sizes, launches) could. ` +
       `\`(miss, balance)\`: ${balanceBound} more ask for more than that run's compute balance allows with nothing exposed (its mean MFU with the busiest rank's compute as the makespan, bench/cell-bounds.ts's \`no idle\`): a better balance of its tasks is needed first. ` +
       `\`(miss, idle)\`: the other ${idleBound}, where that run's compute would meet the target and idle time (waits for transfers, exposed communication, tails) is what is short. ` +
-      `Within ${NEAR}x of their target: ${nearMet} of the met and ${nearMiss} of the missed ratios. Two kernel tables of one GPU timed a minute apart moved FCP's ratio by a median of 0.005-0.012x and up to 0.05x on the 60 cells measured (bench/calibration-sensitivity.ts, docs/results.md "Session 37"): verdicts that close could turn on a re-measured table.`,
+      `Within ${NEAR}x of their target: ${nearMet} of the met and ${nearMiss} of the missed ratios. Two kernel tables of one GPU timed a minute apart moved FCP's ratio by a median of 0.005-0.012x and up to 0.05x on the 60 ratios measured (bench/calibration-sensitivity.ts, docs/results.md "Session 37"): verdicts that close could turn on a re-measured table.`,
   );
   const range = (xs: number[]): string => {
     if (xs.length === 0) return '-';
