@@ -7,11 +7,13 @@
  * largest difference between the last two tables per mode, and how many verdicts they disagree on.
  * Two calibrations of one GPU taken back to back (docs/results-gpu/h100-run17a-calibrate.json and
  * 17b) give the noise of a table; the shipped H200 table (`h200`, the default) against either
- * gives the hardware's share. Every baseline is re-tuned under each table (its sweep). Direct
- * routing only, hopper-ib, fluid (the grid also takes each strategy's PXN run: its ratios differ).
+ * gives the hardware's share. Every baseline is re-tuned under each table (its sweep). One
+ * cluster, network model and routing per run (default hopper-ib, fluid, direct; the grid takes each
+ * strategy's better of direct and PXN routing, so its ratios differ).
  *
  * Run: npx tsx bench/calibration-sensitivity.ts [--tables h200,a=F,b=G] [--worlds 16,32,64,128,256]
  *        [--batches longtail,magi,bimodal] [--modes a,b] [--batches-per-cell 3]
+ *        [--cluster hopper-ib] [--network fluid|contention] [--routing direct|pxn]
  * A table is `name=file` or `h200` (the shipped tables). Progress per run on stderr.
  */
 import { execFileSync } from 'node:child_process';
@@ -33,6 +35,9 @@ const worlds = val('--worlds', '16,32,64,128,256').split(',').map(Number);
 const batches = val('--batches', 'longtail,magi,bimodal').split(',');
 const modes = val('--modes', 'a,b').split(',');
 const perCell = val('--batches-per-cell', '3');
+const cluster = val('--cluster', 'hopper-ib');
+const network = val('--network', 'fluid');
+const routing = val('--routing', 'direct');
 if (tables.length < 2) {
   console.error('bench/calibration-sensitivity.ts: give at least two tables');
   process.exit(2);
@@ -45,6 +50,7 @@ function run(table: (typeof tables)[number], mode: string, batch: string, world:
   const t0 = performance.now();
   const args = ['tsx', 'src/cli.ts', 'compare', '--strategies', 'fcp,magi,bytescale', '--baselines', 'best'];
   args.push('--world', String(world), '--batch', batch, '--batches', perCell, '--csv', '-q');
+  args.push('--cluster', cluster, '--network', network, '--routing', routing);
   if (mode === 'b') args.push('--loader-layout');
   if (table.file !== '') args.push('--calibration', table.file);
   const csv = execFileSync('npx', args, { cwd: repoRoot(), encoding: 'utf8' }).trim().split('\n');
@@ -67,7 +73,7 @@ function run(table: (typeof tables)[number], mode: string, batch: string, world:
 const target = (world: number): number => (world <= 32 ? 1.0 : 1.13);
 const [pa, pb] = [tables[tables.length - 2]!, tables[tables.length - 1]!];
 console.log(
-  `FCP MFU over the strongest of magi and bytescale (tuned), simulated, hopper-ib fluid, direct routing, mean of ${perCell} batches`,
+  `FCP MFU over the strongest of magi and bytescale (tuned), simulated, ${cluster} ${network}, ${routing} routing, mean of ${perCell} batches`,
 );
 console.log(
   `| mode | batch | GPUs | dir | ${tables.map((t) => t.name).join(' | ')} | ${pa.name} - ${pb.name} | target |`,
