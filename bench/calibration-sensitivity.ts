@@ -17,6 +17,7 @@
  * A table is `name=file` or `h200` (the shipped tables). Progress per run on stderr.
  */
 import { execFileSync } from 'node:child_process';
+import { median } from '../src/core/stats.ts';
 import { argValue } from './fcp-replay.ts';
 import { repoRoot } from './worktree.ts';
 
@@ -107,10 +108,6 @@ for (const mode of modes)
         );
       }
     }
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 console.log('');
 for (const mode of modes) {
   const d = diffs.get(mode) ?? [];

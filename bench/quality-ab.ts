@@ -34,6 +34,8 @@ const fail = (msg: string): never => {
 const base = val('--base', '');
 const envSpec = val('--env', '');
 const bArgs = val('--b-args', '');
+/** Kernel tables both sides plan and simulate with ('': the shipped H200 ones). */
+const calibration = val('--calibration', '');
 if ([base, envSpec, bArgs].filter((x) => x !== '').length !== 1)
   fail("give exactly one of --base <rev>, --env K=V[,K=V...] and --b-args '<fcp compare options>'");
 const envB: Record<string, string> = {};
@@ -67,8 +69,7 @@ const common = [
   String(first),
   '-q',
   ...(argv.includes('--loader-layout') ? ['--loader-layout'] : []),
-  // Both sides plan and simulate with these kernel tables (default: the shipped H200 ones).
-  ...(val('--calibration', '') !== '' ? ['--calibration', val('--calibration', '')] : []),
+  ...(calibration !== '' ? ['--calibration', calibration] : []),
 ];
 
 interface Row {
@@ -159,7 +160,7 @@ function stats(xs: number[]): string {
 }
 
 console.log(
-  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing${val('--calibration', '') !== '' ? `, kernel tables ${val('--calibration', '')}` : ''}`,
+  `FCP quality A/B (simulated MFU, B - A, mean ± standard error over paired batches): ${sides}; seeds ${first}..${first + seeds - 1}, ${argv.includes('--loader-layout') ? 'mode (b)' : 'mode (a)'}, ${val('--network', 'fluid')}, ${val('--cluster', 'hopper-ib')}, ${val('--routing', 'direct')} routing${calibration !== '' ? `, kernel tables ${calibration}` : ''}`,
 );
 console.log(
   `${'batch'.padEnd(9)} ${'GPUs'.padStart(5)}  ${'n'.padStart(3)}  forward${' '.repeat(31)}backward${' '.repeat(30)}forward + backward`,

@@ -311,7 +311,7 @@ const CEILING = kernelCeiling();
 /**
  * A ratio this close to its target is marked as near in the grid's summary: the spread that
  * re-measuring the kernel table gave (docs/results.md, "Session 37": median 0.005-0.012x, up to
- * 0.05x over 60 cells).
+ * 0.05x over 60 ratios).
  */
 const NEAR = 0.02;
 

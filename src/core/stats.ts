@@ -1,6 +1,6 @@
 /**
  * Summary statistics shared by the plan report (rule 6) and the simulator, so that both define
- * "imbalance" the same way.
+ * "imbalance" the same way, and the median the torch executor, the demo and the benches report.
  */
 
 /**
@@ -20,4 +20,12 @@ export function imbalance(values: ArrayLike<number>): number {
   }
   const mean = sum / n;
   return mean > 0 ? max / mean - 1 : 0;
+}
+
+/** Median of `xs` (the mean of the two middle values for an even count; 0 for no values). */
+export function median(xs: ArrayLike<number>): number {
+  const s = Array.from(xs).sort((a, b) => a - b);
+  if (s.length === 0) return 0;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }

@@ -8,6 +8,7 @@
  */
 import { GENERATOR_NAMES } from '../batch/generators.ts';
 import { FcpError } from '../core/issues.ts';
+import { median } from '../core/stats.ts';
 import type { ModelShape, Plan } from '../plan/types.ts';
 import { type Problem, type ProblemOptions, resolveProblem } from '../problem/problem.ts';
 import { lengthHistogram, placementOf, roundsOf } from '../report/extract.ts';
@@ -51,14 +52,6 @@ const message = (e: unknown): string =>
   e instanceof FcpError
     ? e.issues.map((i) => `${i.code}: ${i.message}`).join('; ')
     : String((e as Error)?.message ?? e);
-
-/** Median of a sorted copy. */
-function median(xs: ArrayLike<number>): number {
-  const s = Array.from(xs).sort((a, b) => a - b);
-  if (s.length === 0) return 0;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 
 /** A row for a strategy that could not be planned or simulated. */
 function failedRun(strategy: string, world: number, valid: boolean, error: string): StrategyRun {

@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fail } from '../../core/issues.ts';
+import { median } from '../../core/stats.ts';
 import { attendedPairs, backwardFlops, forwardFlops } from '../../model/attention.ts';
 import { planToJson, writeFileAtomic } from '../../plan/io.ts';
 import type { Plan } from '../../plan/types.ts';
@@ -70,11 +71,6 @@ export interface TorchRunOptions extends ExecutorRunOptions {
   /** The caller already ran {@link requireValidPlan} on every plan (skips validating again). */
   validated?: boolean;
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? 0 : (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2;
-};
 
 /** Per-rank timings of one phase at the iteration whose makespan is the median. */
 function phaseTimings(infos: readonly WorkerInfo[], phase: 'forward' | 'backward') {
