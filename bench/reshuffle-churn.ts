@@ -9,8 +9,15 @@
  * imbalance (`meta.stats.computeImbalance`). `--refine-steps 0`: the home-first greedy alone,
  * without its refinement (placement/refine.ts), to see which of the two moves the tokens.
  *
+ * `--by-length` also prints, per class of sequence length, the class's share of the batch's
+ * tokens and of its attended pairs, and the share of its tokens that leave their user rank: the
+ * few longest sequences carry a large part of the work on few user ranks, so most of their tokens
+ * must move whatever the placement (`longtail` at 256 ranks, seed 1: the 512K sequence holds 6% of
+ * the tokens and 39% of the pairs on 16 of 256 user ranks; 95% of its tokens move).
+ *
  * Run: npx tsx bench/reshuffle-churn.ts [--batches longtail,magi,bimodal] [--worlds 32,256]
  *                                       [--seeds 1,2,3] [--cluster hopper-ib] [--refine-steps N]
+ *                                       [--by-length]
  */
 import type { Layout } from '../src/plan/types.ts';
 import { argValue, batchGrid, planForReplay } from './fcp-replay.ts';
@@ -19,6 +26,15 @@ const args = process.argv.slice(2);
 const { batches, worlds, seeds, network } = batchGrid(args, '32,256', '1,2,3');
 const clusterName = argValue(args, '--cluster', 'hopper-ib');
 const refineSteps = argValue(args, '--refine-steps', '');
+const byLength = args.includes('--by-length');
+/** Length classes of `--by-length`: upper bounds (exclusive) and labels. */
+const CLASSES: readonly [number, string][] = [
+  [32768, '< 32K'],
+  [131072, '32K-128K'],
+  [524288, '128K-512K'],
+  [Number.POSITIVE_INFINITY, '>= 512K'],
+];
+const classOf = (len: number): number => CLASSES.findIndex(([hi]) => len < hi);
 
 /** Per rank, tokens exported (user rank here, home elsewhere) and imported (home here, user elsewhere). */
 function flows(
@@ -26,7 +42,14 @@ function flows(
   home: Layout,
   world: number,
   nodeSize: number,
-): { exp: Float64Array; imp: Float64Array; expX: Float64Array; impX: Float64Array; total: number } {
+): {
+  exp: Float64Array;
+  imp: Float64Array;
+  expX: Float64Array;
+  impX: Float64Array;
+  total: number;
+  movedOfSeq: Map<number, number>;
+} {
   // User rows by sequence, to intersect each home row with them.
   const bySeq = new Map<number, number[]>();
   for (let i = 0; i < user.rank.length; i++) {
@@ -40,6 +63,7 @@ function flows(
   const expX = new Float64Array(world);
   const impX = new Float64Array(world);
   let total = 0;
+  const movedOfSeq = new Map<number, number>();
   for (let h = 0; h < home.rank.length; h++) {
     const a = home.start[h]!;
     const e = a + home.length[h]!;
@@ -49,12 +73,13 @@ function flows(
       if (o <= 0 || user.rank[u] === home.rank[h]) continue;
       exp[user.rank[u]!]! += o;
       imp[home.rank[h]!]! += o;
+      movedOfSeq.set(home.seq[h]!, (movedOfSeq.get(home.seq[h]!) ?? 0) + o);
       if (Math.floor(user.rank[u]! / nodeSize) === Math.floor(home.rank[h]! / nodeSize)) continue;
       expX[user.rank[u]!]! += o;
       impX[home.rank[h]!]! += o;
     }
   }
-  return { exp, imp, expX, impX, total };
+  return { exp, imp, expX, impX, total, movedOfSeq };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -77,7 +102,7 @@ for (const batch of batches)
         ...(refineSteps !== '' ? { options: { refineSteps: Number(refineSteps) } } : {}),
       });
       const stats = plan.meta?.stats as { computeImbalance?: number } | undefined;
-      const { exp, imp, expX, impX, total } = flows(
+      const { exp, imp, expX, impX, total, movedOfSeq } = flows(
         plan.userLayout,
         plan.homeLayout,
         world,
@@ -104,4 +129,24 @@ for (const batch of batches)
       console.log(
         `${batch.padEnd(9)} ${String(world).padStart(5)}  ${String(seed).padStart(4)}  ${pct(moved / total).padStart(6)}  ${pct(churn / total).padStart(6)}  ${pct(movedX / total).padStart(19)}  ${pct(churnX / total).padStart(6)}  ${String(both).padStart(13)}  ${String(none).padStart(9)}  ${pct(stats?.computeImbalance ?? Number.NaN).padStart(9)}`,
       );
+      if (byLength) {
+        // Per class: tokens, attended pairs (causal: L(L+1)/2, the batch's mask), tokens moved.
+        const tok = new Float64Array(CLASSES.length);
+        const pairs = new Float64Array(CLASSES.length);
+        const moved = new Float64Array(CLASSES.length);
+        const causal = plan.mask === 'causal';
+        plan.sequences.forEach((len, s) => {
+          const c = classOf(len);
+          tok[c]! += len;
+          pairs[c]! += causal ? (len * (len + 1)) / 2 : len * len;
+          moved[c]! += movedOfSeq.get(s) ?? 0;
+        });
+        const allPairs = pairs.reduce((a, b) => a + b, 0);
+        CLASSES.forEach(([, label], c) => {
+          if (tok[c] === 0) return;
+          console.log(
+            `    ${label.padEnd(10)} tokens ${pct(tok[c]! / total).padStart(6)}  pairs ${pct(pairs[c]! / allPairs).padStart(6)}  moved ${pct(moved[c]! / tok[c]!).padStart(6)} of its tokens`,
+          );
+        });
+      }
     }
