@@ -13,7 +13,7 @@
  * Run: npx tsx scripts/gpu/median-calibration.ts RUN1.json RUN2.json RUN3.json -o OUT.json
  *        [--against data/calibration/h200-measured.json]
  * (the runs: `python3 scripts/gpu/h200.py --out $OUT/a --sections env,calibrate --calib-reps 10`,
- * each `calibrate.json`; OUT.json loads with `--calibration OUT.json` like any table.)
+ * each `$OUT/a/h200-measured.json`; OUT.json loads with `--calibration OUT.json` like any table.)
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { median } from '../../src/core/stats.ts';
