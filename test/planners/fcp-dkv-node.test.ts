@@ -18,6 +18,7 @@ import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import { type DkvRows, dkvRoutes, placeDkvRoutes } from '../../src/planners/fcp/transfers/dkv-node.ts';
 import { GroupPlacer } from '../../src/planners/fcp/transfers/groups.ts';
+import { resolveProblem } from '../../src/problem/problem.ts';
 import { testLinks } from '../fixtures/links.ts';
 import { twoHopProblem } from '../fixtures/relayed.ts';
 import { numericLaw } from '../laws/laws.ts';
@@ -152,6 +153,53 @@ describe('dkv partials summed per node: routing', () => {
       { numRuns: 200, seed: 34 },
     );
   });
+
+  it('a last node with fewer ranks: no push reaches a rank beyond the world', () => {
+    // Nodes of 4, world 7: node 1 holds ranks 4-6 only. Home 3's rail on node 1 would be rank 7.
+    const { d, ready } = rows([
+      [4, 3, 0, 100, 1],
+      [5, 3, 0, 200, 1],
+      [6, 3, 0, 300, 3],
+      // Home 1: rail rank 5 exists and pushes; 4 hops to it, 6 (last) goes straight home.
+      [4, 1, 1, 50, 1],
+      [5, 1, 1, 80, 2],
+      [6, 1, 1, 30, 3],
+    ]);
+    const r = dkvRoutes(d, ready, links, 7);
+    assert.deepEqual(Array.from(r.dst), [3, 3, 3, 5, 1, 1], 'no rail on node 1 for home 3: straight home');
+    assert.equal(r.src.length, d.src.length, 'no aggregator added');
+    const row = fc.tuple(
+      fc.integer({ min: 0, max: 14 }),
+      fc.integer({ min: 0, max: 14 }),
+      fc.integer({ min: 0, max: 5 }),
+      fc.integer({ min: 1, max: 500 }),
+      fc.integer({ min: 0, max: 6 }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 5, max: 15 }), fc.array(row, { maxLength: 60 }), (world, raw) => {
+        const homeOf = new Map<number, number>();
+        const seen = new Set<string>();
+        const list: [number, number, number, number, number][] = [];
+        for (const [s0, h0, run, len, rd] of raw) {
+          const s = s0 % world;
+          const home = homeOf.get(run) ?? h0 % world;
+          homeOf.set(run, home);
+          if (s === home || seen.has(`${s}:${run}`)) continue;
+          seen.add(`${s}:${run}`);
+          list.push([s, home, run, len, rd]);
+        }
+        const { d: dr, ready: rr } = rows(list);
+        const routed = dkvRoutes(dr, rr, links, world);
+        for (let e = 0; e < routed.src.length; e++) {
+          assert.ok(routed.src[e]! < world && routed.dst[e]! < world, `row ${e} within ${world} ranks`);
+        }
+        // And they place (the placer indexes ranks and groups by them).
+        const placer = new GroupPlacer(2, world);
+        placeDkvRoutes(placer, routed, world, 'matching');
+      }),
+      { numRuns: 200, seed: 38 },
+    );
+  });
 });
 
 /** Rank holding token `pos` of sequence `seq` in the home layout. */
@@ -187,6 +235,26 @@ describe('dkv partials summed per node: plans', () => {
           assert.equal(Math.floor(t.src[i]! / 2), Math.floor(t.dst[i]! / 2), 'a hop stays on its node');
         assert.equal(JSON.stringify(plan(seed, routing)), JSON.stringify(p), 'byte-identical');
       }
+  });
+
+  it('worlds that fill their last node only in part plan valid plans in both modes', () => {
+    // The cases that stopped the planner with a TypeError before session 38 (a `dkv` sum routed to
+    // a rail rank the last node does not have): world 20 with 8 GPUs a node, mode (a); 53, mode (b).
+    const cases = [
+      { batch: 'weak-longtail', world: 20, tokensPerRank: 4096, seed: 5, loaderLayout: false },
+      { batch: 'magi', world: 53, tokensPerRank: 2048, seed: 42, loaderLayout: true },
+      { batch: 'longtail', world: 12, tokensPerRank: 2048, seed: 3, loaderLayout: false },
+    ];
+    for (const c of cases) {
+      const problem = resolveProblem({
+        batch: c.batch,
+        world: c.world,
+        tokensPerRank: c.tokensPerRank,
+        seed: c.seed,
+      });
+      const p = fcpPlanner.plan(problem, c.loaderLayout ? { loaderLayout: true } : {});
+      assert.deepEqual(validatePlan(p).issues, [], `${c.batch} ${c.world}`);
+    }
   });
 
   it('the validator rejects an aggregator that pushes before a partial into it arrives', () => {

@@ -92,6 +92,13 @@ export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world
       for (; j < m && Math.floor(keys[j]! / n) === set0; j++) set.push(keys[j]! - set0 * n);
       const e0 = set[0]!;
       const rail = node(src[e0]!) * ns + (d.dst[e0]! % ns);
+      // A last node with fewer ranks than the others may lack the GPU on the home's rail (world 20,
+      // 8 per node: node 2 holds ranks 16-19); its pushes then go straight home, as PXN sends such
+      // a message by the sender's own NIC (plan/report-nic.ts, pxnNic).
+      if (rail >= world) {
+        i = j;
+        continue;
+      }
       // The set's last ready group: its pushes there go straight home, the rest hop to the rail.
       let latest = 0;
       let agg = -1;
