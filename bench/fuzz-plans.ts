@@ -15,7 +15,7 @@
  *
  * What it found (session 38): a world that fills its last node only in part (20 ranks, 8 a node)
  * stopped FCP with a TypeError whenever a node-level `dkv` sum chose the home's rail on that node
- * (110 of 600 scale cases; transfers/dkv-node.ts, fixed, test/planners/fcp-dkv-node.test.ts).
+ * (91 of the 600 scale cases from 10; transfers/dkv-node.ts, fixed, test/planners/fcp-dkv-node.test.ts).
  *
  * Run: npx tsx bench/fuzz-plans.ts [--cases 200] [--first 0] [--strategy fcp] [--numerics]
  */
