@@ -43,6 +43,41 @@ function rows(r: readonly (readonly [number, number, number, number, number])[])
   };
 }
 
+/** Random push rows [src, home, run, length, ready] with ranks up to `maxRank`. */
+const rawRows = (maxRank: number) =>
+  fc.array(
+    fc.tuple(
+      fc.integer({ min: 0, max: maxRank }),
+      fc.integer({ min: 0, max: maxRank }),
+      fc.integer({ min: 0, max: 5 }),
+      fc.integer({ min: 1, max: 500 }),
+      fc.integer({ min: 0, max: 6 }),
+    ),
+    { maxLength: 60 },
+  );
+
+/**
+ * Rows as backward.ts lists them: one home per run (its first row's), one push per (rank, run),
+ * none from the home itself; ranks taken modulo `world`. Returns the rows and each run's home.
+ */
+function pushList(
+  raw: readonly (readonly [number, number, number, number, number])[],
+  world: number,
+): { list: [number, number, number, number, number][]; homeOf: Map<number, number> } {
+  const homeOf = new Map<number, number>();
+  const seen = new Set<string>();
+  const list: [number, number, number, number, number][] = [];
+  for (const [s0, h0, run, len, rd] of raw) {
+    const s = s0 % world;
+    const home = homeOf.get(run) ?? h0 % world;
+    homeOf.set(run, home);
+    if (s === home || seen.has(`${s}:${run}`)) continue;
+    seen.add(`${s}:${run}`);
+    list.push([s, home, run, len, rd]);
+  }
+  return { list, homeOf };
+}
+
 describe('dkv partials summed per node: routing', () => {
   const links = testLinks({ nodeSize: 4 });
 
@@ -98,26 +133,9 @@ describe('dkv partials summed per node: routing', () => {
   });
 
   it('random rows: partials reach home once, sums cover their inputs, hops stay on the node', () => {
-    const row = fc.tuple(
-      fc.integer({ min: 0, max: 15 }),
-      fc.integer({ min: 0, max: 15 }),
-      fc.integer({ min: 0, max: 5 }),
-      fc.integer({ min: 1, max: 500 }),
-      fc.integer({ min: 0, max: 6 }),
-    );
     fc.assert(
-      fc.property(fc.array(row, { maxLength: 60 }), (raw) => {
-        // One home per run and one push per (rank, run), none from the home itself.
-        const homeOf = new Map<number, number>();
-        const seen = new Set<string>();
-        const list: [number, number, number, number, number][] = [];
-        for (const [s, h, run, len, rd] of raw) {
-          const home = homeOf.get(run) ?? h;
-          homeOf.set(run, home);
-          if (s === home || seen.has(`${s}:${run}`)) continue;
-          seen.add(`${s}:${run}`);
-          list.push([s, home, run, len, rd]);
-        }
+      fc.property(rawRows(15), (raw) => {
+        const { list, homeOf } = pushList(raw, 16);
         const { d, ready } = rows(list);
         const r = dkvRoutes(d, ready, links, 16);
         const node = (x: number): number => Math.floor(x / 4);
@@ -168,26 +186,9 @@ describe('dkv partials summed per node: routing', () => {
     const r = dkvRoutes(d, ready, links, 7);
     assert.deepEqual(Array.from(r.dst), [3, 3, 3, 5, 1, 1], 'no rail on node 1 for home 3: straight home');
     assert.equal(r.src.length, d.src.length, 'no aggregator added');
-    const row = fc.tuple(
-      fc.integer({ min: 0, max: 14 }),
-      fc.integer({ min: 0, max: 14 }),
-      fc.integer({ min: 0, max: 5 }),
-      fc.integer({ min: 1, max: 500 }),
-      fc.integer({ min: 0, max: 6 }),
-    );
     fc.assert(
-      fc.property(fc.integer({ min: 5, max: 15 }), fc.array(row, { maxLength: 60 }), (world, raw) => {
-        const homeOf = new Map<number, number>();
-        const seen = new Set<string>();
-        const list: [number, number, number, number, number][] = [];
-        for (const [s0, h0, run, len, rd] of raw) {
-          const s = s0 % world;
-          const home = homeOf.get(run) ?? h0 % world;
-          homeOf.set(run, home);
-          if (s === home || seen.has(`${s}:${run}`)) continue;
-          seen.add(`${s}:${run}`);
-          list.push([s, home, run, len, rd]);
-        }
+      fc.property(fc.integer({ min: 5, max: 15 }), rawRows(14), (world, raw) => {
+        const { list } = pushList(raw, world);
         const { d: dr, ready: rr } = rows(list);
         const routed = dkvRoutes(dr, rr, links, world);
         for (let e = 0; e < routed.src.length; e++) {
