@@ -2,9 +2,9 @@
  * Random problems beyond the grids the tests and the headline use, through a planner: every plan
  * validated, every third one simulated (finite makespans, MFU in (0, 1)), every fourth planned
  * twice (byte-identical), and with `--numerics` every one run on the CPU runtime against the
- * float64 reference. A crash, an invalid plan, a bad simulation, a second plan that differs or a
- * wrong output is printed with the case; a coded planner refusal (`plan.memory`, ...) is printed
- * and not counted. Exit code 1 when anything was bad.
+ * float64 reference (`fcp verify`'s check, cli/verify.ts, at its default bound). A crash, an
+ * invalid plan, a bad simulation, a second plan that differs or a wrong output is printed with the
+ * case; a coded planner refusal (`plan.memory`, ...) is printed and not counted. Exit code 1 when anything was bad.
  *
  * Cases (seeded: case i is the same on every machine): the scale sweep draws worlds 9-72 with 4 or
  * 8 GPUs a node (last nodes often partly filled), 1-8K tokens per rank, every batch generator and
@@ -19,10 +19,8 @@
  *
  * Run: npx tsx bench/fuzz-plans.ts [--cases 200] [--first 0] [--strategy fcp] [--numerics]
  */
+import { verifyPlan } from '../src/cli/verify.ts';
 import { Rng } from '../src/core/rng.ts';
-import { cpuExecutor } from '../src/executors/cpu/executor.ts';
-import { randomInputsForPlan } from '../src/executors/inputs.ts';
-import { compareOutputs, referenceAttention } from '../src/executors/reference.ts';
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../src/model/attention.ts';
@@ -38,8 +36,6 @@ const cases = Number(argValue(argv, '--cases', '200'));
 const first = Number(argValue(argv, '--first', '0'));
 const strategy = argValue(argv, '--strategy', 'fcp');
 const numerics = argv.includes('--numerics');
-/** Largest relative error of O, dQ, dK, dV against the float64 reference (the law suite's bound). */
-const MAX_ERROR = 1e-5;
 const BATCHES = ['longtail', 'magi', 'bimodal', 'uniform', 'weak-longtail', 'fixed'];
 const CLUSTERS = ['hopper-ib', 'ratio-5920', 'ratio-2500', 'torus'];
 
@@ -114,12 +110,8 @@ async function check(c: Case, i: number): Promise<string> {
   if (i % 4 === 0 && JSON.stringify(planner.plan(c.problem, c.options)) !== JSON.stringify(plan))
     return 'a second plan of the same input differs';
   if (numerics) {
-    const inputs = randomInputsForPlan(plan, 1 + i);
-    const { outputs } = await cpuExecutor.run(plan, inputs);
-    if (!outputs) return 'the CPU runtime returned no outputs';
-    const e = compareOutputs(outputs, referenceAttention(plan.model, plan.mask, inputs));
-    for (const k of ['o', 'dq', 'dk', 'dv'] as const)
-      if (!(e[k] <= MAX_ERROR)) return `numerics: ${k} relative error ${e[k]}`;
+    const v = await verifyPlan(plan, { seed: 1 + i });
+    if (!v.ok) return `numerics: relative errors ${JSON.stringify(v.errors)} > ${v.maxError}`;
   }
   return '';
 }

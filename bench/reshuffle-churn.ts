@@ -19,6 +19,7 @@
  *                                       [--seeds 1,2,3] [--cluster hopper-ib] [--refine-steps N]
  *                                       [--by-length]
  */
+import { attendedPairs } from '../src/model/attention.ts';
 import type { Layout } from '../src/plan/types.ts';
 import { argValue, batchGrid, planForReplay } from './fcp-replay.ts';
 
@@ -130,7 +131,7 @@ for (const batch of batches)
         `${batch.padEnd(9)} ${String(world).padStart(5)}  ${String(seed).padStart(4)}  ${pct(moved / total).padStart(6)}  ${pct(churn / total).padStart(6)}  ${pct(movedX / total).padStart(19)}  ${pct(churnX / total).padStart(6)}  ${String(both).padStart(13)}  ${String(none).padStart(9)}  ${pct(stats?.computeImbalance ?? Number.NaN).padStart(9)}`,
       );
       if (byLength) {
-        // Per class: tokens, attended pairs (causal: L(L+1)/2, the batch's mask), tokens moved.
+        // Per class: tokens, attended pairs (under the batch's mask), tokens moved.
         const tok = new Float64Array(CLASSES.length);
         const pairs = new Float64Array(CLASSES.length);
         const moved = new Float64Array(CLASSES.length);
@@ -138,7 +139,7 @@ for (const batch of batches)
         plan.sequences.forEach((len, s) => {
           const c = classOf(len);
           tok[c]! += len;
-          pairs[c]! += causal ? (len * (len + 1)) / 2 : len * len;
+          pairs[c]! += attendedPairs(causal, 0, len, 0, len);
           moved[c]! += movedOfSeq.get(s) ?? 0;
         });
         const allPairs = pairs.reduce((a, b) => a + b, 0);

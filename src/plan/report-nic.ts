@@ -8,7 +8,7 @@
  * its sender's NIC, and this is at most the congestion.
  */
 
-import { sameNode } from '../core/nodes.ts';
+import { railRank, sameNode } from '../core/nodes.ts';
 import { messageStats } from './report-messages.ts';
 
 /** How messages across nodes reach the network: GPUs per node (NVLink domain) and NCCL's routing. */
@@ -36,8 +36,8 @@ export function defaultNicRoute(meta: Record<string, unknown> | undefined): NicR
  * counts by it, and FCP plans for it (relays, rounds, timeline estimate).
  */
 export function pxnNic(src: number, dst: number, gpusPerNode: number, world: number): number {
-  const proxy = Math.floor(src / gpusPerNode) * gpusPerNode + (dst % gpusPerNode);
-  return proxy < world ? proxy : src;
+  const proxy = railRank(src, dst, gpusPerNode, world);
+  return proxy >= 0 ? proxy : src;
 }
 
 /** The distinct keys of `keys`, sorted: what the message statistics build (report-messages.ts). */

@@ -24,7 +24,7 @@
  */
 import { assert } from '../../../core/assert.ts';
 import { gatherInt32 } from '../../../core/gather.ts';
-import { sameNode } from '../../../core/nodes.ts';
+import { railRank, sameNode } from '../../../core/nodes.ts';
 import type { GroupPlacer } from './groups.ts';
 import type { LinkModel } from './links.ts';
 import { degreeOf, distinctSlots, placePushes } from './rounds.ts';
@@ -91,11 +91,11 @@ export function dkvRoutes(d: DkvRows, ready: Int32Array, links: LinkModel, world
       let j = i;
       for (; j < m && Math.floor(keys[j]! / n) === set0; j++) set.push(keys[j]! - set0 * n);
       const e0 = set[0]!;
-      const rail = node(src[e0]!) * ns + (d.dst[e0]! % ns);
-      // A last node with fewer ranks than the others may lack the GPU on the home's rail (world 20,
-      // 8 per node: node 2 holds ranks 16-19); its pushes then go straight home, as PXN sends such
-      // a message by the sender's own NIC (plan/report-nic.ts, pxnNic).
-      if (rail >= world) {
+      const rail = railRank(src[e0]!, d.dst[e0]!, ns, world);
+      // A last node with fewer ranks than the others may lack the GPU on the home's rail; its
+      // pushes then go straight home, as PXN sends such a message by the sender's own NIC
+      // (plan/report-nic.ts, pxnNic).
+      if (rail < 0) {
         i = j;
         continue;
       }
