@@ -17,7 +17,11 @@
  * stopped FCP with a TypeError whenever a node-level `dkv` sum chose the home's rail on that node
  * (91 of the 600 scale cases from 10; transfers/dkv-node.ts, fixed, test/planners/fcp-dkv-node.test.ts).
  *
+ * `--executor torch` runs the numerics on the PyTorch runtime instead (`fcp run --backend torch
+ * --check`'s path: one process per rank, gloo, float32; a second or more a case for the imports).
+ *
  * Run: npx tsx bench/fuzz-plans.ts [--cases 200] [--first 0] [--strategy fcp] [--numerics]
+ *                                  [--executor cpu|torch] (with --numerics)
  */
 import { verifyPlan } from '../src/cli/verify.ts';
 import { Rng } from '../src/core/rng.ts';
@@ -36,6 +40,7 @@ const cases = Number(argValue(argv, '--cases', '200'));
 const first = Number(argValue(argv, '--first', '0'));
 const strategy = argValue(argv, '--strategy', 'fcp');
 const numerics = argv.includes('--numerics');
+const executor = argValue(argv, '--executor', 'cpu');
 const BATCHES = ['longtail', 'magi', 'bimodal', 'uniform', 'weak-longtail', 'fixed'];
 const CLUSTERS = ['hopper-ib', 'ratio-5920', 'ratio-2500', 'torus'];
 
@@ -110,7 +115,7 @@ async function check(c: Case, i: number): Promise<string> {
   if (i % 4 === 0 && JSON.stringify(planner.plan(c.problem, c.options)) !== JSON.stringify(plan))
     return 'a second plan of the same input differs';
   if (numerics) {
-    const v = await verifyPlan(plan, { seed: 1 + i });
+    const v = await verifyPlan(plan, { seed: 1 + i, executor });
     if (!v.ok) return `numerics: relative errors ${JSON.stringify(v.errors)} > ${v.maxError}`;
   }
   return '';
@@ -131,6 +136,6 @@ for (let i = first; i < first + cases; i++) {
     );
 }
 console.log(
-  `fuzz-plans: ${strategy}${numerics ? ' (numerics)' : ''}, cases ${first}-${first + cases - 1}: ${bad} bad, ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+  `fuzz-plans: ${strategy}${numerics ? ` (numerics, ${executor})` : ''}, cases ${first}-${first + cases - 1}: ${bad} bad, ${((performance.now() - t0) / 1000).toFixed(0)} s`,
 );
 process.exitCode = bad > 0 ? 1 : 0;

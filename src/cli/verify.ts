@@ -253,12 +253,14 @@ export function register(program: Command): void {
       planMs = performance.now() - t0;
     }
     const inputs = opts.inputs === undefined ? undefined : readDumpInputs(String(opts.inputs), plan);
+    const executor = String(opts.executor);
     const vo: VerifyOptions = {
-      executor: String(opts.executor),
+      executor,
       maxError,
       seed,
       progress,
-      executorOptions: cpuOptions,
+      // The cpu runtime's options are its own; other runtimes run with their defaults.
+      ...(executor === 'cpu' ? { executorOptions: cpuOptions } : {}),
     };
     if (inputs) vo.inputs = inputs;
     const r = await verifyPlan(plan, vo);

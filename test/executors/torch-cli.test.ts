@@ -74,6 +74,23 @@ describe('fcp run', () => {
   });
 });
 
+describe('fcp verify --executor', () => {
+  // The torch runtime gathers O, dQ, dK, dV; verify refused it as "does not compute outputs" until
+  // session 39 (its executor lacked the numeric flag).
+  it('checks a plan on the torch runtime against the float64 reference', { skip }, async () => {
+    const r = await cli(['verify', '--executor', 'torch', '--plan', planFile(2, 'pv.json')]);
+    assert.equal(r.code, 0, r.err + r.out);
+    assert.match(r.out, /executor torch/);
+    assert.match(r.out, /verify: OK/);
+  });
+
+  it('refuses a runtime that computes no outputs', async () => {
+    const r = await cli(['verify', '--executor', 'sim', '--world', '2']);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /option\.executor/);
+  });
+});
+
 describe('fcp serve', () => {
   it('answers plan requests in order, inline or written to a file, and reports bad requests', async () => {
     const input = new PassThrough();

@@ -277,5 +277,7 @@ function collect(
 export const torchExecutor: Executor<TorchRunOptions> = {
   name: 'torch',
   description: 'PyTorch runtime: one Python process per rank, gloo (CPU, float32) or NCCL (CUDA, bf16)',
+  // It gathers O, dQ, dK, dV unless `outputs: false`: `fcp verify --executor torch` checks them.
+  numeric: true,
   run: runTorch,
 };
