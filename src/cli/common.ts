@@ -80,6 +80,14 @@ export function intOption(value: unknown, name: string): number {
   return n;
 }
 
+/** Parses an integer option that must lie in [lo, hi]; FcpError `option.<name>` otherwise. */
+export function boundedInt(value: unknown, name: string, lo: number, hi: number): number {
+  const n = intOption(value, name);
+  if (n < lo || n > hi)
+    fail(`option.${name}`, `--${kebab(name)} must be between ${lo} and ${hi} (got ${n})`, name);
+  return n;
+}
+
 /** Parses a number option. */
 export function numberOption(value: unknown, name: string): number {
   const n = Number(value);

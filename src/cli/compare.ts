@@ -30,6 +30,7 @@ import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
+  boundedInt,
   intListOption,
   intOption,
   plannerOptionsFrom,
@@ -83,12 +84,22 @@ export interface CompareOptions {
   sweepFrom?: Readonly<Record<string, readonly PlannerOptions[]>>;
 }
 
+/**
+ * Most batches per world size: each plans and simulates every strategy (seconds apiece at scale);
+ * `--batches 99999999999` stopped with an internal error (bench/fuzz-cli.ts, session 39).
+ */
+export const MAX_BATCHES = 10000;
+
 /** Plans and simulates every combination; rows in (world, batch, strategy) order. */
 export function runCompare(o: CompareOptions): CompareRow[] {
   if (o.strategies.length === 0) fail('option.strategies', '--strategies lists no strategy', 'strategies');
   if (o.worlds.length === 0) fail('option.world', '--world lists no world size', 'world');
-  if (!Number.isInteger(o.batches) || o.batches < 1)
-    fail('option.batches', `--batches must be a positive integer (got ${o.batches})`, 'batches');
+  if (!Number.isInteger(o.batches) || o.batches < 1 || o.batches > MAX_BATCHES)
+    fail(
+      'option.batches',
+      `--batches must be an integer from 1 to ${MAX_BATCHES} (got ${o.batches})`,
+      'batches',
+    );
   const planners = o.strategies.map((s) => getPlanner(s));
   const progress = o.progress ?? silentProgress;
   const best = o.baselines === 'best';
@@ -263,7 +274,7 @@ export function register(program: Command): void {
     const worlds = intListOption(o.world, 'world');
     for (const w of worlds)
       if (w < 1) fail('option.world', `world sizes must be positive (got ${w})`, 'world');
-    const batches = intOption(o.batches, 'batches');
+    const batches = boundedInt(o.batches, 'batches', 1, MAX_BATCHES);
     const po = problemOptionsFrom({ ...o, world: worlds[0] ?? 1 });
     const problem: Record<string, unknown> = {};
     for (const k of ['qHeads', 'kvHeads', 'headDim', 'memoryTokens'] as const)

@@ -16,6 +16,7 @@
  */
 import type { Command } from 'commander';
 import { fail, formatIssue } from '../core/issues.ts';
+import { checkOutputFile } from '../core/outputs.ts';
 import { calibrationFromOption } from '../cost/calibration.ts';
 import { CALIBRATION_SPEC } from '../executors/sim/option-specs.ts';
 import { allPlanners, getPlanner } from '../experiments/strategies.ts';
@@ -172,6 +173,9 @@ export function register(program: Command): void {
     const compareLocality =
       planner.name === 'fcp' && opts.compareLocality !== false && !options.noLocality && !modeB;
     const path = outPath(opts);
+    // Before any planning: at 4096 ranks a plan takes seconds, and an unwritable path found only
+    // when writing threw it away (bench/fuzz-cli.ts, session 39).
+    if (path !== undefined) checkOutputFile(path, '--out');
     const progress = out.progress(
       1 + (validate ? 1 : 0) + (compareLocality ? 1 : 0) + (memOpts ? 1 : 0) + (path !== undefined ? 1 : 0),
     );

@@ -20,7 +20,7 @@ import type { ExecutionResult } from '../executors/types.ts';
 import { readPlan, writeFileAtomic } from '../plan/io.ts';
 import { estimateMemory, worstRank } from '../plan/memory.ts';
 import type { Plan } from '../plan/types.ts';
-import { addSpecOption, intOption, numberOption } from './common.ts';
+import { addSpecOption, boundedInt, intOption, numberOption } from './common.ts';
 import { memoryBudgetFrom } from './memory-options.ts';
 import { type Cell, outPath, outputOf } from './output.ts';
 import type { CsvTable } from './tables.ts';
@@ -76,15 +76,6 @@ const MAX_PROCS = 65536;
 const MAX_TIMEOUT_S = 1_000_000;
 
 /** An integer option within [lo, hi], else `option.<name>` saying the range. */
-function boundedInt(value: unknown, name: string, lo: number, hi: number): number {
-  const n = intOption(value, name);
-  if (n < lo || n > hi)
-    fail(`option.${name}`, `--${kebab(name)} must be between ${lo} and ${hi} (got ${n})`, name);
-  return n;
-}
-
-const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-
 /**
  * `--timeout` in seconds: at least 1 (starting the processes and importing torch alone takes
  * seconds, and the deadline message counts whole seconds) and at most {@link MAX_TIMEOUT_S}.

@@ -46,6 +46,11 @@ export interface OutputFolderKind {
 
 const errnoOf = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e as Error).message;
 
+/** An empty path (`-o ""`, a variable that expanded to nothing) names no file: refused as such. */
+function refuseEmpty(path: string, option: string): void {
+  if (path === '') fail('io.write', `${option} was given an empty path; name a file or folder`, option);
+}
+
 function statOrFail(path: string, option: string): Stats | undefined {
   try {
     return statSync(path);
@@ -96,6 +101,7 @@ export function makeFolders(dir: string, option: string): void {
  * be written (a probe folder is made and removed). Returns the resolved target.
  */
 export function checkOutputFolder(dir: string, kind: OutputFolderKind): string {
+  refuseEmpty(dir, kind.option);
   const target = resolve(dir);
   const cwd = process.cwd();
   if (cwd === target || cwd.startsWith(target.endsWith('/') ? target : `${target}/`))
@@ -218,6 +224,7 @@ function nodeKind(st: Stats): string {
  * FcpError `io.write` otherwise.
  */
 export function checkOutputFile(path: string, option: string): void {
+  refuseEmpty(path, option);
   const parent = dirname(resolve(path));
   const pst = statOrFail(parent, option);
   if (!pst?.isDirectory())

@@ -158,6 +158,32 @@ describe('rule: usage errors are one coded line on stderr and exit 2', () => {
     assertUsageError(await fcp('validate', 'a', 'b'), 'cli.extraArgument', 'validate a b');
     assertUsageError(await fcp('plan', '--world', 'x'), 'option.world', 'plan --world x');
   });
+  it('values bench/fuzz-cli.ts found unchecked: out-of-range group sizes and batch counts, empty and unwritable output paths, refused before any planning', async () => {
+    for (const flag of ['--coalesce', '--comm-coalesce', '--push-coalesce'])
+      assertUsageError(
+        await fcp('plan', ...small, flag, '99999999999'),
+        `option.${flag.slice(2).replace(/-c/, 'C')}`,
+        `plan ${flag}`,
+      );
+    assertUsageError(
+      await fcp('plan', ...small, '--coalesce', '4097'),
+      'option.coalesce',
+      'plan --coalesce 4097',
+    );
+    assertUsageError(
+      await fcp('compare', ...small, '--batches', '99999999999'),
+      'option.batches',
+      'compare --batches',
+    );
+    // One line: the path is checked before the planner's progress starts.
+    assertUsageError(
+      await fcp('plan', ...small, '-o', join(dir, 'missing', 'p.json')),
+      'io.write',
+      'plan -o missing/',
+    );
+    assertUsageError(await fcp('plan', ...small, '-o', ''), 'io.write', 'plan -o ""');
+    assertUsageError(await fcp('compare', ...small, '--out', ''), 'io.write', 'compare --out ""');
+  });
   it('--json and --csv together are refused by every command that has both', async () => {
     for (const c of TABLES)
       assertUsageError(await fcp(c, '--json', '--csv'), 'cli.conflictingOptions', `${c} --json --csv`);

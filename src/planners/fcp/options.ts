@@ -167,6 +167,15 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   calibration: undefined,
 });
 
+/**
+ * Most rounds a group size option (`coalesce`, `commCoalesce`, `pushCoalesce`) may ask for. The
+ * planner's timeline keeps per-rank loads for every comm group of a group (coalesce / commCoalesce
+ * of them), so `--coalesce 100000` took 10 s at 256 ranks and `--coalesce 99999999999` stopped
+ * with an internal error (bench/fuzz-cli.ts, session 39); a phase at 256 ranks has about 400-1600
+ * rounds, so this many in one group is already one group for nearly any plan.
+ */
+export const MAX_GROUP_ROUNDS = 4096;
+
 const isPosInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
 
@@ -209,12 +218,16 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'tolerance',
       ),
     );
-  /** A group size option (rounds): an integer >= 1, else an issue naming its flag and a hint. */
+  /** A group size option (rounds): an integer in [1, MAX_GROUP_ROUNDS], else an issue naming its flag and a hint. */
   const rounds1 = (key: 'coalesce' | 'commCoalesce' | 'pushCoalesce', flag: string, hint: number): number => {
     const v = o[key] ?? d[key];
-    if (!isPosInt(v))
+    if (!isPosInt(v) || v > MAX_GROUP_ROUNDS)
       issues.push(
-        issue(`option.${key}`, `${flag} must be an integer >= 1 (got ${v}); try --${flag} ${hint}`, key),
+        issue(
+          `option.${key}`,
+          `${flag} must be an integer from 1 to ${MAX_GROUP_ROUNDS} (got ${v}); try --${flag} ${hint}`,
+          key,
+        ),
       );
     return v;
   };
