@@ -1,0 +1,72 @@
+/**
+ * The simulator's laws (src/executors/sim/laws.ts) on seeded random plans of every strategy: worlds
+ * 8-48 on nodes of 4 or 8 GPUs (last nodes often partly filled), every batch generator, both
+ * cluster presets of the grid and the torus, direct or PXN routing, fluid or contention, causal or
+ * full, FCP in both modes. Each case simulates its plan five ways; a broken law is printed with the
+ * case and counted. Exit code 1 when any law broke.
+ *
+ * Run: npx tsx bench/fuzz-sim.ts [--cases 100] [--first 0] [--large] (64-256 ranks, 16-32K tokens a rank)
+ */
+import { Rng } from '../src/core/rng.ts';
+import { checkSimLaws } from '../src/executors/sim/laws.ts';
+import { getPlanner } from '../src/experiments/strategies.ts';
+import { resolveCluster } from '../src/problem/cluster.ts';
+import { resolveProblem } from '../src/problem/problem.ts';
+import { argValue } from './fcp-replay.ts';
+
+const argv = process.argv.slice(2);
+const cases = Number(argValue(argv, '--cases', '100'));
+const first = Number(argValue(argv, '--first', '0'));
+/** `--large`: the grid's scale instead (64-256 ranks, 16-32K tokens a rank). */
+const large = argv.includes('--large');
+const STRATEGIES = ['fcp', 'ring', 'bytescale', 'wlb', 'magi'];
+const BATCHES = ['longtail', 'magi', 'bimodal', 'uniform', 'weak-longtail', 'fixed'];
+const CLUSTERS = ['hopper-ib', 'ratio-5920', 'torus'];
+
+const t0 = performance.now();
+let bad = 0;
+for (let i = first; i < first + cases; i++) {
+  const r = new Rng(5000 + i);
+  const pick = <T>(xs: readonly T[]): T => xs[r.int(0, xs.length - 1)]!;
+  const strategy = pick(STRATEGIES);
+  const world = large ? r.int(64, 256) : r.int(8, 48);
+  const gpusPerNode = pick([4, 8]);
+  const batch = pick(BATCHES);
+  const clusterName = pick(CLUSTERS);
+  const routing = r.next() < 0.5 ? ('pxn' as const) : ('direct' as const);
+  const network = r.next() < 0.3 ? ('contention' as const) : ('fluid' as const);
+  const mask = r.next() < 0.8 ? ('causal' as const) : ('full' as const);
+  const modeB = strategy === 'fcp' && r.next() < 0.5;
+  const cluster = resolveCluster(clusterName, clusterName === 'torus' ? {} : { network, routing });
+  const problem = resolveProblem({
+    batch,
+    world,
+    tokensPerRank: large ? pick([16384, 32768]) : pick([2048, 4096, 8192]),
+    seed: 1 + i,
+    cluster,
+    gpusPerNode,
+    mask,
+  });
+  const label = `#${i} ${strategy}${modeB ? ' (b)' : ''} ${batch} world ${world} (${gpusPerNode}/node) ${clusterName} ${routing} ${network} ${mask}`;
+  let plan: ReturnType<ReturnType<typeof getPlanner>['plan']>;
+  try {
+    plan = getPlanner(strategy).plan(problem, modeB ? { loaderLayout: true } : {});
+  } catch (e) {
+    const coded = (e as { issues?: { code: string }[] }).issues;
+    if (!coded) throw e;
+    console.log(`refused  ${label}: ${coded.map((x) => x.code).join(', ')}`);
+    continue;
+  }
+  for (const b of checkSimLaws(plan, cluster)) {
+    bad++;
+    console.log(`BAD      ${label} ${b.phase}: ${b.law}, by ${(b.by * 100).toFixed(4)}% (${b.detail})`);
+  }
+  if ((i - first + 1) % 25 === 0)
+    process.stderr.write(
+      `fuzz-sim: ${i - first + 1}/${cases} cases, ${bad} broken, ${((performance.now() - t0) / 1000).toFixed(0)} s\n`,
+    );
+}
+console.log(
+  `fuzz-sim: cases ${first}-${first + cases - 1}: ${bad} laws broken, ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+);
+process.exitCode = bad > 0 ? 1 : 0;
