@@ -2,13 +2,14 @@
  * The simulator's laws (src/executors/sim/laws.ts) on seeded random plans of every strategy: worlds
  * 8-48 on nodes of 4 or 8 GPUs (last nodes often partly filled), every batch generator, both
  * cluster presets of the grid and the torus, direct or PXN routing, fluid or contention, causal or
- * full, FCP in both modes. Each case simulates its plan five ways; a broken law is printed with the
- * case and counted. Exit code 1 when any law broke.
+ * full, FCP in both modes. Each case simulates its plan five ways; a law broken beyond its slack
+ * is printed with the case and counted, and each law's nearest approach (or worst excess within
+ * the slack: fair sharing's anomalies, laws.ts) is printed at the end. Exit code 1 when any law broke.
  *
  * Run: npx tsx bench/fuzz-sim.ts [--cases 100] [--first 0] [--large] (64-256 ranks, 16-32K tokens a rank)
  */
 import { Rng } from '../src/core/rng.ts';
-import { checkSimLaws } from '../src/executors/sim/laws.ts';
+import { simLawChecks } from '../src/executors/sim/laws.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
 import { resolveCluster } from '../src/problem/cluster.ts';
 import { resolveProblem } from '../src/problem/problem.ts';
@@ -25,6 +26,8 @@ const CLUSTERS = ['hopper-ib', 'ratio-5920', 'torus'];
 
 const t0 = performance.now();
 let bad = 0;
+/** Per law, the case that came nearest to breaking it (or broke it most). */
+const worst = new Map<string, { by: number; label: string }>();
 for (let i = first; i < first + cases; i++) {
   const r = new Rng(5000 + i);
   const pick = <T>(xs: readonly T[]): T => xs[r.int(0, xs.length - 1)]!;
@@ -57,9 +60,11 @@ for (let i = first; i < first + cases; i++) {
     console.log(`refused  ${label}: ${coded.map((x) => x.code).join(', ')}`);
     continue;
   }
-  for (const b of checkSimLaws(plan, cluster)) {
+  for (const c of simLawChecks(plan, cluster)) {
+    if (c.by > (worst.get(c.law)?.by ?? Number.NEGATIVE_INFINITY)) worst.set(c.law, { by: c.by, label });
+    if (c.by <= c.slack) continue;
     bad++;
-    console.log(`BAD      ${label} ${b.phase}: ${b.law}, by ${(b.by * 100).toFixed(4)}% (${b.detail})`);
+    console.log(`BAD      ${label} ${c.phase}: ${c.law}, by ${(c.by * 100).toFixed(4)}% (${c.detail})`);
   }
   if ((i - first + 1) % 25 === 0)
     process.stderr.write(
@@ -69,4 +74,8 @@ for (let i = first; i < first + cases; i++) {
 console.log(
   `fuzz-sim: cases ${first}-${first + cases - 1}: ${bad} laws broken, ${((performance.now() - t0) / 1000).toFixed(0)} s`,
 );
+for (const [law, w] of worst)
+  console.log(
+    `  ${law}: worst ${(w.by * 100).toFixed(4)}% of the makespan (${w.label}; > 0: exceeded, within its slack or not)`,
+  );
 process.exitCode = bad > 0 ? 1 : 0;

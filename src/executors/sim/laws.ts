@@ -3,40 +3,59 @@
  * on when it reads one strategy's simulated time against another's. For each phase:
  *
  * 1. The makespan is at least the busiest rank's compute time (compute is never hidden).
- * 2. The contention model is never faster than the fluid one (it only adds incast and per-flow
- *    costs to the same flows: data/network/contention.json).
- * 3. Doubling every link's bandwidth never makes a phase slower.
- * 4. Transfers that carry no bytes (`freeKinds`, every kind) never make a phase slower.
+ * 2. The contention model is not faster than the fluid one (it only adds incast and per-flow costs
+ *    to the same flows: data/network/contention.json).
+ * 3. Doubling every link's bandwidth does not make a phase slower.
+ * 4. Transfers that carry no bytes (`freeKinds`, every kind) do not make a phase slower.
  *
- * Laws 2-4 are monotonicity: a fixed per-rank order of ops and groups, fair sharing of links and
- * no speculative choices in the engine (engine.ts) make them hold exactly; a violation is an engine
- * bug (an event handled out of order, a rate computed from stale shares). Checked by
- * bench/fuzz-sim.ts on random plans of every strategy and by test/executors/sim-laws.test.ts.
+ * Law 1 holds exactly. Laws 2-4 are monotonicity, and fair sharing of links is not monotone: a
+ * flow slowed on one port leaves its share of another port to the flows beside it, which then end
+ * sooner, and the critical path may run through them. So they hold within {@link MONOTONE_SLACK}:
+ * `magi` `longtail` at 223 ranks, 4 GPUs a node, ratio-5920, PXN (bench/fuzz-sim.ts --large, case
+ * 30) ran 0.28% faster forward under contention than fluid, 657 of its 17238 flows ending earlier
+ * (up to 2.1 ms) while 16577 ended later. A larger break is an engine bug (an event handled out of
+ * order, a rate computed from stale shares). Checked by bench/fuzz-sim.ts on random plans of every
+ * strategy and by test/executors/sim-laws.test.ts.
  */
 import { KIND_NAMES, type Plan } from '../../plan/types.ts';
 import type { ClusterSpec } from '../../problem/cluster.ts';
 import { type SimOptions, simulatePlan } from './index.ts';
 
-/** One broken law: which, in which phase, and by how much (relative to the plain run's makespan). */
-export interface SimLawBreak {
+/**
+ * One law in one phase: by how much its inequality is exceeded, relative to the plain run's
+ * makespan (<= 0 when it holds with room), and the slack it is allowed.
+ */
+export interface SimLawCheck {
   readonly law: string;
   readonly phase: 'forward' | 'backward';
   readonly by: number;
+  readonly slack: number;
   readonly detail: string;
 }
 
-/** Relative slack for float noise in the engine's event times. */
+/** Relative slack of law 1: float noise in the engine's event times. */
 const EPS = 1e-9;
+
+/**
+ * Relative slack of laws 2-4 (module comment): fair sharing's anomalies, measured up to 0.28% on
+ * 240 random plans (bench/fuzz-sim.ts, session 39); a few times that is still no engine bug's size.
+ */
+export const MONOTONE_SLACK = 0.01;
 
 /** Every transfer kind's code. */
 const ALL_KINDS = KIND_NAMES.map((_, code) => code);
 
+/** The laws `plan` breaks beyond their slack on `cluster` (empty when all hold); see {@link simLawChecks}. */
+export function checkSimLaws(plan: Plan, cluster: ClusterSpec, options: SimOptions = {}): SimLawCheck[] {
+  return simLawChecks(plan, cluster, options).filter((c) => c.by > c.slack);
+}
+
 /**
  * Simulates `plan` on `cluster` five ways (as given, fluid, contention, twice the bandwidth, free
- * transfers) and returns every law broken (empty when all hold). `options`: the rest of the
- * simulation options (calibration, ...), the same for every run.
+ * transfers) and returns every law's check in both phases. `options`: the rest of the simulation
+ * options (calibration, ...), the same for every run.
  */
-export function checkSimLaws(plan: Plan, cluster: ClusterSpec, options: SimOptions = {}): SimLawBreak[] {
+export function simLawChecks(plan: Plan, cluster: ClusterSpec, options: SimOptions = {}): SimLawCheck[] {
   const run = (c: ClusterSpec, extra: SimOptions = {}) =>
     simulatePlan(plan, { ...options, ...extra, cluster: c, skipValidation: true });
   const over = (o: Partial<ClusterSpec>): ClusterSpec => ({ ...cluster, ...o });
@@ -52,15 +71,20 @@ export function checkSimLaws(plan: Plan, cluster: ClusterSpec, options: SimOptio
     }),
   );
   const free = run(cluster, { freeKinds: { forward: ALL_KINDS, backward: ALL_KINDS } });
-  const breaks: SimLawBreak[] = [];
+  const checks: SimLawCheck[] = [];
   for (const phase of ['forward', 'backward'] as const) {
     const ms = base[phase].makespanMs;
     const rel = (x: number): number => (ms > 0 ? x / ms : x);
-    const check = (law: string, excess: number, detail: string): void => {
-      if (rel(excess) > EPS) breaks.push({ law, phase, by: rel(excess), detail });
+    const check = (law: string, excess: number, detail: string, slack = MONOTONE_SLACK): void => {
+      checks.push({ law, phase, by: rel(excess), slack, detail });
     };
     const busiest = Math.max(0, ...base[phase].computeMs);
-    check('makespan >= busiest compute', busiest - ms, `makespan ${ms} ms, busiest compute ${busiest} ms`);
+    check(
+      'makespan >= busiest compute',
+      busiest - ms,
+      `makespan ${ms} ms, busiest compute ${busiest} ms`,
+      EPS,
+    );
     const f = fluid[phase].makespanMs;
     const c = contention[phase].makespanMs;
     check('contention >= fluid', f - c, `fluid ${f} ms, contention ${c} ms`);
@@ -69,5 +93,5 @@ export function checkSimLaws(plan: Plan, cluster: ClusterSpec, options: SimOptio
     const z = free[phase].makespanMs;
     check('free transfers are not slower', z - ms, `${ms} ms, with free transfers ${z} ms`);
   }
-  return breaks;
+  return checks;
 }
