@@ -22,12 +22,17 @@
  *
  * Run: npx tsx bench/fuzz-plans.ts [--cases 200] [--first 0] [--strategy fcp] [--numerics]
  *                                  [--executor cpu|torch] (with --numerics)
+ *                                  [--write DIR] (each valid plan to DIR/<strategy>-<i>.json.gz, numbers
+ *                                  unchecked here: for the GPU machine, scripts/gpu/h200.py --sections fuzz)
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { verifyPlan } from '../src/cli/verify.ts';
 import { Rng } from '../src/core/rng.ts';
 import { simulatePlan } from '../src/executors/sim/index.ts';
 import { getPlanner } from '../src/experiments/strategies.ts';
 import { SMALL_MODEL } from '../src/model/attention.ts';
+import { writePlan } from '../src/plan/io.ts';
 import type { Plan } from '../src/plan/types.ts';
 import { validatePlan } from '../src/plan/validate.ts';
 import type { FcpPlannerOptions } from '../src/planners/fcp/options.ts';
@@ -41,6 +46,8 @@ const first = Number(argValue(argv, '--first', '0'));
 const strategy = argValue(argv, '--strategy', 'fcp');
 const numerics = argv.includes('--numerics');
 const executor = argValue(argv, '--executor', 'cpu');
+/** `--write DIR`: write each valid plan there (<strategy>-<i>.json.gz) instead of checking its numbers here. */
+const writeDir = argValue(argv, '--write', '');
 const BATCHES = ['longtail', 'magi', 'bimodal', 'uniform', 'weak-longtail', 'fixed'];
 const CLUSTERS = ['hopper-ib', 'ratio-5920', 'ratio-2500', 'torus'];
 
@@ -114,6 +121,10 @@ async function check(c: Case, i: number): Promise<string> {
   }
   if (i % 4 === 0 && JSON.stringify(planner.plan(c.problem, c.options)) !== JSON.stringify(plan))
     return 'a second plan of the same input differs';
+  if (writeDir !== '') {
+    writePlan(join(writeDir, `${strategy}-${String(i).padStart(4, '0')}.json.gz`), plan);
+    return '';
+  }
   if (numerics) {
     const v = await verifyPlan(plan, { seed: 1 + i, executor });
     if (!v.ok) return `numerics: relative errors ${JSON.stringify(v.errors)} > ${v.maxError}`;
@@ -121,6 +132,7 @@ async function check(c: Case, i: number): Promise<string> {
   return '';
 }
 
+if (writeDir !== '') mkdirSync(writeDir, { recursive: true });
 const t0 = performance.now();
 let bad = 0;
 for (let i = first; i < first + cases; i++) {

@@ -59,6 +59,9 @@ ap.add_argument("--calib-reps", type=int, default=3,
                 help="calibrate: timed calls per row (median; 3 made data/calibration/h200-measured.json; two such "
                      "runs back to back on one H100 differed by up to 7%% on single rows, runs 17a/17b)")
 ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,hftest,train,memory,calibrate,replay,multigpu")
+ap.add_argument("--fuzz-dir", default=os.path.join(ROOT, "scripts", "gpu", "plans", "fuzz"),
+                help="fuzz: folder of random small plans (npx tsx bench/fuzz-plans.ts --numerics --write DIR); "
+                     "each runs in one process per rank on this GPU (gloo-staged) against SDPA")
 ap.add_argument("--train-worlds", default="1,2,4", help="train: CP world sizes of examples/train.py (plans from scripts/gpu/train-plans.sh)")
 ap.add_argument("--memory-plans", default="num-fcp-1,w1-fcp-longtail-64k,num-fcp-4", help="memory: plans whose ranks are measured against fcp_torch.memory")
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
@@ -542,6 +545,49 @@ def fused_check() -> None:
     }
     R["fused"] = out
     log("fused", json.dumps(out))
+
+
+@section("fuzz")
+def fuzz_section() -> None:
+    """Random small plans (bench/fuzz-plans.ts --numerics --write) on the CUDA runtime, one process per
+    rank on this GPU through host copies (gloo-staged), each checked against unsharded SDPA as the
+    multirank section does: bf16 error over SDPA's own bf16 error against float32 (<= 1.2 passes)."""
+    from fcp_torch.launch import LaunchError, gather_outputs, run_workers
+
+    files = sorted(f for f in os.listdir(args.fuzz_dir) if f.endswith(".json.gz")) if os.path.isdir(args.fuzz_dir) else []
+    res = {"plans": len(files), "runs": {}}
+    R["fuzz"] = res
+    for name in files:
+        if left() < 45:
+            res["runs"][name] = {"skipped": "time budget"}
+            continue
+        path = os.path.join(args.fuzz_dir, name)
+        plan = read_plan(path)
+        d = tempfile.mkdtemp(prefix="fcp-fz-")
+        backend, kernel = ("gloo", "math") if SMOKE else ("gloo-staged", "auto")
+        a = ["--device", DEV.type, "--backend", backend, "--kernel", kernel, "--seed", "5", "--timeout", "40"]
+        t = time.time()
+        try:
+            infos = run_workers(path, plan.world, d, a, timeout=min(240.0, max(30.0, left() - 15)))
+        except LaunchError as e:
+            res["runs"][name] = {"error": f"{e.code}: {e.message[-1500:]}", "s": time.time() - t, "world": plan.world}
+            log("fuzz", name, "failed:", e.code, e.message[-300:])
+            save()
+            continue
+        out = gather_outputs(d, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
+        got = {f: [torch.from_numpy(x).to(DEV) for x in out[f]] for f in out}
+        x = whole_inputs(plan, 5)
+        bf, fp = sdpa_ref(x, plan.causal)
+        r = {"s": time.time() - t, "world": plan.world, "sequences": len(plan.sequences), "kernel": infos[0]["kernel"],
+             "vs_sdpa_bf16": errs(got, bf), "vs_fp32": errs(got, fp), "sdpa_bf16_vs_fp32": errs(bf, fp)}
+        r["error_ratio"] = ratio(r["vs_fp32"], r["sdpa_bf16_vs_fp32"])
+        r["pass"] = max(r["error_ratio"].values()) <= 1.2 or max(r["vs_sdpa_bf16"].values()) < 1e-2
+        res["runs"][name] = r
+        log("fuzz", name, json.dumps(r))
+        save()
+    runs = [r for r in res["runs"].values() if "pass" in r]
+    res["passed"] = sum(1 for r in runs if r["pass"])
+    res["ran"] = len(runs)
 
 
 @section("world1")
@@ -1079,6 +1125,11 @@ def summary() -> str:
                 lines.append(f"  {name:24s} {r}")
     elif mg:
         lines.append(f"multi-GPU: {mg}")
+    fz = R.get("fuzz")
+    if fz:
+        failed = [n for n, r in fz["runs"].items() if "pass" in r and not r["pass"]]
+        errored = [n for n, r in fz["runs"].items() if "error" in r]
+        lines.append(f"fuzz: {fz.get('ran', 0)} of {fz['plans']} random plans ran, {fz.get('passed', 0)} passed; failed {failed}; errors {errored}")
     if R["errors"]:
         lines.append(f"errors in sections: {list(R['errors'])}")
     return "\n".join(lines)
@@ -1092,6 +1143,7 @@ if __name__ == "__main__":
     fused_check()
     numerics()
     multirank()
+    fuzz_section()
     world1()
     hf_section()
     hftest()
