@@ -120,8 +120,10 @@ export function formatCompareTable(
       const cells = worlds.map((w) => {
         const a = summary.find((r) => r.strategy === 'fcp' && r.world === w);
         const b = summary.find((r) => r.strategy === s && r.world === w);
+        // A ratio of MFUs that underflowed to 0 (absurd bandwidths, `--nic-gbps 1e-300`) is no number.
+        const r = (x: number, y: number): string => (Number.isFinite(x / y) ? (x / y).toFixed(2) : '-');
         return a && b
-          ? `${(a.mfuForward.mean / b.mfuForward.mean).toFixed(2)}/${(a.mfuBackward.mean / b.mfuBackward.mean).toFixed(2)}`
+          ? `${r(a.mfuForward.mean, b.mfuForward.mean)}/${r(a.mfuBackward.mean, b.mfuBackward.mean)}`
           : '-';
       });
       lines.push(`${s.padEnd(sw)}${cells.map((c) => c.padStart(13)).join('')}`);
