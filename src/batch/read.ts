@@ -36,14 +36,15 @@ export function looksBinary(bytes: Uint8Array): boolean {
 
 /** A value as the message shows it: at most 40 characters of it. */
 function shown(value: unknown, raw: string | undefined): string {
-  const s = raw ?? JSON.stringify(value) ?? String(value);
+  // JSON.stringify writes a number too large for a double (`1e400` parses to Infinity) as null.
+  const s = raw ?? (typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value)));
   return s.length > 40 ? `${s.slice(0, 24)}... (${s.length} characters)` : s;
 }
 
 /** Parses batch text in any of the three formats. */
 export function parseBatchText(text: string, path = '<batch>'): Int32Array {
   const trimmed = text.trim();
-  const values: { value: unknown; line: number; raw?: string }[] = [];
+  const values: { value: unknown; line: number; raw?: string; element?: boolean }[] = [];
   if (trimmed.startsWith('[')) {
     let arr: unknown;
     try {
@@ -57,7 +58,7 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
     }
     if (!Array.isArray(arr)) fail('batch.parse', `${path} must hold a JSON array of lengths`, path);
     arr.forEach((value, i) => {
-      values.push({ value, line: i + 1 });
+      values.push({ value, line: i + 1, element: true });
     });
   } else {
     const lines = text.split(/\r?\n/);
@@ -89,18 +90,20 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
 
 /** Checks that lengths are positive integers; reports each bad one by line (at most 10). */
 export function checkLengths(
-  values: readonly { value: unknown; line: number; raw?: string }[],
+  values: readonly { value: unknown; line: number; raw?: string; element?: boolean }[],
   path: string,
 ): Int32Array {
   const issues: FcpIssue[] = [];
   const out = new Int32Array(values.length);
-  values.forEach(({ value, line, raw }, i) => {
+  values.forEach(({ value, line, raw, element }, i) => {
+    // `line` is a line of the file, or (`element`) a 1-based position in a JSON array.
+    const where = element ? `element ${line}` : `line ${line}`;
     if (typeof value === 'number' && value > LIMITS.sequenceLength.max) {
       // Infinity included (a line of 1e7 digits): a number, just far too large.
       issues.push(
         issue(
           'batch.length.tooLarge',
-          `line ${line}: length ${shown(value, raw)} is above the limit of ${LIMITS.sequenceLength.max} tokens (${LIMITS.sequenceLength.why})`,
+          `${where}: length ${shown(value, raw)} is above the limit of ${LIMITS.sequenceLength.max} tokens (${LIMITS.sequenceLength.why})`,
           path,
           line,
         ),
@@ -109,14 +112,14 @@ export function checkLengths(
       issues.push(
         issue(
           'batch.length.notInteger',
-          `line ${line}: ${shown(value, raw)} is not an integer length`,
+          `${where}: ${shown(value, raw)} is not an integer length`,
           path,
           line,
         ),
       );
     } else if (value <= 0) {
       issues.push(
-        issue('batch.length.nonPositive', `line ${line}: length ${value} must be at least 1`, path, line),
+        issue('batch.length.nonPositive', `${where}: length ${value} must be at least 1`, path, line),
       );
     } else out[i] = value;
   });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseBatchText, readBatchFile } from '../../src/batch/read.ts';
-import type { FcpError } from '../../src/core/issues.ts';
+import { FcpError } from '../../src/core/issues.ts';
 import { codeOf } from '../helpers/errors.ts';
 
 test('parseBatchText reads lines, a JSON array and JSON lines alike', () => {
@@ -42,11 +42,18 @@ test('parseBatchText rejects bad lengths with codes and line numbers', () => {
     codeOf(() => parseBatchText('{"len": 3}')),
     'batch.parse',
   );
-  try {
-    parseBatchText('1\n2\n-3\n');
-  } catch (e) {
-    assert.equal((e as FcpError).issues[0]?.row, 3);
-  }
+  // The row of a bad length: its line, or its 1-based position in a JSON array (`1e400` parses
+  // to Infinity: too large, not "not an integer").
+  for (const [text, code, row] of [
+    ['1\n2\n-3\n', 'batch.length.nonPositive', 3],
+    ['[1, 2, -3]', 'batch.length.nonPositive', 3],
+    ['[7, 1e400]', 'batch.length.tooLarge', 2],
+  ] as const)
+    assert.throws(
+      () => parseBatchText(text),
+      (e: unknown) => e instanceof FcpError && e.code === code && e.issues[0]?.row === row,
+      text,
+    );
 });
 
 test('readBatchFile reports an unreadable file as io.read', () => {

@@ -1,6 +1,7 @@
 /**
  * The simulator's laws (src/executors/sim/laws.ts): they hold on plans of every strategy, and the
- * checker names the law an engine breaks (engines that ignore compute or slow down with bandwidth).
+ * checker names the law an engine breaks (engines that hide compute, slow down with bandwidth, or
+ * slow down when transfers carry nothing).
  * bench/fuzz-sim.ts runs the same check on many more random plans.
  */
 import assert from 'node:assert/strict';
@@ -32,16 +33,14 @@ function randomCase(strategy: string, seed: number) {
 }
 
 /** The built-in engine with its results bent by `bend` (a broken engine, for the checker). */
-function bentEngine(
-  bend: (run: ReturnType<typeof runPhase>, capacity: Float64Array, contended: boolean) => void,
-): PhaseEngine {
+function bentEngine(bend: (run: ReturnType<typeof runPhase>, capacity: Float64Array) => void): PhaseEngine {
   return {
     name: 'bent',
     network: 'bent',
     run(phases, network) {
       const runs = phases.map((p) => {
         const run = runPhase(p, network.capacity, RATE_DEFAULTS);
-        bend(run, network.capacity, network.hasContention());
+        bend(run, network.capacity);
         return run;
       });
       return { runs, info: {} };
@@ -74,10 +73,12 @@ describe('simulator laws', () => {
     });
     assert.ok(laws({ engine: greedy }).includes('twice the bandwidth is not slower'));
     assert.ok(total > 0);
-    // Faster under contention than without it.
-    const eager = bentEngine((run, _c, contended) => {
-      if (contended) run.makespanMs *= 0.5;
+    // Slower once transfers carry no bytes: the makespan grows with the bytes' absence.
+    let bytes = 0;
+    const lazy = bentEngine((run) => {
+      bytes = run.bytesSent.reduce((a, b) => a + b, 0);
+      if (bytes === 0) run.makespanMs *= 2;
     });
-    assert.ok(laws({ engine: eager }).includes('contention >= fluid'));
+    assert.ok(laws({ engine: lazy }).includes('free transfers are not slower'));
   });
 });
