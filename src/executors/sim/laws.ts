@@ -7,7 +7,7 @@
  *    the capacities; only the latencies stay).
  * 3. Transfers that carry no bytes (`freeKinds`, every kind) do not make a phase slower.
  *
- * Law 1 holds exactly; laws 2 and 3 within {@link MONOTONE_SLACK} (none of 280 random plans came
+ * Law 1 holds exactly; laws 2 and 3 within {@link MONOTONE_SLACK} (none of 240 random plans came
  * near it: bench/fuzz-sim.ts, session 39). A break is an engine bug: an event handled out of
  * order, a rate computed from stale shares.
  *
