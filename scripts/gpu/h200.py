@@ -60,8 +60,9 @@ ap.add_argument("--calib-reps", type=int, default=3,
                      "runs back to back on one H100 differed by up to 7%% on single rows, runs 17a/17b)")
 ap.add_argument("--sections", default="env,fused,numerics,multirank,world1,hf,hftest,train,memory,calibrate,replay,multigpu")
 ap.add_argument("--fuzz-dir", default=os.path.join(ROOT, "scripts", "gpu", "plans", "fuzz"),
-                help="fuzz: folder of random small plans (npx tsx bench/fuzz-plans.ts --numerics --write DIR); "
-                     "each runs in one process per rank on this GPU (gloo-staged) against SDPA")
+                help="fuzz: folder of random small plans; each runs in one process per rank on this GPU (gloo-staged) "
+                     "against SDPA. The shipped 26: npx tsx bench/fuzz-plans.ts --numerics --first 200 --write DIR "
+                     "--strategy S --cases N, N = 14 for fcp, 4 for ring, magi and bytescale")
 ap.add_argument("--train-worlds", default="1,2,4", help="train: CP world sizes of examples/train.py (plans from scripts/gpu/train-plans.sh)")
 ap.add_argument("--memory-plans", default="num-fcp-1,w1-fcp-longtail-64k,num-fcp-4", help="memory: plans whose ranks are measured against fcp_torch.memory")
 ap.add_argument("--replay-plans", default="", help="comma-separated replay plan names (default: all nine)")
