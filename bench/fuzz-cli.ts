@@ -12,7 +12,7 @@
  *
  * Run: npx tsx bench/fuzz-cli.ts [--commands plan,verify,...] [--values ...] (comma-separated)
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command, Option } from 'commander';
@@ -65,6 +65,10 @@ function positional(cmd: Command): string[] {
   return names.map((a) => (a.name() === 'results' ? dir : planPath));
 }
 
+/** Whether a refused call left something at `out`: a file (`plan -o`), or a folder with anything in it. */
+const leftOutput = (out: string): boolean =>
+  existsSync(out) && (!statSync(out).isDirectory() || readdirSync(out).length > 0);
+
 /** Whether `err` is one coded line (the CLI's error rule). */
 const codedLine = (err: string): boolean => /^fcp: error: [a-z][\w.-]*( at [^:]*)?: ./m.test(err);
 const crashed = (err: string): boolean => /internal error|\n\s+at \S+ \(|TypeError|RangeError/.test(err);
@@ -109,7 +113,7 @@ for (const cmd of program.commands as Command[]) {
           ? 'crash'
           : code === 2 && !codedLine(err)
             ? 'exit 2 without a coded line'
-            : code === 2 && ((existsSync(out) && readdirSync(out).length > 0) || readdirSync(work).length > 0)
+            : code === 2 && (leftOutput(out) || readdirSync(work).length > 0)
               ? 'refused but left output'
               : ![0, 1, 2].includes(code)
                 ? `exit ${code}`
