@@ -21,7 +21,7 @@
  * --check`'s path: one process per rank, gloo, float32; a second or more a case for the imports).
  *
  * Run: npx tsx bench/fuzz-plans.ts [--cases 200] [--first 0] [--strategy fcp] [--numerics]
- *                                  [--executor cpu|torch] (with --numerics)
+ *                                  [--executor cpu|torch] (with --numerics) [--torch-mode br|square]
  *                                  [--write DIR] (each valid plan to DIR/<strategy>-<i>.json.gz, numbers
  *                                  unchecked here: for the GPU machine, scripts/gpu/h200.py --sections fuzz)
  */
@@ -46,6 +46,8 @@ const first = Number(argValue(argv, '--first', '0'));
 const strategy = argValue(argv, '--strategy', 'fcp');
 const numerics = argv.includes('--numerics');
 const executor = argValue(argv, '--executor', 'cpu');
+/** `--torch-mode square`: the torch runtime's piece decomposition (default its own, br on CPU). */
+const torchMode = argValue(argv, '--torch-mode', '');
 /** `--write DIR`: write each valid plan there (<strategy>-<i>.json.gz) instead of checking its numbers here. */
 const writeDir = argValue(argv, '--write', '');
 const BATCHES = ['longtail', 'magi', 'bimodal', 'uniform', 'weak-longtail', 'fixed'];
@@ -126,7 +128,11 @@ async function check(c: Case, i: number): Promise<string> {
     return '';
   }
   if (numerics) {
-    const v = await verifyPlan(plan, { seed: 1 + i, executor });
+    const v = await verifyPlan(plan, {
+      seed: 1 + i,
+      executor,
+      ...(torchMode !== '' ? { executorOptions: { mode: torchMode } } : {}),
+    });
     if (!v.ok) return `numerics: relative errors ${JSON.stringify(v.errors)} > ${v.maxError}`;
   }
   return '';
