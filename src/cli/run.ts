@@ -75,7 +75,6 @@ const MAX_PROCS = 65536;
 /** Longest `--timeout` in seconds: Node's timers fire at once beyond 2^31-1 ms (24.8 days). */
 const MAX_TIMEOUT_S = 1_000_000;
 
-/** An integer option within [lo, hi], else `option.<name>` saying the range. */
 /**
  * `--timeout` in seconds: at least 1 (starting the processes and importing torch alone takes
  * seconds, and the deadline message counts whole seconds) and at most {@link MAX_TIMEOUT_S}.

@@ -12,9 +12,10 @@
  * order, a rate computed from stale shares.
  *
  * Not a law: that the contention model is never faster than the fluid one. It lowers the capacity
- * of NIC ports, and fair sharing is not monotone: a flow slowed at a NIC leaves its share of the
- * NVLink ports on its PXN path to the intra-node flows beside it, which end sooner, and the critical
- * path may run through them. `magi` `longtail` at 154 ranks, 4 GPUs a node, hopper-ib, PXN ran its
+ * of NIC ports, and max-min fair sharing is not monotone: a flow slowed at a NIC holds less of the
+ * other ports on its path (under PXN, NVLink ports), the flows beside it there end sooner, and the
+ * critical path may run through them (the mechanism is inferred from which flows end earlier; no
+ * single flow was traced). `magi` `longtail` at 154 ranks, 4 GPUs a node, hopper-ib, PXN ran its
  * forward 3.5% faster under contention than fluid (3.3% with the exact rate solver, so not the
  * local solver's approximation); 496 of its 11494 flows ended earlier, by up to 4 ms (bench/fuzz-sim.ts
  * --large prints such cases). Checked by bench/fuzz-sim.ts on random plans of every strategy and by
