@@ -25,6 +25,7 @@ import {
 } from '../experiments/tune.ts';
 import { checkA2aDegree } from '../planners/ring/variants.ts';
 import type { PlannerOptions } from '../planners/types.ts';
+import { torusShapeNote } from '../problem/cluster.ts';
 import { type Problem, resolveProblem } from '../problem/problem.ts';
 import { type Progress, silentProgress } from '../report/progress.ts';
 import {
@@ -319,6 +320,10 @@ export function register(program: Command): void {
     const weights = worlds.flatMap((w) =>
       strategies.flatMap((s) => (tuned.has(s) ? [w * batches] : Array.from({ length: batches }, () => w))),
     );
+    for (const w of worlds) {
+      const torus = sim.cluster ? torusShapeNote(sim.cluster, w) : null;
+      if (torus !== null) out.note(torus);
+    }
     const progress = out.progress(weights.length, weights);
     // One simulation of a large world can take seconds of synchronous work: its fraction keeps
     // the progress lines coming.

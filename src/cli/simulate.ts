@@ -29,6 +29,7 @@ import {
   type NetworkModel,
   type Routing,
   resolveCluster,
+  torusShapeNote,
 } from '../problem/cluster.ts';
 import { addSpecOption, intOption, specValue } from './common.ts';
 import { addOutputOptions, type Cell, outputOf } from './output.ts';
@@ -294,6 +295,8 @@ export function register(program: Command): void {
     const plan = readPlan(planPath);
     progress.step(`validate ${plan.world} ranks`);
     requireValidPlan(plan, planPath, (f) => progress.fraction(f));
+    const torus = opts.cluster ? torusShapeNote(opts.cluster, plan.world) : null;
+    if (torus !== null) out.note(torus);
     progress.step(`simulate ${plan.strategy}, ${plan.world} ranks`);
     opts.onProgress = (f) => progress.fraction(f);
     opts.skipValidation = true;

@@ -218,6 +218,27 @@ export function computeSlowdown(c: ClusterSpec): number {
 }
 
 /**
+ * Longest side over shortest beyond which {@link torusShapeNote} speaks: flows cross up to half the
+ * long side in hops, and the simulator re-balances each of them on every link it crosses.
+ */
+const ELONGATED_TORUS = 16;
+
+/**
+ * A note for a torus that `world` ranks make long and thin (a prime world has no other 2-D shape
+ * than 1 x world): its flows cross many hops, so a simulation is slow (`magi` at 232 ranks, 8 x 29:
+ * 43 s; at 233, 1 x 233: over 15 minutes, bench/fuzz-sim.ts, session 39). Null for other clusters
+ * and shapes.
+ */
+export function torusShapeNote(c: ClusterSpec, world: number): string | null {
+  if (c.topology !== 'torus') return null;
+  const dims = torusDimsFor(c, world);
+  const long = Math.max(...dims);
+  const short = Math.min(...dims);
+  if (long < ELONGATED_TORUS * short) return null;
+  return `the torus of ${world} ranks is ${dims.join(' x ')}: messages cross up to ${Math.floor(long / 2)} hops, and simulating it may take minutes${short === 1 ? ` (${world} has no other 2-D shape)` : '; --torus-dims gives another'}`;
+}
+
+/**
  * Torus dimensions for `world` ranks: the given ones (checked against world), else the most square
  * 2-D factorisation a x b (a <= b, a the largest divisor <= sqrt(world)).
  */

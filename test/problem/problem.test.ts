@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { attendedPairs, sequencePairs } from '../../src/model/attention.ts';
+import { resolveCluster, torusDimsFor, torusShapeNote } from '../../src/problem/cluster.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
 
@@ -96,4 +97,21 @@ test('attendedPairs matches brute force counting (property)', () => {
     { seed: 11, numRuns: 500 },
   );
   assert.equal(sequencePairs(true, 4), 10);
+});
+
+test('torusShapeNote speaks for long thin tori only (a prime world, or given dims), never for switches', () => {
+  const torus = resolveCluster('torus');
+  assert.equal(torusShapeNote(torus, 64), null); // 8 x 8
+  assert.equal(torusShapeNote(torus, 232), null); // 8 x 29
+  assert.match(torusShapeNote(torus, 233) ?? '', /1 x 233/); // prime: a ring
+  assert.notEqual(torusShapeNote(resolveCluster('torus', { torusDims: [2, 64] }), 128), null);
+  assert.equal(torusShapeNote(resolveCluster('hopper-ib'), 233), null);
+  // Property: a note exactly when the long side is at least 16 times the short one.
+  fc.assert(
+    fc.property(fc.integer({ min: 2, max: 5000 }), (world) => {
+      const dims = torusDimsFor(torus, world);
+      const thin = Math.max(...dims) >= 16 * Math.min(...dims);
+      return (torusShapeNote(torus, world) !== null) === thin;
+    }),
+  );
 });
