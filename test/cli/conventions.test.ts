@@ -175,9 +175,10 @@ describe('rule: usage errors are one coded line on stderr and exit 2', () => {
       'option.batches',
       'compare --batches',
     );
-    // One line: the path is checked before the planner's progress starts.
+    // The path is checked before planning: the planner, which refuses --tolerance 5 as it starts,
+    // never runs (before, the plan was made and then found nowhere to go).
     assertUsageError(
-      await fcp('plan', ...small, '-o', join(dir, 'missing', 'p.json')),
+      await fcp('plan', ...small, '--tolerance', '5', '-o', join(dir, 'missing', 'p.json')),
       'io.write',
       'plan -o missing/',
     );
