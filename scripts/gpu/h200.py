@@ -215,6 +215,19 @@ def ratio(a, b):
     return {f: a[f] / max(b[f], 1e-30) for f in a}
 
 
+def errors_vs_sdpa(plan, out_dir, infos, seed=5):
+    """The outputs ranks wrote to `out_dir` (seeded inputs) against unsharded SDPA: relative errors
+    against bf16 SDPA and float32, SDPA's own bf16 error, and ours over it per field (error_ratio)."""
+    from fcp_torch.launch import gather_outputs
+
+    out = gather_outputs(out_dir, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
+    got = {f: [torch.from_numpy(a).to(DEV) for a in out[f]] for f in out}
+    bf, fp = sdpa_ref(whole_inputs(plan, seed), plan.causal)
+    r = {"vs_sdpa_bf16": errs(got, bf), "vs_fp32": errs(got, fp), "sdpa_bf16_vs_fp32": errs(bf, fp)}
+    r["error_ratio"] = ratio(r["vs_fp32"], r["sdpa_bf16_vs_fp32"])
+    return r
+
+
 def whole_inputs(plan, seed):
     from fcp_torch.io import generate_rows
 
@@ -275,7 +288,7 @@ def numerics() -> None:
 
 @section("multirank")
 def multirank() -> None:
-    from fcp_torch.launch import LaunchError, gather_outputs, run_workers
+    from fcp_torch.launch import LaunchError, run_workers
 
     res = {}
     backend_used = None
@@ -307,22 +320,15 @@ def multirank() -> None:
                 r["attempts"][backend] = {"error": f"{e.code}: {e.message[-1500:]}", "s": time.time() - t}
                 log("multirank", strategy, backend, "failed:", e.code, e.message[-300:])
                 continue
-            out = gather_outputs(d, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
-            got = {f: [torch.from_numpy(a).to(DEV) for a in out[f]] for f in out}
-            x = whole_inputs(plan, 5)
-            bf, fp = sdpa_ref(x, plan.causal)
             r["attempts"][backend] = {
                 "s": time.time() - t,
-                "vs_sdpa_bf16": errs(got, bf),
-                "vs_fp32": errs(got, fp),
-                "sdpa_bf16_vs_fp32": errs(bf, fp),
+                **errors_vs_sdpa(plan, d, infos),
                 "kernel": infos[0]["kernel"],
                 "launches": [i["iters"][0]["forward"]["launch_kinds"] for i in infos],
                 "bytes_sent": sum(i["iters"][0]["forward"]["bytes_sent"] + i["iters"][0]["backward"]["bytes_sent"] for i in infos),
             }
             r["backend"] = backend
             r["pass"] = max(r["attempts"][backend]["vs_sdpa_bf16"].values()) < 1e-2
-            r["attempts"][backend]["error_ratio"] = ratio(r["attempts"][backend]["vs_fp32"], r["attempts"][backend]["sdpa_bf16_vs_fp32"])
             r["pass_1p2"] = max(r["attempts"][backend]["error_ratio"].values()) <= 1.2
             backend_used = backend
             log("multirank", strategy, backend, json.dumps(r["attempts"][backend]))
@@ -553,7 +559,7 @@ def fuzz_section() -> None:
     """Random small plans (bench/fuzz-plans.ts --numerics --write) on the CUDA runtime, one process per
     rank on this GPU through host copies (gloo-staged), each checked against unsharded SDPA as the
     multirank section does: bf16 error over SDPA's own bf16 error against float32 (<= 1.2 passes)."""
-    from fcp_torch.launch import LaunchError, gather_outputs, run_workers
+    from fcp_torch.launch import LaunchError, run_workers
 
     files = sorted(f for f in os.listdir(args.fuzz_dir) if f.endswith(".json.gz")) if os.path.isdir(args.fuzz_dir) else []
     res = {"plans": len(files), "runs": {}}
@@ -576,13 +582,8 @@ def fuzz_section() -> None:
             log("fuzz", name, "failed:", e.code, e.message[-300:])
             save()
             continue
-        out = gather_outputs(d, infos, plan.sequences, plan.q_heads, plan.kv_heads, plan.head_dim)
-        got = {f: [torch.from_numpy(x).to(DEV) for x in out[f]] for f in out}
-        x = whole_inputs(plan, 5)
-        bf, fp = sdpa_ref(x, plan.causal)
         r = {"s": time.time() - t, "world": plan.world, "sequences": len(plan.sequences), "kernel": infos[0]["kernel"],
-             "vs_sdpa_bf16": errs(got, bf), "vs_fp32": errs(got, fp), "sdpa_bf16_vs_fp32": errs(bf, fp)}
-        r["error_ratio"] = ratio(r["vs_fp32"], r["sdpa_bf16_vs_fp32"])
+             **errors_vs_sdpa(plan, d, infos)}
         r["pass"] = max(r["error_ratio"].values()) <= 1.2 or max(r["vs_sdpa_bf16"].values()) < 1e-2
         res["runs"][name] = r
         log("fuzz", name, json.dumps(r))
