@@ -31,7 +31,6 @@ import { type Progress, silentProgress } from '../report/progress.ts';
 import {
   addPlannerOptions,
   addProblemOptions,
-  boundedInt,
   intListOption,
   intOption,
   plannerOptionsFrom,
@@ -91,16 +90,22 @@ export interface CompareOptions {
  */
 export const MAX_BATCHES = 10000;
 
+/** FcpError `option.batches` unless `batches` is an integer from 1 to {@link MAX_BATCHES}. */
+function requireBatches(batches: number): number {
+  if (!Number.isInteger(batches) || batches < 1 || batches > MAX_BATCHES)
+    fail(
+      'option.batches',
+      `--batches must be an integer from 1 to ${MAX_BATCHES} (got ${batches})`,
+      'batches',
+    );
+  return batches;
+}
+
 /** Plans and simulates every combination; rows in (world, batch, strategy) order. */
 export function runCompare(o: CompareOptions): CompareRow[] {
   if (o.strategies.length === 0) fail('option.strategies', '--strategies lists no strategy', 'strategies');
   if (o.worlds.length === 0) fail('option.world', '--world lists no world size', 'world');
-  if (!Number.isInteger(o.batches) || o.batches < 1 || o.batches > MAX_BATCHES)
-    fail(
-      'option.batches',
-      `--batches must be an integer from 1 to ${MAX_BATCHES} (got ${o.batches})`,
-      'batches',
-    );
+  requireBatches(o.batches);
   const planners = o.strategies.map((s) => getPlanner(s));
   const progress = o.progress ?? silentProgress;
   const best = o.baselines === 'best';
@@ -275,7 +280,8 @@ export function register(program: Command): void {
     const worlds = intListOption(o.world, 'world');
     for (const w of worlds)
       if (w < 1) fail('option.world', `world sizes must be positive (got ${w})`, 'world');
-    const batches = boundedInt(o.batches, 'batches', 1, MAX_BATCHES);
+    // Before the progress weights, which allocate one entry per batch.
+    const batches = requireBatches(intOption(o.batches, 'batches'));
     const po = problemOptionsFrom({ ...o, world: worlds[0] ?? 1 });
     const problem: Record<string, unknown> = {};
     for (const k of ['qHeads', 'kvHeads', 'headDim', 'memoryTokens'] as const)
