@@ -4,9 +4,13 @@
  * layout) and mode (b) (loader layout, equal tokens per rank) against every baseline at its best
  * (`--baselines best`), per batch, cluster and network model, and the acceptance grid of issue 15 (16-4096 ranks). All numbers
  * are simulated.
- * Usage: npx tsx scripts/headline-tables.ts [docs/results] [--bounds]
+ * Usage: npx tsx scripts/headline-tables.ts [docs/results] [--bounds] [--peer-bounds]
  *   --bounds: each missed grid cell also shows `[no idle R, kernels R]`, the two bounds its label
  *   reads (the run's mean `no idle` MFU and mean kernel MFU over the strongest baseline's MFU).
+ *   --peer-bounds: after the grid, every met ratio checked against each baseline's own kernel MFU
+ *   (its tasks perfectly balanced with nothing exposed): how many of FCP's wins a peer that
+ *   re-balanced its work for free (e.g. MagiAttention's dynamic solver, which also moves Q and O)
+ *   could still take, and which.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -92,6 +96,7 @@ function layerTable(batch: string, setting: string): string | null {
 const cliArgs = process.argv.slice(2);
 const dir = cliArgs.find((a) => !a.startsWith('--')) ?? 'docs/results';
 const showBounds = cliArgs.includes('--bounds');
+const showPeerBounds = cliArgs.includes('--peer-bounds');
 /** One folder's compare.json, or null. */
 const readOne = (name: string): Compare | null => {
   const p = join(dir, name, 'compare.json');
@@ -327,6 +332,22 @@ const SETTING_NAME: Record<string, string> = {
 };
 
 /**
+ * The highest mean kernel MFU (`dir`) among the baselines at `w` in `best`, and whose: what the
+ * strongest peer would reach with its own tasks perfectly balanced and no communication exposed
+ * (src/executors/sim/index.ts, `kernelMfu`). [0, '-'] when no row records one.
+ */
+function peerKernels(best: Compare | null, w: number, dir: 'forward' | 'backward'): [number, string] {
+  let top: [number, string] = [0, '-'];
+  for (const s of BASELINES) {
+    const rows = best?.rows.filter((r) => r.strategy === s && r.world === w && r.kernelMfu) ?? [];
+    if (rows.length === 0) continue;
+    const k = rows.reduce((sum, r) => sum + r.kernelMfu![dir], 0) / rows.length;
+    if (k > top[0]) top = [k, s];
+  }
+  return top;
+}
+
+/**
  * The acceptance grid of issue 15: per batch x cluster x network x world, FCP mode (a) and (b)
  * over the strongest tuned baseline, forward and backward separately (the strongest baseline is
  * taken per direction), each ratio marked against its target. Missing runs print '-'.
@@ -344,6 +365,13 @@ function acceptanceGrid(): string {
   let aboveKernels = 0;
   let balanceBound = 0;
   let idleBound = 0;
+  // --peer-bounds: met ratios that also clear the target over every baseline's kernel MFU, and
+  // the lines of those that do not.
+  let peerSafe = 0;
+  const peerAtRisk: string[] = [];
+  // --peer-bounds: ratios whose FCP run's own kernel MFU is below the highest peer kernel MFU.
+  let kernelsBelow = 0;
+  let kernelsCompared = 0;
   // Ranges per batch, cluster and scale (fluid and contention together), for the summary table.
   const summary = new Map<string, number[][]>();
   for (const batch of ['longtail', 'magi', 'bimodal'])
@@ -425,6 +453,29 @@ function acceptanceGrid(): string {
         };
         const fa = get(a, 'fcp');
         const fb = get(b, 'fcp');
+        if (showPeerBounds) {
+          const checks: [number | undefined, number, 'forward' | 'backward', string][] = [
+            [fa?.mfuForward.mean, bf[0], 'forward', '(a) fwd'],
+            [fa?.mfuBackward.mean, bb[0], 'backward', '(a) bwd'],
+            [fb?.mfuForward.mean, bf[0], 'forward', '(b) fwd'],
+            [fb?.mfuBackward.mean, bb[0], 'backward', '(b) bwd'],
+          ];
+          for (const [x, ref, dir, col] of checks) {
+            if (x === undefined || ref <= 0) continue;
+            const [peer, who] = peerKernels(best, w, dir);
+            const own = boundsOf(col.startsWith('(a)') ? a : b, dir);
+            if (own !== undefined && peer > 0) {
+              kernelsCompared++;
+              if (own.kernels < peer) kernelsBelow++;
+            }
+            if (x / ref < t) continue;
+            if (x >= t * peer) peerSafe++;
+            else
+              peerAtRisk.push(
+                `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${col} | ${(x / ref).toFixed(3)}x | ${who} ${f(peer)} | ${(x / peer).toFixed(3)}x |`,
+              );
+          }
+        }
         const key = `${batch} | ${SETTING_NAME[setting]!.split(' ')[0]} | ${w <= 256 ? '16-256' : w}`;
         const cols = summary.get(key) ?? [[], [], [], []];
         const refs = [bf[0], bb[0], bf[0], bb[0]];
@@ -447,6 +498,15 @@ function acceptanceGrid(): string {
       `\`(miss, idle)\`: the other ${idleBound}, where that run's compute would meet the target and idle time (waits for transfers, exposed communication, tails) is what is short. ` +
       `Within ${NEAR}x of their target: ${nearMet} of the met and ${nearMiss} of the missed ratios. Two kernel tables of one GPU timed a minute apart moved FCP's ratio by a median of 0.005-0.012x and up to 0.05x on the 60 ratios measured (bench/calibration-sensitivity.ts, docs/results.md "Session 37"): verdicts that close could turn on a re-measured table.`,
   );
+  if (showPeerBounds)
+    lines.push(
+      '',
+      `Against a perfectly balanced peer (\`--peer-bounds\`): ${peerSafe} of the ${met} met ratios still meet their target over every baseline's kernel MFU (the MFU of that baseline's own tasks with perfect balance and nothing exposed, mean of the batches), so no re-balancing of the peers' work takes them. The other ${peerAtRisk.length} could be taken by a peer that balanced its work without cost. FCP's own kernel MFU is below the highest peer kernel MFU in ${kernelsBelow} of the ${kernelsCompared} ratios: its wins come from balance and hidden communication, not from faster kernels.`,
+      '',
+      '| batch | cluster, network | GPUs | ratio | met | highest peer kernel MFU | FCP / it |',
+      '|---|---|---:|---|---|---|---|',
+      ...peerAtRisk,
+    );
   const range = (xs: number[]): string => {
     if (xs.length === 0) return '-';
     const lo = Math.min(...xs).toFixed(2);
