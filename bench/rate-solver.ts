@@ -7,7 +7,8 @@
  * (docs/results/*: magi native, overlap 4, chunk 2048; bytescale sized and packed by work).
  *
  * Run: npx tsx bench/rate-solver.ts [--worlds 64] [--seeds 1] [--batch longtail] [--routing direct|pxn]
- *                                   [--network fluid|contention]
+ *                                   [--network fluid|contention] [--cluster hopper-ib|ratio-5920]
+ *                                   [--strategies 'fcp (a),fcp (b),magi,bytescale'] (names as printed)
  * (magi at 256 ranks takes 5-7 minutes with the exact solver.)
  */
 import { simulatePlan } from '../src/executors/sim/index.ts';
@@ -23,7 +24,8 @@ const seeds = argValue(argv, '--seeds', '1').split(',').map(Number);
 const batch = argValue(argv, '--batch', 'longtail');
 const routing = argValue(argv, '--routing', 'direct') as Routing;
 const network = argValue(argv, '--network', 'fluid') as NetworkModel;
-const cluster = resolveCluster('hopper-ib', { routing, network });
+const clusterName = argValue(argv, '--cluster', 'hopper-ib');
+const cluster = resolveCluster(clusterName, { routing, network });
 
 /** Name, strategy and options of each plan simulated. */
 const CONFIGS: readonly [string, string, PlannerOptions][] = [
@@ -41,9 +43,16 @@ const CONFIGS: readonly [string, string, PlannerOptions][] = [
   ],
 ];
 
+const only = argValue(argv, '--strategies', CONFIGS.map(([n]) => n).join(',')).split(',');
+for (const n of only)
+  if (!CONFIGS.some(([name]) => name === n)) {
+    console.error(`rate-solver: --strategies takes ${CONFIGS.map(([x]) => x).join(', ')} (got '${n}')`);
+    process.exit(2);
+  }
+
 const pct = (a: number, b: number): string => `${b >= a ? '+' : ''}${((b / a - 1) * 100).toFixed(2)}%`;
 console.log(
-  `rate solver, local -> exact: ${batch}, hopper-ib ${routing} ${network}, 32K tokens a rank (simulated MFU)`,
+  `rate solver, local -> exact: ${batch}, ${clusterName} ${routing} ${network}, 32K tokens a rank (simulated MFU)`,
 );
 console.log(
   'world  seed  strategy    forward                     backward                    local s  exact s',
@@ -52,6 +61,7 @@ for (const world of worlds)
   for (const seed of seeds) {
     const problem = resolveProblem({ batch, world, tokensPerRank: 32768, seed, cluster });
     for (const [name, strategy, options] of CONFIGS) {
+      if (!only.includes(name)) continue;
       const plan = getPlanner(strategy).plan(problem, options);
       const sim = (mode: 'local' | 'exact') => {
         const t = performance.now();
