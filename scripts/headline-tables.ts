@@ -348,6 +348,25 @@ function peerKernels(best: Compare | null, w: number, dir: 'forward' | 'backward
 }
 
 /**
+ * MagiAttention's mean MFU (`dir`) at `w` in `best` with its compute imbalance removed and nothing
+ * else changed: the busiest rank's compute excess over the mean (imbalance x mean compute; mean
+ * compute / makespan = MFU / kernel MFU) taken off the makespan, its communication and waits kept.
+ * What its dynamic solver (docs/baselines.md) could add at most by balance; it balances by moving
+ * Q and O as well, so it also adds bytes and runs one overlap stage (neither charged here). Only
+ * magi: the other peers have no such solver (theirs are modelled as they are). 0 without rows.
+ */
+function peerRebalanced(best: Compare | null, w: number, dir: 'forward' | 'backward'): number {
+  const rows = best?.rows.filter((r) => r.strategy === 'magi' && r.world === w && r.kernelMfu && r.imbalances) ?? [];
+  if (rows.length === 0) return 0;
+  const one = (r: Row): number => {
+    const mfu = dir === 'forward' ? r.mfuForward : r.mfuBackward;
+    const imb = dir === 'forward' ? r.imbalances!.computeForward : r.imbalances!.computeBackward;
+    return mfu / (1 - (imb * mfu) / r.kernelMfu![dir]);
+  };
+  return rows.reduce((sum, r) => sum + one(r), 0) / rows.length;
+}
+
+/**
  * The acceptance grid of issue 15: per batch x cluster x network x world, FCP mode (a) and (b)
  * over the strongest tuned baseline, forward and backward separately (the strongest baseline is
  * taken per direction), each ratio marked against its target. Missing runs print '-'.
@@ -369,6 +388,10 @@ function acceptanceGrid(): string {
   // the lines of those that do not.
   let peerSafe = 0;
   const peerAtRisk: string[] = [];
+  // --peer-bounds: met ratios that also clear the target over every baseline rebalanced
+  // (peerRebalanced), and the lines of those that do not.
+  let rebalancedSafe = 0;
+  const rebalancedAtRisk: string[] = [];
   // --peer-bounds: ratios whose FCP run's own kernel MFU is below the highest peer kernel MFU.
   let kernelsBelow = 0;
   let kernelsCompared = 0;
@@ -469,6 +492,13 @@ function acceptanceGrid(): string {
               if (own.kernels < peer) kernelsBelow++;
             }
             if (x / ref < t) continue;
+            // The strongest baseline as run, or magi rebalanced where that is stronger.
+            const even = Math.max(ref, peerRebalanced(best, w, dir));
+            if (x >= t * even) rebalancedSafe++;
+            else
+              rebalancedAtRisk.push(
+                `| ${batch} | ${SETTING_NAME[setting]} | ${label(batch, setting, w)} | ${col} | ${(x / ref).toFixed(3)}x | ${f(even)} | ${(x / even).toFixed(3)}x |`,
+              );
             if (x >= t * peer) peerSafe++;
             else
               peerAtRisk.push(
@@ -506,6 +536,12 @@ function acceptanceGrid(): string {
       '| batch | cluster, network | GPUs | ratio | met | highest peer kernel MFU | FCP / it |',
       '|---|---|---:|---|---|---|---|',
       ...peerAtRisk,
+      '',
+      `Against MagiAttention with its compute imbalance removed for free (its MFU with the busiest rank's compute excess over the mean taken off the makespan, its communication and waits kept; mean of the batches), where that beats the strongest baseline as run: ${rebalancedSafe} of the ${met} met ratios still meet their target. This is what its dynamic solver (docs/baselines.md) could add by balance at most; it balances by also moving Q and O, whose bytes and its single overlap stage are not charged here. The other ${rebalancedAtRisk.length}:`,
+      '',
+      '| batch | cluster, network | GPUs | ratio | met | strongest, magi rebalanced | FCP / it |',
+      '|---|---|---:|---|---|---|---|',
+      ...rebalancedAtRisk,
     );
   const range = (xs: number[]): string => {
     if (xs.length === 0) return '-';

@@ -48,8 +48,14 @@ test('without --peer-bounds the grid is printed without that section', () => {
 const fixtures = mkdtempSync(join(tmpdir(), 'headline-'));
 after(() => rmSync(fixtures, { recursive: true, force: true }));
 
-/** One folder's compare.json at 64 ranks: each strategy's MFU and kernel MFU, forward and backward. */
-const folder = (name: string, runs: Record<string, [number, number, number, number]>): void => {
+/**
+ * One folder's compare.json at 64 ranks: each strategy's MFU and kernel MFU, forward and backward,
+ * and optionally its compute imbalance, forward and backward.
+ */
+const folder = (
+  name: string,
+  runs: Record<string, [number, number, number, number, number?, number?]>,
+): void => {
   mkdirSync(join(fixtures, name));
   const entries = Object.entries(runs);
   const compare = {
@@ -61,10 +67,13 @@ const folder = (name: string, runs: Record<string, [number, number, number, numb
       mfuForward: { mean: f },
       mfuBackward: { mean: b },
     })),
-    rows: entries.map(([strategy, [f, b, kf, kb]]) => ({
+    rows: entries.map(([strategy, [f, b, kf, kb, imf, imb]]) => ({
       strategy,
       world: 64,
       config: {},
+      ...(imf !== undefined
+        ? { imbalances: { computeForward: imf, commForward: 0, computeBackward: imb ?? 0, commBackward: 0 } }
+        : {}),
       makespans: { forwardMs: 10, backwardMs: 25 },
       mfuForward: f,
       mfuBackward: b,
@@ -79,7 +88,12 @@ test('--peer-bounds: a met ratio is listed exactly when it misses the target ove
   // (bytescale's kernels are weaker). FCP (a): 0.58 forward (1.16x, met; 0.58 / 0.6 < 1.13:
   // listed), 0.52 backward (1.30x; 0.52 / 0.45 = 1.156: safe). FCP (b): 0.5 forward (a miss),
   // 0.46 backward (1.15x; 0.46 / 0.45: listed).
-  folder('best-longtail-fluid', { magi: [0.5, 0.4, 0.6, 0.45], bytescale: [0.3, 0.2, 0.55, 0.44] });
+  // magi's compute imbalance: 10% forward, none backward (bytescale's is not read: only magi has
+  // a solver that could rebalance, docs/baselines.md).
+  folder('best-longtail-fluid', {
+    magi: [0.5, 0.4, 0.6, 0.45, 0.1, 0],
+    bytescale: [0.3, 0.2, 0.55, 0.44, 2, 2],
+  });
   folder('fcp-longtail-fluid-a', { fcp: [0.58, 0.52, 0.59, 0.53] });
   folder('fcp-longtail-fluid-b', { fcp: [0.5, 0.46, 0.61, 0.47] });
   const out = tables(fixtures, '--peer-bounds');
@@ -92,4 +106,9 @@ test('--peer-bounds: a met ratio is listed exactly when it misses the target ove
   ]);
   // FCP's kernel MFU against the highest peer's: 0.59 < 0.6, 0.53 > 0.45, 0.61 > 0.6, 0.47 > 0.45.
   assert.match(out, /below the highest peer kernel MFU in 1 of the 4 ratios/);
+  // magi rebalanced: forward 0.5 / (1 - 0.1 x 0.5 / 0.6) = 0.5455, so FCP (a)'s 0.58 is 1.063x of it;
+  // backward unchanged (0.4): both backward ratios stay met.
+  assert.match(out, /balance at most[^\n]*\n/);
+  assert.match(out, /: 2 of the 3 met ratios still meet their target\. This is what its dynamic solver/);
+  assert.ok(out.includes('| longtail | hopper-ib fluid | 64 | (a) fwd | 1.160x | 0.545 | 1.063x |'));
 });
