@@ -395,6 +395,7 @@ function acceptanceGrid(): string {
   // --peer-bounds: ratios whose FCP run's own kernel MFU is below the highest peer kernel MFU.
   let kernelsBelow = 0;
   let kernelsCompared = 0;
+  const kernelRatios: number[] = [];
   // Ranges per batch, cluster and scale (fluid and contention together), for the summary table.
   const summary = new Map<string, number[][]>();
   for (const batch of ['longtail', 'magi', 'bimodal'])
@@ -489,6 +490,7 @@ function acceptanceGrid(): string {
             const own = boundsOf(col.startsWith('(a)') ? a : b, dir);
             if (own !== undefined && peer > 0) {
               kernelsCompared++;
+              kernelRatios.push(own.kernels / peer);
               if (own.kernels < peer) kernelsBelow++;
             }
             if (x / ref < t) continue;
@@ -528,10 +530,16 @@ function acceptanceGrid(): string {
       `\`(miss, idle)\`: the other ${idleBound}, where that run's compute would meet the target and idle time (waits for transfers, exposed communication, tails) is what is short. ` +
       `Within ${NEAR}x of their target: ${nearMet} of the met and ${nearMiss} of the missed ratios. Two kernel tables of one GPU timed a minute apart moved FCP's ratio by a median of 0.005-0.012x and up to 0.05x on the 60 ratios measured (bench/calibration-sensitivity.ts, docs/results.md "Session 37"): verdicts that close could turn on a re-measured table.`,
   );
+  /** `min-max (median m)` of ratios, three decimals. */
+  const spread = (xs: number[]): string => {
+    if (xs.length === 0) return '-';
+    const v = [...xs].sort((x, y) => x - y);
+    return `${v[0]!.toFixed(3)}-${v[v.length - 1]!.toFixed(3)} (median ${v[Math.floor(v.length / 2)]!.toFixed(3)})`;
+  };
   if (showPeerBounds)
     lines.push(
       '',
-      `Against a perfectly balanced peer (\`--peer-bounds\`): ${peerSafe} of the ${met} met ratios still meet their target over every baseline's kernel MFU (the MFU of that baseline's own tasks with perfect balance and nothing exposed, mean of the batches), so no re-balancing of the peers' work takes them. The other ${peerAtRisk.length} could be taken by a peer that balanced its work without cost. FCP's own kernel MFU is below the highest peer kernel MFU in ${kernelsBelow} of the ${kernelsCompared} ratios: its wins come from balance and hidden communication, not from faster kernels.`,
+      `Against a perfectly balanced peer (\`--peer-bounds\`): ${peerSafe} of the ${met} met ratios still meet their target over every baseline's kernel MFU (the MFU of that baseline's own tasks with perfect balance and nothing exposed, mean of the batches), so no re-balancing of the peers' work takes them. The other ${peerAtRisk.length} could be taken by a peer that balanced its work without cost. FCP's own kernel MFU is below the highest peer kernel MFU in ${kernelsBelow} of the ${kernelsCompared} ratios (FCP's over the peer's: ${spread(kernelRatios)}): its wins come from balance and hidden communication, not from faster kernels.`,
       '',
       '| batch | cluster, network | GPUs | ratio | met | highest peer kernel MFU | FCP / it |',
       '|---|---|---:|---|---|---|---|',
