@@ -70,6 +70,14 @@ export const LIMITS = {
     max: 16777216,
     why: 'every round of a plan is a step of the executors; more rounds than this is a broken file',
   },
+  pieceSize: {
+    max: 268435456,
+    why: 'a block, tile or chunk longer than the most tokens a batch may hold (totalTokens) cuts nothing; such a value is a typo',
+  },
+  steps: {
+    max: 1048576,
+    why: 'refinement and exchange loops stop once no step helps; more steps than this is a typo',
+  },
 } as const satisfies Record<string, Limit>;
 
 /** The name of a limit of {@link LIMITS}. */
@@ -136,9 +144,24 @@ const PIECE_OPTIONS = [
 ] as const;
 
 /**
- * The granularity issues of a set of planner options for `sequences` (see {@link granularityIssues}).
- * `strategy` limits the check to the options the strategy reads (`blockSize`, `tile`, `minTile`:
- * fcp; `chunkSize`: magi).
+ * Planner options that are token counts, with the strategy that reads each and the name users
+ * type (a flag, or the options key where the command line has none): bounded above by
+ * `pieceSize`, so that a typo such as `tile: 1e300` is an error instead of a plan made with it.
+ */
+const TOKEN_OPTIONS = [
+  ['blockSize', 'fcp', '--block-size'],
+  ['minBlockSize', 'fcp', 'minBlockSize'],
+  ['tile', 'fcp', '--tile'],
+  ['minTile', 'fcp', '--min-tile'],
+  ['chunkSize', 'magi', '--chunk-size'],
+  ['a2aSplitTokens', 'ring', 'a2aSplitTokens'],
+] as const;
+
+/**
+ * The size issues of a set of planner options for `sequences`: token counts above `pieceSize`
+ * (TOKEN_OPTIONS), else the granularity issues (see {@link granularityIssues}). `strategy` limits
+ * the checks to the options the strategy reads (`blockSize`, `minBlockSize`, `tile`, `minTile`:
+ * fcp; `chunkSize`: magi; `a2aSplitTokens`: ring).
  */
 export function plannerLimitIssues(
   strategy: string,
@@ -146,6 +169,13 @@ export function plannerLimitIssues(
   options: Readonly<Record<string, unknown>>,
 ): FcpIssue[] {
   const out: FcpIssue[] = [];
+  for (const [key, reader, name] of TOKEN_OPTIONS) {
+    const v = options[key];
+    if (reader !== strategy || typeof v !== 'number') continue;
+    const big = limitIssue('pieceSize', v, name, key);
+    if (big !== undefined) out.push(big);
+  }
+  if (out.length > 0) return out;
   for (const [key, flag] of PIECE_OPTIONS) {
     if (key === 'chunkSize' ? strategy !== 'magi' : strategy !== 'fcp') continue;
     const v = options[key];

@@ -111,6 +111,31 @@ test('limits are checked up front with limit.* codes (item 8)', () => {
   );
 });
 
+test('token counts and step counts of planner options are bounded above (session 40)', () => {
+  // These planned as usual before (a tile or chunk longer than the batch cuts nothing, and the
+  // step loops end once no step helps), so a typo such as 1e300 went unnoticed.
+  const p = resolveProblem({ world: 8, tokensPerRank: 1024 });
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['fcp', { tile: 1e300 }, 'limit.pieceSize'],
+    ['fcp', { minTile: 2 ** 29 }, 'limit.pieceSize'],
+    ['fcp', { minBlockSize: 1e300 }, 'limit.pieceSize'],
+    ['fcp', { blockSize: 2 ** 29 }, 'limit.pieceSize'],
+    ['fcp', { refineSteps: 1e300 }, 'limit.steps'],
+    ['fcp', { phaseSwaps: 2 ** 21 }, 'limit.steps'],
+    ['magi', { chunkSize: 1e300 }, 'limit.pieceSize'],
+    ['ring', { ringVariant: 'a2a+p2p', a2aDegree: 4, a2aSplitTokens: 1e300 }, 'limit.pieceSize'],
+  ];
+  for (const [s, o, code] of cases)
+    assert.equal(
+      codeOf(() => getPlanner(s).plan(p, o)),
+      code,
+      `${s} ${JSON.stringify(o)}`,
+    );
+  // At the bounds themselves they still plan.
+  assert.doesNotThrow(() => getPlanner('fcp').plan(p, { tile: 2 ** 28, phaseSwaps: 2 ** 20 }));
+  assert.doesNotThrow(() => getPlanner('magi').plan(p, { chunkSize: 2 ** 28 }));
+});
+
 test('serve validates requests like CLI options (items 4, 12)', () => {
   const code = (req: unknown): string =>
     JSON.parse(handleServeLine(JSON.stringify(req))!).error?.code ?? 'ok';

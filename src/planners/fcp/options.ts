@@ -4,6 +4,7 @@
  * `option.<name>` (every problem found is listed, not just the first).
  */
 import { FcpError, type FcpIssue, issue } from '../../core/issues.ts';
+import { limitIssue } from '../../core/limits.ts';
 import type { Calibration } from '../../cost/calibration.ts';
 import type { PlannerOptions } from '../types.ts';
 import { LOADER_SEARCHES, type LoaderSearch } from './loader-search.ts';
@@ -251,6 +252,15 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'phaseSwaps',
       ),
     );
+  // Upper bounds of the step counts (core/limits.ts `steps`): the loops end once no step helps, so
+  // `refineSteps: 1e300` planned as usual, and only a bound makes such a typo visible.
+  for (const [key, v] of [
+    ['refineSteps', refineSteps],
+    ['phaseSwaps', phaseSwaps],
+  ] as const) {
+    const many = typeof v === 'number' ? limitIssue('steps', v, key, key) : undefined;
+    if (many !== undefined) issues.push(many);
+  }
   const tile = o.tile ?? d.tile;
   if (!(Number.isInteger(tile) && tile >= 0))
     issues.push(
