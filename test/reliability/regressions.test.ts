@@ -132,7 +132,8 @@ test('token counts and step counts of planner options are bounded above (session
       `${s} ${JSON.stringify(o)}`,
     );
   // At the bounds themselves they still plan.
-  assert.doesNotThrow(() => getPlanner('fcp').plan(p, { tile: 2 ** 28, phaseSwaps: 2 ** 20 }));
+  const atBounds: Record<string, unknown> = { tile: 2 ** 28, phaseSwaps: 2 ** 20 };
+  assert.doesNotThrow(() => getPlanner('fcp').plan(p, atBounds));
   assert.doesNotThrow(() => getPlanner('magi').plan(p, { chunkSize: 2 ** 28 }));
 });
 
