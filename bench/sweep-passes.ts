@@ -1,10 +1,9 @@
 /**
  * What the baselines' sweep (`fcp compare --baselines best`, src/experiments/tune.ts) gains from
- * passing over its stages until a pass keeps nothing new, against one pass (the sweep before
- * session 40): per strategy, batch kind, world and cluster setting, both winners, their mean
- * simulated MFU over the batches (forward / backward) and the trials each screened. A baseline
- * whose winner changes was under-tuned by one pass, and the grid's folders made with it
- * (docs/results/run-headline.sh) understate it.
+ * passing over its stages until a pass keeps nothing new, against one pass (both time every trial
+ * on every batch, as the sweep has since session 40): per strategy, batch kind, world and cluster
+ * setting, both winners, their mean simulated MFU over the batches (forward / backward) and the
+ * trials each ran. A baseline whose winner changes is under-tuned by one pass.
  *
  * Run: npx tsx bench/sweep-passes.ts [--strategies magi,bytescale,wlb] [--batches longtail,magi,bimodal]
  *        [--worlds 16,32,64,128,256] [--cluster hopper-ib] [--network fluid|contention]

@@ -6,12 +6,11 @@
  * configuration per (generator, world), not one per batch: a user tunes for a workload and a
  * scale, not for each step.
  *
- * The sweep is a coordinate search, screened on the first batch: start from the default
+ * The sweep is a coordinate search on the total over the batches: start from the default
  * configuration, then for each stage try every value of that stage's knobs on top of the best so
- * far, keeping the best, and pass over the stages again until a whole pass keeps nothing new (at
- * most {@link MAX_PASSES}; configurations already screened are not simulated again); then the
- * winner and the default run on every batch and the one with the smaller total is kept. One pass
- * missed interactions: MagiAttention under PXN routing at 256 ranks (`magi` batch, seed 1) kept
+ * far (each on every batch), keeping the best, and pass over the stages again until a whole pass
+ * keeps nothing new (at most {@link MAX_PASSES}; configurations already tried are not simulated
+ * again). One pass missed interactions: MagiAttention under PXN routing at 256 ranks (`magi` batch, seed 1) kept
  * the a2av backend, screened at the default overlap and chunk, where the native backend with the
  * overlap and chunk found later runs the forward at 0.439 MFU against 0.362 (session 40,
  * bench/sweep-passes.ts). Stages, in order (see docs/baselines.md "Tuning"):
@@ -145,7 +144,7 @@ export function sweepStages(strategy: string, p: Problem, a2aDegree?: number): C
  */
 export const MAX_PASSES = 4;
 
-/** One configuration screened, with its simulated time on the first batch. */
+/** One configuration tried, with its simulated time summed over the batches. */
 export interface Trial {
   config: Config;
   totalMs: number;
@@ -172,8 +171,8 @@ const keyOf = (c: Config): string =>
  * sweep sets override them). `a2aDegree` restricts the ring's a2a candidates to that degree.
  * `candidates`, when given, replaces the sweep's stages by one stage of these configurations
  * (`fcp compare --sweep-from`: at 4096 ranks each baseline's own winners at 1024,
- * docs/baselines.md "At 1024 ranks and more"); the default is still screened and still run on
- * every batch against the screen's winner.
+ * docs/baselines.md "At 1024 ranks and more"); the default is still tried. `passes` bounds the
+ * passes over the stages (one: the sweep before session 40, for bench/sweep-passes.ts).
  */
 export function tuneStrategy(
   planner: Planner,
@@ -187,39 +186,45 @@ export function tuneStrategy(
 ): TuneResult {
   const p0 = problems[0];
   if (!p0) return fail('option.batches', 'nothing to tune: no batch', 'batches');
-  // Screening on the first batch, then the screen's winner and the default on every batch: the
-  // sweep costs (trials + 2 (B - 1)) simulations instead of trials x B, and the reported choice is
-  // still the better of the two by total time (never worse than the default).
+  // Every trial runs on every batch, so the search climbs the objective it reports (the total over
+  // the batches). It used to screen on the first batch only and run the screen's winner and the
+  // default on the others: one batch ranks near ties by chance, and with the passes below the
+  // screen's winner for magi at 32 ranks (longtail, PXN, seeds 1-3) was 0.013 forward MFU below a
+  // configuration it had screened 7th (session 40, bench/sweep-passes.ts).
   const screen = new Map<string, number>();
   const trials: Trial[] = [];
   const time = (r: SimResult) => r.forward.makespanMs + r.backward.makespanMs;
-  // The first batch's plan and result of the default and of the best so far, kept so that `all`
-  // does not plan and simulate them again (planning and simulation are deterministic; only the
-  // validation, skipped while screening, is still owed). At 1024 ranks one wlb plan (it plans and
-  // simulates a TE p2p ring candidate) is minutes on the shared machine.
-  const kept = new Map<string, { plan: Plan; result: SimResult }>();
-  let lastRun: { plan: Plan; result: SimResult } | undefined;
-  const first = (config: Config): number | undefined => {
+  // The plans and results of the default and of the best so far, kept so that the result needs no
+  // second run (planning and simulation are deterministic; only the validation, skipped while
+  // screening, is still owed). At 1024 ranks one wlb plan (it plans and simulates a TE p2p ring
+  // candidate) is minutes on the shared machine.
+  type Run = { plans: Plan[]; results: SimResult[]; totalMs: number };
+  const kept = new Map<string, Run>();
+  let lastRun: Run | undefined;
+  /** Plans and simulates `config` on every batch without validation. */
+  const runAll = (config: Config, validate: boolean): Run => {
+    const plans = problems.map((p) => planner.plan(p, { ...base, ...config }));
+    const results = plans.map((plan) => simulatePlan(plan, { ...sim, skipValidation: !validate }));
+    return { plans, results, totalMs: results.reduce((x, r) => x + time(r), 0) };
+  };
+  const trial = (config: Config): number | undefined => {
     const key = keyOf(config);
     const hit = screen.get(key);
     lastRun = undefined;
     if (hit !== undefined) return hit;
-    let ms: number;
     try {
       // Screening skips the validator: at 1024 ranks validation (with its plan report) was 52%
       // of a trial's time (profiled: 71 s of 136 s for one ring plan). The planners are ours and
-      // the configuration that wins is validated on every batch by `all` below, so no result
-      // reported comes from an unvalidated plan.
-      const plan = planner.plan(p0, { ...base, ...config });
-      const result = simulatePlan(plan, { ...sim, skipValidation: true });
-      ms = time(result);
-      lastRun = { plan, result };
+      // the configuration that wins is validated on every batch below, so no result reported
+      // comes from an unvalidated plan.
+      lastRun = runAll(config, false);
     } catch (err) {
       // A configuration the planner refuses for this batch (e.g. a degree that does not fit)
       // is skipped, like a user's failed launch; anything else is a bug.
       if (err instanceof FcpError && err.code.startsWith('option.')) return undefined;
       throw err;
     }
+    const ms = lastRun.totalMs;
     screen.set(key, ms);
     const t = { config, totalMs: ms };
     trials.push(t);
@@ -228,7 +233,7 @@ export function tuneStrategy(
   };
   const dflt = defaultConfig(planner.name, p0);
   let best: Config = dflt;
-  let bestMs = first(dflt) ?? Number.POSITIVE_INFINITY;
+  let bestMs = trial(dflt) ?? Number.POSITIVE_INFINITY;
   const dfltKey = keyOf(dflt);
   if (lastRun) kept.set(dfltKey, lastRun);
   const stages = candidates ? [candidates] : sweepStages(planner.name, p0, a2aDegree);
@@ -237,7 +242,8 @@ export function tuneStrategy(
     for (const stage of stages)
       for (const knob of stage) {
         const c = { ...best, ...knob };
-        const ms = first(c);
+        const ms = trial(c);
+        // Strictly less: on a tie the earlier configuration (the default first) stays.
         if (ms !== undefined && ms < bestMs) {
           // Keep only the default's and the current best's runs (a plan at scale is large).
           if (keyOf(best) !== dfltKey) kept.delete(keyOf(best));
@@ -249,21 +255,8 @@ export function tuneStrategy(
     // A pass that kept nothing new is a fixed point: the next one would only re-read the screen.
     if (keyOf(best) === before) break;
   }
-  const all = (config: Config) => {
-    const k = kept.get(keyOf(config));
-    const results = problems.map((p, i) => {
-      if (i === 0 && k) {
-        if (!sim.skipValidation) requireValidPlan(k.plan);
-        return k.result;
-      }
-      return simulatePlan(planner.plan(p, { ...base, ...config }), sim);
-    });
-    return { results, totalMs: results.reduce((x, r) => x + time(r), 0) };
-  };
-  const winner = all(best);
-  if (keyOf(best) !== keyOf(dflt) && problems.length > 1) {
-    const d = all(dflt);
-    if (d.totalMs <= winner.totalMs) return { config: dflt, results: d.results, totalMs: d.totalMs, trials };
-  }
-  return { config: best, results: winner.results, totalMs: winner.totalMs, trials };
+  // The default refused by the planner and nothing better: run it validated, which throws.
+  const won = kept.get(keyOf(best)) ?? runAll(best, true);
+  if (!sim.skipValidation) for (const plan of won.plans) requireValidPlan(plan);
+  return { config: best, results: won.results, totalMs: won.totalMs, trials };
 }
