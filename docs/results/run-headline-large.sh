@@ -8,8 +8,9 @@
 # folder's wall time). With wlb (B=bytescale,wlb,magi) the same pair spent more than 18 min in
 # wlb alone before it was stopped; one ring p2p plan at 1024 took 17-104 s to plan and 100-150 s
 # to validate and simulate. 4096 ranks: see below.
-# The sweep itself screens on the first batch and reruns only the winner and the default on all
-# batches (src/experiments/tune.ts), so --batches 3 costs trials + 4 simulations (the first batch's runs of the winner and the default are reused).
+# Since session 40 the sweep runs every trial on every batch and passes over its stages until
+# nothing changes (src/experiments/tune.ts), about 2.5x the cost measured above, which screened on
+# the first batch; the 1024- and 4096-rank folders were made with that older sweep.
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
 # (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
 # and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per

@@ -190,7 +190,7 @@ export function tuneStrategy(
   // the batches). It used to screen on the first batch only and run the screen's winner and the
   // default on the others: one batch ranks near ties by chance, and with the passes below the
   // screen's winner for magi at 32 ranks (longtail, PXN, seeds 1-3) was 0.013 forward MFU below a
-  // configuration it had screened 7th (session 40, bench/sweep-passes.ts).
+  // configuration the first batch ranked below six others (session 40, bench/sweep-passes.ts).
   const screen = new Map<string, number>();
   const trials: Trial[] = [];
   const time = (r: SimResult) => r.forward.makespanMs + r.backward.makespanMs;
