@@ -135,51 +135,39 @@ export function granularityIssues(
   return out;
 }
 
-/** Planner options whose value sets a piece size, with the option users type. */
-const PIECE_OPTIONS = [
-  ['blockSize', 'block-size'],
-  ['tile', 'tile'],
-  ['minTile', 'min-tile'],
-  ['chunkSize', 'chunk-size'],
-] as const;
-
 /**
- * Planner options that are token counts, with the strategy that reads each and the name users
- * type (a flag, or the options key where the command line has none): bounded above by
+ * Planner options that are token counts: the strategy that reads each, its flag (null where the
+ * command line has none; the options key is named then) and whether it sets the size of the pieces
+ * a batch is cut into (`cuts`: the granularity limits apply). Every one is bounded above by
  * `pieceSize`, so that a typo such as `tile: 1e300` is an error instead of a plan made with it.
  */
 const TOKEN_OPTIONS = [
-  ['blockSize', 'fcp', '--block-size'],
-  ['minBlockSize', 'fcp', 'minBlockSize'],
-  ['tile', 'fcp', '--tile'],
-  ['minTile', 'fcp', '--min-tile'],
-  ['chunkSize', 'magi', '--chunk-size'],
-  ['a2aSplitTokens', 'ring', 'a2aSplitTokens'],
+  { key: 'blockSize', strategy: 'fcp', flag: 'block-size', cuts: true },
+  { key: 'minBlockSize', strategy: 'fcp', flag: null, cuts: false },
+  { key: 'tile', strategy: 'fcp', flag: 'tile', cuts: true },
+  { key: 'minTile', strategy: 'fcp', flag: 'min-tile', cuts: true },
+  { key: 'chunkSize', strategy: 'magi', flag: 'chunk-size', cuts: true },
+  { key: 'a2aSplitTokens', strategy: 'ring', flag: null, cuts: false },
 ] as const;
 
 /**
- * The size issues of a set of planner options for `sequences`: token counts above `pieceSize`
- * (TOKEN_OPTIONS), else the granularity issues (see {@link granularityIssues}). `strategy` limits
- * the checks to the options the strategy reads (`blockSize`, `minBlockSize`, `tile`, `minTile`:
- * fcp; `chunkSize`: magi; `a2aSplitTokens`: ring).
+ * The size issues of a set of planner options for `sequences`: token counts above `pieceSize`,
+ * else the granularity issues of the piece sizes (see {@link granularityIssues}). `strategy`
+ * limits the checks to the options the strategy reads (TOKEN_OPTIONS).
  */
 export function plannerLimitIssues(
   strategy: string,
   sequences: ArrayLike<number>,
   options: Readonly<Record<string, unknown>>,
 ): FcpIssue[] {
+  const mine = TOKEN_OPTIONS.filter((t) => t.strategy === strategy && typeof options[t.key] === 'number');
   const out: FcpIssue[] = [];
-  for (const [key, reader, name] of TOKEN_OPTIONS) {
-    const v = options[key];
-    if (reader !== strategy || typeof v !== 'number') continue;
-    const big = limitIssue('pieceSize', v, name, key);
+  for (const { key, flag } of mine) {
+    const big = limitIssue('pieceSize', options[key] as number, flag === null ? key : `--${flag}`, key);
     if (big !== undefined) out.push(big);
   }
   if (out.length > 0) return out;
-  for (const [key, flag] of PIECE_OPTIONS) {
-    if (key === 'chunkSize' ? strategy !== 'magi' : strategy !== 'fcp') continue;
-    const v = options[key];
-    if (typeof v === 'number') out.push(...granularityIssues(sequences, v, flag, key));
-  }
+  for (const { key, flag, cuts } of mine)
+    if (cuts) out.push(...granularityIssues(sequences, options[key] as number, flag, key));
   return out;
 }
