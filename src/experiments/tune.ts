@@ -194,12 +194,12 @@ export function tuneStrategy(
   const screen = new Map<string, number>();
   const trials: Trial[] = [];
   const time = (r: SimResult) => r.forward.makespanMs + r.backward.makespanMs;
-  // The plans and results of the default and of the best so far, kept so that the result needs no
+  // The plans and results of the best so far (the default first), kept so that the result needs no
   // second run (planning and simulation are deterministic; only the validation, skipped while
   // screening, is still owed). At 1024 ranks one wlb plan (it plans and simulates a TE p2p ring
   // candidate) is minutes on the shared machine.
   type Run = { plans: Plan[]; results: SimResult[]; totalMs: number };
-  const kept = new Map<string, Run>();
+  let won: Run | undefined;
   let lastRun: Run | undefined;
   /** Plans and simulates `config` on every batch without validation. */
   const runAll = (config: Config, validate: boolean): Run => {
@@ -234,8 +234,7 @@ export function tuneStrategy(
   const dflt = defaultConfig(planner.name, p0);
   let best: Config = dflt;
   let bestMs = trial(dflt) ?? Number.POSITIVE_INFINITY;
-  const dfltKey = keyOf(dflt);
-  if (lastRun) kept.set(dfltKey, lastRun);
+  won = lastRun;
   const stages = candidates ? [candidates] : sweepStages(planner.name, p0, a2aDegree);
   for (let pass = 0; pass < passes; pass++) {
     const before = keyOf(best);
@@ -245,18 +244,18 @@ export function tuneStrategy(
         const ms = trial(c);
         // Strictly less: on a tie the earlier configuration (the default first) stays.
         if (ms !== undefined && ms < bestMs) {
-          // Keep only the default's and the current best's runs (a plan at scale is large).
-          if (keyOf(best) !== dfltKey) kept.delete(keyOf(best));
           best = c;
           bestMs = ms;
-          if (lastRun) kept.set(keyOf(c), lastRun);
+          // A trial better than the best is never a repeat (its time would have been kept), so
+          // it just ran: only the best's run is held (a plan at scale is large).
+          won = lastRun;
         }
       }
     // A pass that kept nothing new is a fixed point: the next one would only re-read the screen.
     if (keyOf(best) === before) break;
   }
   // The default refused by the planner and nothing better: run it validated, which throws.
-  const won = kept.get(keyOf(best)) ?? runAll(best, true);
-  if (!sim.skipValidation) for (const plan of won.plans) requireValidPlan(plan);
-  return { config: best, results: won.results, totalMs: won.totalMs, trials };
+  const run = won ?? runAll(best, true);
+  if (!sim.skipValidation) for (const plan of run.plans) requireValidPlan(plan);
+  return { config: best, results: run.results, totalMs: run.totalMs, trials };
 }
