@@ -41,10 +41,21 @@ function shown(value: unknown, raw: string | undefined): string {
   return s.length > 40 ? `${s.slice(0, 24)}... (${s.length} characters)` : s;
 }
 
+/**
+ * One length as read: its value, its 1-based line of the file or (`element`) position in a JSON
+ * array, and its text where the format keeps it.
+ */
+export interface BatchValue {
+  value: unknown;
+  line: number;
+  raw?: string;
+  element?: boolean;
+}
+
 /** Parses batch text in any of the three formats. */
 export function parseBatchText(text: string, path = '<batch>'): Int32Array {
   const trimmed = text.trim();
-  const values: { value: unknown; line: number; raw?: string; element?: boolean }[] = [];
+  const values: BatchValue[] = [];
   if (trimmed.startsWith('[')) {
     let arr: unknown;
     try {
@@ -89,10 +100,7 @@ export function parseBatchText(text: string, path = '<batch>'): Int32Array {
 }
 
 /** Checks that lengths are positive integers; reports each bad one by line (at most 10). */
-export function checkLengths(
-  values: readonly { value: unknown; line: number; raw?: string; element?: boolean }[],
-  path: string,
-): Int32Array {
+export function checkLengths(values: readonly BatchValue[], path: string): Int32Array {
   const issues: FcpIssue[] = [];
   const out = new Int32Array(values.length);
   values.forEach(({ value, line, raw, element }, i) => {
