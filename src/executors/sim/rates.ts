@@ -47,12 +47,18 @@ export class RateSolver {
   private readonly resStamp: Int32Array;
   private readonly flowStamp: Int32Array;
   private stamp = 0;
-  private readonly residual: Float64Array;
-  private readonly count: Int32Array;
+  /** Per local resource of a solve: the capacity left to the set, and the set's unfrozen flows. */
+  private readonly lResidual: Float64Array;
+  private readonly lCount: Int32Array;
+  /** Per flow t of a solve: its resources' local ids, tRes[tOff[t]..tOff[t+1]). */
+  private readonly tOff: Int32Array;
+  private readonly tRes: Int32Array;
   /** Sum of the rates of the active flows on each resource. */
   private readonly used: Float64Array;
   /** Index of a resource in the current neighbourhood's resource list. */
   private readonly local: Int32Array;
+  /** Key of each local resource's live heap entry while filling (at most its share). */
+  private readonly keyOf: Float64Array;
   private csrOff: Int32Array = new Int32Array(256);
   private csr: Int32Array = new Int32Array(256);
   private fill: Int32Array = new Int32Array(256);
@@ -84,10 +90,13 @@ export class RateSolver {
     this.slotPos = new Int32Array(flowRes.length);
     this.resStamp = new Int32Array(nRes);
     this.flowStamp = new Int32Array(nFlows);
-    this.residual = new Float64Array(nRes);
-    this.count = new Int32Array(nRes);
+    this.lResidual = new Float64Array(nRes);
+    this.lCount = new Int32Array(nRes);
+    this.tOff = new Int32Array(nFlows + 1);
+    this.tRes = new Int32Array(flowRes.length);
     this.used = new Float64Array(nRes);
     this.local = new Int32Array(nRes);
+    this.keyOf = new Float64Array(nRes);
     this.frozen = new Uint8Array(nFlows);
     this.newRate = new Float64Array(nFlows);
     const exact = options.mode === 'exact';
@@ -153,20 +162,32 @@ export class RateSolver {
    */
   solve(dirty: readonly number[]): void {
     const stamp = ++this.stamp;
-    const { onRes, flowResOff: off, flowRes: res, resStamp, flowStamp } = this;
+    const { onRes, flowResOff: off, flowRes: res, resStamp, flowStamp, rate } = this;
     const touched = this.touched;
     const resList = this.resList;
     const budget = this.budget;
+    // Everything past the collection works on dense local ids: resource i of the neighbourhood
+    // (resList[i]) and flow t of the set (touched[t]), whose resources are tRes[tOff[t]..tOff[t+1]).
+    // The collection is the only pass over the global arrays, which at 1024 ranks hold hundreds of
+    // thousands of flows and miss the cache on nearly every read.
+    const { local, lCount, lResidual, tOff, tRes } = this;
+    let tLen = 0;
     touched.length = 0;
     resList.length = 0;
+    const stampRes = (r: number): void => {
+      resStamp[r] = stamp;
+      local[r] = resList.length;
+      lCount[resList.length] = 0;
+      lResidual[resList.length] = 0; // the set's current use until turned into the residual below
+      resList.push(r);
+    };
     // Collect flows level by level.
     let frontier = this.frontA;
     let next = this.frontB;
     frontier.length = 0;
     for (const r of dirty)
       if (resStamp[r] !== stamp) {
-        resStamp[r] = stamp;
-        resList.push(r);
+        stampRes(r);
         frontier.push(r);
       }
     for (
@@ -180,14 +201,19 @@ export class RateSolver {
         for (const f of onRes[r]!) {
           if (flowStamp[f] === stamp) continue;
           flowStamp[f] = stamp;
+          tOff[touched.length] = tLen;
           touched.push(f);
+          const fr = rate[f]!;
           for (let k = off[f]!; k < off[f + 1]!; k++) {
             const r2 = res[k]!;
             if (resStamp[r2] !== stamp) {
-              resStamp[r2] = stamp;
-              resList.push(r2);
+              stampRes(r2);
               if (expand) next.push(r2);
             }
+            const i = local[r2]!;
+            tRes[tLen++] = i;
+            lCount[i]!++;
+            lResidual[i]! += fr;
           }
           // The first level is always complete: a new flow must get a rate.
           if (level > 0 && touched.length >= budget) break outer;
@@ -197,72 +223,82 @@ export class RateSolver {
       frontier = next;
       next = swap;
     }
-    if (touched.length === 0) return;
+    const T = touched.length;
+    if (T === 0) return;
+    tOff[T] = tLen;
     // Per resource of the neighbourhood: the set's flows (CSR) and the capacity other flows leave.
-    const residual = this.residual;
-    const count = this.count;
-    const local = this.local;
-    const rate = this.rate;
-    for (let i = 0; i < resList.length; i++) {
-      const r = resList[i]!;
-      local[r] = i;
-      count[r] = 0;
-      residual[r] = 0; // holds the set's current use until turned into the residual below
-    }
-    for (const f of touched)
-      for (let k = off[f]!; k < off[f + 1]!; k++) {
-        const r = res[k]!;
-        count[r]!++;
-        residual[r]! += rate[f]!;
-      }
-    if (this.csrOff.length < resList.length + 1) this.csrOff = new Int32Array(2 * resList.length + 2);
+    const nLocal = resList.length;
+    if (this.csrOff.length < nLocal + 1) this.csrOff = new Int32Array(2 * nLocal + 2);
     const csrOff = this.csrOff;
     csrOff[0] = 0;
-    for (let i = 0; i < resList.length; i++) {
+    for (let i = 0; i < nLocal; i++) {
       const r = resList[i]!;
-      csrOff[i + 1] = csrOff[i]! + count[r]!;
-      residual[r] = Math.max(0, this.capacityOf(r) - (this.used[r]! - residual[r]!));
+      csrOff[i + 1] = csrOff[i]! + lCount[i]!;
+      lResidual[i] = Math.max(0, this.capacityOf(r) - (this.used[r]! - lResidual[i]!));
     }
-    const slots = csrOff[resList.length]!;
-    if (this.csr.length < slots) this.csr = new Int32Array(2 * slots);
+    if (this.csr.length < tLen) this.csr = new Int32Array(2 * tLen);
     const csr = this.csr;
-    if (this.fill.length < resList.length) this.fill = new Int32Array(2 * resList.length);
+    if (this.fill.length < nLocal) this.fill = new Int32Array(2 * nLocal);
     const fill = this.fill;
-    for (let i = 0; i < resList.length; i++) fill[i] = csrOff[i]!;
-    for (const f of touched)
-      for (let k = off[f]!; k < off[f + 1]!; k++) {
-        const i = local[res[k]!]!;
-        csr[fill[i]!] = f;
+    for (let i = 0; i < nLocal; i++) fill[i] = csrOff[i]!;
+    for (let t = 0; t < T; t++)
+      for (let j = tOff[t]!; j < tOff[t + 1]!; j++) {
+        const i = tRes[j]!;
+        csr[fill[i]!] = t;
         fill[i]!++;
       }
-    // Progressive filling: saturate the resource with the smallest fair share first.
+    // Progressive filling: saturate the resource with the least fair share first (ties: the lower
+    // resource id). Freezing the flows of the resource with the least share s leaves every other
+    // resource a share of (residual - s) / (count - 1) >= residual / count, so shares only rise (up
+    // to rounding): a resource keeps one heap entry whose key may lag below its share, and a popped
+    // entry whose key is not the share is pushed again with it. Only a share that falls below its
+    // key (by rounding) is pushed at once, so the entries popped in (share, id) order are exactly
+    // those an eager heap (one push per change) pops; the rates are bit-identical to it, at a push
+    // per resource instead of one per flow and resource (bench/sim-hashes.ts; session 41).
     this.heapN = 0;
-    for (const r of resList) if (count[r]! > 0) this.heapPush(residual[r]! / count[r]!, r);
+    const keyOf = this.keyOf;
+    for (let i = 0; i < nLocal; i++)
+      if (lCount[i]! > 0) {
+        const s = lResidual[i]! / lCount[i]!;
+        keyOf[i] = s;
+        this.heapPush(s, resList[i]!);
+      }
     const frozen = this.frozen;
-    for (const f of touched) frozen[f] = 0;
-    let left = touched.length;
+    frozen.fill(0, 0, T);
+    let left = T;
     while (left > 0 && this.heapN > 0) {
-      const share = this.heapS[0]!;
-      const r = this.heapR[0]!;
+      const key = this.heapS[0]!;
+      const i = local[this.heapR[0]!]!;
       this.heapPop();
-      if (count[r] === 0 || residual[r]! / count[r]! !== share) continue; // stale
+      if (lCount[i] === 0 || key !== keyOf[i]) continue; // done, or superseded by a lower entry
+      const share = lResidual[i]! / lCount[i]!;
+      if (share !== key) {
+        keyOf[i] = share;
+        this.heapPush(share, resList[i]!);
+        continue;
+      }
       const s = Math.max(0, share);
-      const i = local[r]!;
       for (let q = csrOff[i]!; q < csrOff[i + 1]!; q++) {
-        const f = csr[q]!;
-        if (frozen[f]) continue;
-        frozen[f] = 1;
+        const t = csr[q]!;
+        if (frozen[t]) continue;
+        frozen[t] = 1;
         left--;
-        this.newRate[f] = s;
-        for (let k = off[f]!; k < off[f + 1]!; k++) {
-          const r2 = res[k]!;
-          if (r2 === r) continue;
-          residual[r2] = Math.max(0, residual[r2]! - s);
-          count[r2]!--;
-          if (count[r2]! > 0) this.heapPush(residual[r2]! / count[r2]!, r2);
+        this.newRate[touched[t]!] = s;
+        for (let j = tOff[t]!; j < tOff[t + 1]!; j++) {
+          const i2 = tRes[j]!;
+          if (i2 === i) continue;
+          lResidual[i2] = Math.max(0, lResidual[i2]! - s);
+          const c2 = --lCount[i2]!;
+          if (c2 > 0) {
+            const s2 = lResidual[i2]! / c2;
+            if (s2 < keyOf[i2]!) {
+              keyOf[i2] = s2;
+              this.heapPush(s2, resList[i2]!);
+            }
+          }
         }
       }
-      count[r] = 0;
+      lCount[i] = 0;
     }
   }
 
