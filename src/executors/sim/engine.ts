@@ -204,12 +204,14 @@ export function runPhase(
     if (dirty.length === 0) continue;
     solver.solve(dirty);
     rateSolves++;
-    for (const f of solver.touched) {
+    const touched = solver.touched;
+    for (let k = 0; k < touched.length; k++) {
+      const f = touched[k]!;
       const nr = solver.newRate[f]!;
       if (nr === rate[f]) continue;
       remaining[f] = Math.max(0, remaining[f]! - rate[f]! * (t - last[f]!));
       last[f] = t;
-      solver.setRate(f, nr);
+      solver.setTouchedRate(k, nr);
       if (nr > 0) ends.set(f, t + remaining[f]! / nr);
       else if (remaining[f]! <= 0) ends.set(f, t);
       else ends.remove(f);

@@ -157,6 +157,23 @@ export class RateSolver {
   }
 
   /**
+   * {@link setRate} for flow `t` of the last {@link solve}'s {@link touched} list: the same update
+   * in the same order, read from the solve's local ids instead of the global flow arrays (at 1024
+   * ranks those reads miss the cache).
+   */
+  setTouchedRate(t: number, r: number): void {
+    const f = this.touched[t]!;
+    const d = r - this.rate[f]!;
+    this.rate[f] = r;
+    if (d === 0) return;
+    const { tOff, tRes, resList, used, onRes } = this;
+    for (let j = tOff[t]!; j < tOff[t + 1]!; j++) {
+      const x = resList[tRes[j]!]!;
+      used[x] = onRes[x]!.length === 0 ? 0 : used[x]! + d;
+    }
+  }
+
+  /**
    * Water-fills the neighbourhood of the `dirty` resources. Results: {@link touched} flows and their
    * {@link newRate}s (bytes/ms). Flows outside keep their current `rate`.
    */
