@@ -47,8 +47,16 @@ for batch in longtail magi bimodal; do
       # SWEEP_FROM=large- (run-headline-large.sh at 4096 ranks): each baseline's sweep screens only
       # its default and its own winner in large-best-<batch>-<setting> (1024 ranks, same batch and
       # setting; docs/baselines.md "At 1024 ranks and more").
+      # The folder's own earlier winners join them (`--sweep-from A,B`), so that a narrowed sweep
+      # never drops a configuration that won there before: with a new direct-routing winner, the PXN
+      # run would otherwise no longer screen the configuration its last run kept (session 41).
       sweep=()
-      if [ -n "${SWEEP_FROM:-}" ]; then sweep=(--sweep-from $R/${SWEEP_FROM}best-$batch-$setting/compare.json); fi
+      if [ -n "${SWEEP_FROM:-}" ]; then
+        from=$R/${SWEEP_FROM}best-$batch-$setting/compare.json
+        prev=$R/${P}best-$batch-$setting$SUFFIX/compare.json
+        if [ -f "$prev" ] && [ "$prev" != "$from" ]; then from=$from,$prev; fi
+        sweep=(--sweep-from "$from")
+      fi
       run ${P}best-$batch-$setting --strategies $B --baselines best "${sweep[@]}" "${opts[@]}" --world $W --batch $batch --batches 3
     fi
     if [ "$PART" != baselines ]; then

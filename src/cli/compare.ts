@@ -259,8 +259,8 @@ export function register(program: Command): void {
       'ring a2a+p2p: the a2a degree the sweep tries (must divide the world and the heads)',
     )
     .option(
-      '--sweep-from <compare.json>',
-      "with --baselines best: each baseline's sweep screens only its default and its winners in that earlier run (same batch and setting; docs/baselines.md)",
+      '--sweep-from <compare.json[,compare.json...]>',
+      "with --baselines best: each baseline's sweep screens only its default and its winners in those earlier runs (same batch and setting; docs/baselines.md)",
     );
   addOutputOptions(cmd, {
     json: 'compare.json (the summary and every row; simulated)',
@@ -300,21 +300,28 @@ export function register(program: Command): void {
     let sweepFrom: Record<string, PlannerOptions[]> | undefined;
     if (o.sweepFrom !== undefined) {
       if (baselines !== 'best') fail('option.sweepFrom', '--sweep-from needs --baselines best', 'sweepFrom');
-      let text: string;
-      try {
-        text = readFileSync(String(o.sweepFrom), 'utf8');
-      } catch (e) {
-        return fail(
-          'option.sweepFrom',
-          `--sweep-from: cannot read ${String(o.sweepFrom)} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
-          'sweepFrom',
-        );
+      sweepFrom = {};
+      // Several files (comma-separated): the union of their winners, in the order given.
+      for (const file of String(o.sweepFrom).split(',')) {
+        let doc: unknown;
+        try {
+          doc = JSON.parse(readFileSync(file, 'utf8'));
+        } catch (e) {
+          const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+          return fail('option.sweepFrom', `--sweep-from: cannot read ${file} (${why})`, 'sweepFrom');
+        }
+        const from = sweepCandidatesFrom(doc, COMPARE_FORMAT, {
+          batch: String(po.batch),
+          cluster: sim.cluster?.name ?? 'hopper-ib',
+          network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+        });
+        for (const [strategy, configs] of Object.entries(from)) {
+          const list = sweepFrom[strategy] ?? [];
+          sweepFrom[strategy] = list;
+          for (const c of configs)
+            if (!list.some((x) => JSON.stringify(x) === JSON.stringify(c))) list.push(c);
+        }
       }
-      sweepFrom = sweepCandidatesFrom(JSON.parse(text), COMPARE_FORMAT, {
-        batch: String(po.batch),
-        cluster: sim.cluster?.name ?? 'hopper-ib',
-        network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
-      });
     }
     // Planning and simulating a world of N ranks costs about N times one rank: weight the steps
     // by their world for the estimate (tuning steps run a sweep: weighted by its stages).

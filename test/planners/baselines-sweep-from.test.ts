@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -111,10 +111,20 @@ test('compare --sweep-from its own output reproduces it; a mismatched file exits
   assert.equal(r2.status, 0, r2.stderr);
   const rows = (d: string) => JSON.parse(readFileSync(join(d, 'compare.json'), 'utf8')).rows;
   assert.deepEqual(rows(b), rows(a));
+  // Several files: the union of their winners (here one winner each, twice: the same rows).
+  const c = join(dir, 'c');
+  const twice = `${join(a, 'compare.json')},${join(b, 'compare.json')}`;
+  const r3 = cli([...common, '--baselines', 'best', '--sweep-from', twice, '--out', c]);
+  assert.equal(r3.status, 0, r3.stderr);
+  assert.deepEqual(rows(c), rows(a));
+  const notJson = join(dir, 'not.json');
+  writeFileSync(notJson, '{"format": ');
   for (const args of [
     ['--network', 'contention', '--baselines', 'best', '--sweep-from', join(a, 'compare.json')],
     ['--baselines', 'default', '--sweep-from', join(a, 'compare.json')],
     ['--baselines', 'best', '--sweep-from', join(dir, 'missing.json')],
+    ['--baselines', 'best', '--sweep-from', `${join(a, 'compare.json')},${join(dir, 'missing.json')}`],
+    ['--baselines', 'best', '--sweep-from', `${join(a, 'compare.json')},${notJson}`],
   ]) {
     const out = join(dir, 'bad');
     const r = cli([...common, ...args, '--out', out]);
