@@ -600,7 +600,7 @@ const anyRestricted = (suffix = ''): boolean =>
   );
 if (anyRestricted('-pxn'))
   console.log(
-    "`†`: the baselines' run under `--routing pxn` screened only each baseline's default and its winner under direct routing at that scale (`fcp compare --sweep-from`, SWEEP_FROM in docs/results/run-headline.sh); their direct-routing run there is a full sweep (except where `*` says otherwise), and the better of the two is kept.\n",
+    "`†`: the baselines' run under `--routing pxn` screened only each baseline's default, its winner under direct routing at that scale and, since session 41, the winner of the PXN run it replaced (`fcp compare --sweep-from`, SWEEP_FROM in docs/results/run-headline.sh); their direct-routing run there is a full sweep (except where `*` says otherwise), and the better of the two is kept.\n",
   );
 if (anyRestricted())
   console.log(
