@@ -191,20 +191,17 @@ export class RateSolver {
     let tLen = 0;
     touched.length = 0;
     resList.length = 0;
-    const stampRes = (r: number): void => {
-      resStamp[r] = stamp;
-      local[r] = resList.length;
-      lCount[resList.length] = 0;
-      lResidual[resList.length] = 0; // the set's current use until turned into the residual below
-      resList.push(r);
-    };
     // Collect flows level by level.
     let frontier = this.frontA;
     let next = this.frontB;
     frontier.length = 0;
     for (const r of dirty)
       if (resStamp[r] !== stamp) {
-        stampRes(r);
+        resStamp[r] = stamp;
+        local[r] = resList.length;
+        lCount[resList.length] = 0;
+        lResidual[resList.length] = 0; // the set's current use until turned into the residual below
+        resList.push(r);
         frontier.push(r);
       }
     for (
@@ -224,7 +221,11 @@ export class RateSolver {
           for (let k = off[f]!; k < off[f + 1]!; k++) {
             const r2 = res[k]!;
             if (resStamp[r2] !== stamp) {
-              stampRes(r2);
+              resStamp[r2] = stamp;
+              local[r2] = resList.length;
+              lCount[resList.length] = 0;
+              lResidual[resList.length] = 0;
+              resList.push(r2);
               if (expand) next.push(r2);
             }
             const i = local[r2]!;
