@@ -123,7 +123,7 @@ describe('rate solver', () => {
           const lr = step(local, add, remove);
           const used = new Float64Array(inst.capacity.length);
           for (const g of now) for (const r of inst.flows[g]!) used[r]! += lr[g]!;
-          used.forEach((u, r) => assert.ok(u <= inst.capacity[r]! * (1 + 1e-9)));
+          for (let r = 0; r < used.length; r++) assert.ok(used[r]! <= inst.capacity[r]! * (1 + 1e-9));
           for (const g of now) assert.ok(lr[g]! > 0, 'an active flow moves');
         }
       }),
