@@ -10,10 +10,11 @@
 # to validate and simulate. 4096 ranks: see below.
 # Since session 40 the sweep runs every trial on every batch and passes over its stages until
 # nothing changes (src/experiments/tune.ts), about 2.5x the cost measured above, which screened on
-# the first batch. Session 41 (2026-12-07, two folders at once): longtail fluid 2514 s (with
-# session 41's faster rate solver) and longtail ratio-5920 3652 s (with the one before) for the
-# pair under direct routing, 315 and 329 s under PXN narrowed by SWEEP_FROM=large-; the other 1024-rank folders and the 4096-rank
-# ones still come from the older sweep (docs/results.md, "Session 41").
+# the first batch. Session 41 (2026-12-07, two folders at once): longtail fluid 2514 s and
+# contention 2806 s (with session 41's faster rate solver), ratio-5920 3652 s (with the one
+# before) for the pair under direct routing; 315, 539 and 329 s under PXN narrowed by
+# SWEEP_FROM=large-. The other 1024-rank folders and the 4096-rank ones still come from the older
+# sweep (docs/results.md, "Session 41").
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
 # (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
 # and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per
