@@ -15,7 +15,7 @@ import { checkOutputFolder, makeSiblingTemp, replaceFolder } from '../core/outpu
 import { progressSpan } from '../core/progress-span.ts';
 import { type SimOptions, type SimResult, simulatePlan } from '../executors/sim/index.ts';
 import { getPlanner } from '../experiments/strategies.ts';
-import { sweepCandidatesFrom } from '../experiments/sweep-from.ts';
+import { sweepCandidatesFrom, unionCandidates } from '../experiments/sweep-from.ts';
 import {
   type BaselinesMode,
   defaultConfig,
@@ -300,28 +300,24 @@ export function register(program: Command): void {
     let sweepFrom: Record<string, PlannerOptions[]> | undefined;
     if (o.sweepFrom !== undefined) {
       if (baselines !== 'best') fail('option.sweepFrom', '--sweep-from needs --baselines best', 'sweepFrom');
-      sweepFrom = {};
       // Several files (comma-separated): the union of their winners, in the order given.
-      for (const file of String(o.sweepFrom).split(',')) {
-        let doc: unknown;
-        try {
-          doc = JSON.parse(readFileSync(file, 'utf8'));
-        } catch (e) {
-          const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-          return fail('option.sweepFrom', `--sweep-from: cannot read ${file} (${why})`, 'sweepFrom');
-        }
-        const from = sweepCandidatesFrom(doc, COMPARE_FORMAT, {
-          batch: String(po.batch),
-          cluster: sim.cluster?.name ?? 'hopper-ib',
-          network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+      const lists = String(o.sweepFrom)
+        .split(',')
+        .map((file) => {
+          let doc: unknown;
+          try {
+            doc = JSON.parse(readFileSync(file, 'utf8'));
+          } catch (e) {
+            const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+            return fail('option.sweepFrom', `--sweep-from: cannot read ${file} (${why})`, 'sweepFrom');
+          }
+          return sweepCandidatesFrom(doc, COMPARE_FORMAT, {
+            batch: String(po.batch),
+            cluster: sim.cluster?.name ?? 'hopper-ib',
+            network: sim.engine?.network ?? sim.cluster?.network ?? 'fluid',
+          });
         });
-        for (const [strategy, configs] of Object.entries(from)) {
-          const list = sweepFrom[strategy] ?? [];
-          sweepFrom[strategy] = list;
-          for (const c of configs)
-            if (!list.some((x) => JSON.stringify(x) === JSON.stringify(c))) list.push(c);
-        }
-      }
+      sweepFrom = unionCandidates(lists);
     }
     // Planning and simulating a world of N ranks costs about N times one rank: weight the steps
     // by their world for the estimate (tuning steps run a sweep: weighted by its stages).

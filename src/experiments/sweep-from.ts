@@ -51,3 +51,25 @@ export function sweepCandidatesFrom(
   }
   return out;
 }
+
+/**
+ * The union of several {@link sweepCandidatesFrom} results (`--sweep-from A,B`): per baseline, each
+ * configuration once, in the order the files and their rows give them. The headline passes the
+ * direct-routing winners and the folder's own earlier ones, so that a narrowed sweep never drops a
+ * configuration that won there before (docs/baselines.md "At 1024 ranks and more").
+ */
+export function unionCandidates(
+  lists: readonly Record<string, readonly PlannerOptions[]>[],
+): Record<string, PlannerOptions[]> {
+  const out: Record<string, PlannerOptions[]> = {};
+  for (const from of lists)
+    for (const [strategy, configs] of Object.entries(from)) {
+      const list = out[strategy] ?? [];
+      out[strategy] = list;
+      for (const c of configs) {
+        const key = JSON.stringify(c);
+        if (!list.some((x) => JSON.stringify(x) === key)) list.push(c);
+      }
+    }
+  return out;
+}

@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { COMPARE_FORMAT, runCompare } from '../../src/cli/compare.ts';
 import { getPlanner } from '../../src/experiments/strategies.ts';
-import { sweepCandidatesFrom } from '../../src/experiments/sweep-from.ts';
+import { sweepCandidatesFrom, unionCandidates } from '../../src/experiments/sweep-from.ts';
 import { defaultConfig, tuneStrategy } from '../../src/experiments/tune.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 import { codeOf } from '../helpers/errors.ts';
@@ -83,6 +83,21 @@ test('sweep-from: the winners at the largest world, once each; another batch, se
       'option.sweepFrom',
       JSON.stringify(bad),
     );
+});
+
+test('sweep-from with several files: each configuration once, in the order of the files', () => {
+  const a = { magi: [{ overlapDegree: 3 }], bytescale: [{ bytescalePow2: true }] };
+  const b = {
+    magi: [{ overlapDegree: 4, chunkSize: 2048 }, { overlapDegree: 3 }],
+    ring: [{ ringVariant: 'p2p' as const }],
+  };
+  assert.deepEqual(unionCandidates([a, b]), {
+    magi: [{ overlapDegree: 3 }, { overlapDegree: 4, chunkSize: 2048 }],
+    bytescale: [{ bytescalePow2: true }],
+    ring: [{ ringVariant: 'p2p' }],
+  });
+  assert.deepEqual(unionCandidates([a, a]), a);
+  assert.deepEqual(unionCandidates([]), {});
 });
 
 const cli = (args: string[]) =>
