@@ -42,14 +42,16 @@ export function sweepCandidatesFrom(
   const largest = new Map<string, number>();
   for (const r of d.rows!) largest.set(r.strategy, Math.max(largest.get(r.strategy) ?? 0, r.world));
   const out: Record<string, PlannerOptions[]> = {};
-  for (const r of d.rows!) {
-    if (r.world !== largest.get(r.strategy)) continue;
-    const list = out[r.strategy] ?? [];
-    out[r.strategy] = list;
-    const key = JSON.stringify(r.config);
-    if (!list.some((c) => JSON.stringify(c) === key)) list.push(r.config);
-  }
+  for (const r of d.rows!) if (r.world === largest.get(r.strategy)) addCandidate(out, r.strategy, r.config);
   return out;
+}
+
+/** Appends `config` to `strategy`'s candidates in `out` unless it is there already. */
+function addCandidate(out: Record<string, PlannerOptions[]>, strategy: string, config: PlannerOptions): void {
+  const list = out[strategy] ?? [];
+  out[strategy] = list;
+  const key = JSON.stringify(config);
+  if (!list.some((c) => JSON.stringify(c) === key)) list.push(config);
 }
 
 /**
@@ -63,13 +65,7 @@ export function unionCandidates(
 ): Record<string, PlannerOptions[]> {
   const out: Record<string, PlannerOptions[]> = {};
   for (const from of lists)
-    for (const [strategy, configs] of Object.entries(from)) {
-      const list = out[strategy] ?? [];
-      out[strategy] = list;
-      for (const c of configs) {
-        const key = JSON.stringify(c);
-        if (!list.some((x) => JSON.stringify(x) === key)) list.push(c);
-      }
-    }
+    for (const [strategy, configs] of Object.entries(from))
+      for (const c of configs) addCandidate(out, strategy, c);
   return out;
 }
