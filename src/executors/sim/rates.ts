@@ -197,11 +197,7 @@ export class RateSolver {
     frontier.length = 0;
     for (const r of dirty)
       if (resStamp[r] !== stamp) {
-        resStamp[r] = stamp;
-        local[r] = resList.length;
-        lCount[resList.length] = 0;
-        lResidual[resList.length] = 0; // the set's current use until turned into the residual below
-        resList.push(r);
+        this.enter(r, stamp);
         frontier.push(r);
       }
     for (
@@ -221,11 +217,7 @@ export class RateSolver {
           for (let k = off[f]!; k < off[f + 1]!; k++) {
             const r2 = res[k]!;
             if (resStamp[r2] !== stamp) {
-              resStamp[r2] = stamp;
-              local[r2] = resList.length;
-              lCount[resList.length] = 0;
-              lResidual[resList.length] = 0;
-              resList.push(r2);
+              this.enter(r2, stamp);
               if (expand) next.push(r2);
             }
             const i = local[r2]!;
@@ -318,6 +310,16 @@ export class RateSolver {
       }
       lCount[i] = 0;
     }
+  }
+
+  /** Makes resource r the next local resource of the solve stamped `stamp`, with no flows yet. */
+  private enter(r: number, stamp: number): void {
+    const i = this.resList.length;
+    this.resStamp[r] = stamp;
+    this.local[r] = i;
+    this.lCount[i] = 0;
+    this.lResidual[i] = 0; // the set's current use until turned into the residual
+    this.resList.push(r);
   }
 
   /** Capacity resource r offers to its current active flows. */
