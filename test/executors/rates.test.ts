@@ -49,16 +49,24 @@ function step(s: ReturnType<typeof solverFor>, add: number[], remove: number[]):
   for (const f of add) s.solver.add(f, dirty);
   if (dirty.length > 0) {
     s.solver.solve(dirty);
-    for (const f of s.solver.touched) s.solver.setRate(f, s.solver.newRate[f]!);
+    // As the engine applies them (engine.ts): through the solve's local ids.
+    const touched = s.solver.touched;
+    for (let k = 0; k < touched.length; k++) s.solver.setTouchedRate(k, s.solver.newRate[touched[k]!]!);
   }
   return s.rate;
+}
+
+/** Capacity each resource's `active` flows use at `rate`. */
+function usage(inst: Instance, active: readonly number[], rate: ArrayLike<number>): Float64Array {
+  const used = new Float64Array(inst.capacity.length);
+  for (const f of active) for (const r of inst.flows[f]!) used[r]! += rate[f]!;
+  return used;
 }
 
 /** Why `rate` over the `active` flows is not max-min fair (null: it is). */
 function unfairness(inst: Instance, active: readonly number[], rate: ArrayLike<number>): string | null {
   const tol = 1e-9;
-  const used = new Float64Array(inst.capacity.length);
-  for (const f of active) for (const r of inst.flows[f]!) used[r]! += rate[f]!;
+  const used = usage(inst, active, rate);
   for (let r = 0; r < used.length; r++)
     if (used[r]! > inst.capacity[r]! * (1 + tol)) return `resource ${r} over capacity`;
   for (const f of active) {
@@ -121,8 +129,7 @@ describe('rate solver', () => {
           const now = [...active];
           assert.equal(unfairness(inst, now, step(exact, add, remove)), null);
           const lr = step(local, add, remove);
-          const used = new Float64Array(inst.capacity.length);
-          for (const g of now) for (const r of inst.flows[g]!) used[r]! += lr[g]!;
+          const used = usage(inst, now, lr);
           for (let r = 0; r < used.length; r++) assert.ok(used[r]! <= inst.capacity[r]! * (1 + 1e-9));
           for (const g of now) assert.ok(lr[g]! > 0, 'an active flow moves');
         }
