@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -111,4 +111,21 @@ test('--peer-bounds: a met ratio is listed exactly when it misses the target ove
   assert.match(out, /balance at most[^\n]*\n/);
   assert.match(out, /: 2 of the 3 met ratios still meet their target\. This is what its dynamic solver/);
   assert.ok(out.includes('| longtail | hopper-ib fluid | 64 | (a) fwd | 1.160x | 0.545 | 1.063x |'));
+});
+
+test('docs/results.md holds the tables as the committed folders give them, and the README their count', () => {
+  // A session that regenerates folders but not the docs (or edits the docs by hand) fails here:
+  // the docs' headline block is the script's output, verbatim, and the README's grid count is its.
+  const out = tables().replace(/\n+$/, '');
+  const results = readFileSync('docs/results.md', 'utf8');
+  assert.ok(results.includes(out), 'docs/results.md holds `npx tsx scripts/headline-tables.ts` verbatim');
+  // The summary table is also quoted under "What it says", at the top of the file.
+  const head = '| batch | cluster | ranks | mode (a) | mode (b) |';
+  const summary = out.slice(out.indexOf(head)).split('\n\n')[0]!;
+  assert.ok(summary.startsWith(head), 'the summary table is printed');
+  assert.ok(results.split(summary).length - 1 >= 2, 'the summary under "What it says" is the current one');
+  const met = /Targets met: (\d+) of (\d+) ratios/.exec(out);
+  assert.ok(met, 'the grid count is printed');
+  const readme = readFileSync('README.md', 'utf8');
+  assert.match(readme, new RegExp(`The acceptance grid: ${met[1]} of ${met[2]} cells met`));
 });
