@@ -13,8 +13,12 @@
 # the first batch. Session 41 (2026-12-07, two folders at once): longtail fluid 2514 s and
 # contention 2806 s (with session 41's faster rate solver), ratio-5920 3652 s (with the one
 # before) for the pair under direct routing; 315, 539 and 329 s under PXN narrowed by
-# SWEEP_FROM=large-. The other 1024-rank folders and the 4096-rank ones still come from the older
-# sweep (docs/results.md, "Session 41").
+# SWEEP_FROM=large-. Session 42 (2026-12-07, two or three runs at once): the `magi` and `bimodal`
+# pairs at 1024 took 78-501 s a folder, `longtail` ratio-5920 contention 4827 s direct and 985 s
+# PXN; only `longtail` ratio-5920 PXN keeps the older sweep. At 4096 (PART=all, the baselines'
+# full sweep then FCP's folders, 27-82 s each): `magi` fluid 755 + 136 s and contention 780 + 153 s
+# for the baselines (direct + PXN narrowed), `bimodal` fluid 1123 + 201 s (docs/results.md,
+# "Session 42").
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
 # (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
 # and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per
