@@ -19,7 +19,8 @@
 # full sweep then FCP's folders, 27-82 s each): `magi` fluid 755 + 136 s and contention 780 + 153 s
 # for the baselines (direct + PXN narrowed), `bimodal` fluid 1123 + 201 s (docs/results.md,
 # "Session 42"). Session 43 (two or three runs at once): `bimodal` contention 1549 + 286 s,
-# `magi` ratio-5920 contention 3635 + 1032 s, ratio-5920 fluid 3544 + 621 s; FCP's folders 37-175 s.
+# `magi` ratio-5920 contention 3635 + 1032 s, ratio-5920 fluid 3544 + 621 s,
+# `bimodal` ratio-5920 fluid 2477 + 197 s; FCP's folders 27-175 s.
 # Ring and wlb are left out of the baselines here (B): at 256 ranks ring's tuned MFU is 26-124x
 # (forward) and 42-187x (backward) below the strongest other baseline's on all 12 batch-settings,
 # and falls with every doubling from 16 ranks; wlb (the faster of a TE p2p ring and bytescale per
