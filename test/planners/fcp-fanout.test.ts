@@ -12,7 +12,7 @@ import { planToJson } from '../../src/plan/io.ts';
 import { Kind, type Phase, type Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
-import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import type { FcpPlannerOptions, LoaderSwaps } from '../../src/planners/fcp/options.ts';
 import type { Blocks } from '../../src/planners/fcp/placement/blocks.ts';
 import { homeRuns } from '../../src/planners/fcp/placement/layout.ts';
 import { chooseSenders, type KvEdges } from '../../src/planners/fcp/transfers/fetch.ts';
@@ -86,7 +86,7 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         const p = problem(seed, mask);
         const direct = planWith(p, { loaderLayout });
         // The same loader layout as the tuned direct plan (its swaps are chosen by its estimate).
-        const loaderSwaps = (direct.meta?.loaderLayout as { swaps?: 'node' | 'any' } | undefined)?.swaps;
+        const loaderSwaps = (direct.meta?.loaderLayout as { swaps?: LoaderSwaps } | undefined)?.swaps;
         // And its group size (mode (b) also tries groups of 8 rounds): NIC bytes of hand-overs
         // depend on the groups, so relays are compared with direct fetches in the same groups.
         const tuning = direct.meta?.tuning as

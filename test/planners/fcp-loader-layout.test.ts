@@ -14,7 +14,12 @@ import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner } from '../../src/planners/fcp/index.ts';
 import { KernelTime } from '../../src/planners/fcp/kernel-time.ts';
 import { layoutAtCap } from '../../src/planners/fcp/loader-caps.ts';
-import { resolveFcpOptions } from '../../src/planners/fcp/options.ts';
+import {
+  type FcpPlannerOptions,
+  LOADER_SWAPS,
+  type LoaderSwaps,
+  resolveFcpOptions,
+} from '../../src/planners/fcp/options.ts';
 import { levelTokens, TOKEN_BAND, tokenImbalance } from '../../src/planners/fcp/placement/loader-layout.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
@@ -153,4 +158,79 @@ test('an unscored cap (one cap searched) gives the same layout as a scored one, 
   assert.deepEqual(unscored.blockSize, scored.blockSize);
   assert.ok(Number.isFinite(scored.cost) && scored.cost > 0);
   assert.ok(Number.isNaN(unscored.cost) && Number.isNaN(unscored.kvMs));
+});
+
+/** The loader layout's recorded swaps and exchanges of a mode (b) plan. */
+function swapsOf(plan: ReturnType<typeof fcpPlanner.plan>): { swaps: string; swapSteps: number } {
+  return plan.meta?.loaderLayout as { swaps: string; swapSteps: number };
+}
+
+test('long swap variants go on where the short refinement used all 32 exchanges, and only there', () => {
+  const plan = (p: ReturnType<typeof resolveProblem>, loaderSwaps: LoaderSwaps) => {
+    const o: FcpPlannerOptions = { loaderLayout: true, tune: false, loaderSwaps };
+    return fcpPlanner.plan(p, o);
+  };
+  // longtail, 32 ranks, 8K tokens a rank, seed 2: the swaps anywhere use all 32 exchanges, and
+  // carried on they find more.
+  const p = resolveProblem({ batch: 'longtail', world: 32, tokensPerRank: 8192, seed: 2 });
+  const short = plan(p, 'any');
+  const long = plan(p, 'any-long');
+  assert.equal(swapsOf(short).swapSteps, 32);
+  assert.equal(swapsOf(long).swaps, 'any-long');
+  assert.ok(swapsOf(long).swapSteps > 32 && swapsOf(long).swapSteps <= 128, `${swapsOf(long).swapSteps}`);
+  assert.deepEqual(validatePlan(long).issues.map(formatIssue), []);
+  assert.ok(tokenImbalance(long.homeLayout, 32) <= TOKEN_BAND + 1e-9);
+  // The same levelled layout before the exchanges.
+  const levelled = (x: typeof long): unknown =>
+    (x.meta!.loaderLayout as { levelledImbalance: unknown }).levelledImbalance;
+  assert.deepEqual(levelled(long), levelled(short));
+  // No long variant, so pinning one plans the short one: bimodal, 16 ranks, 16K tokens a rank,
+  // seed 1 uses all 32 exchanges but finds no 33rd; longtail, 16 ranks, 4K tokens, seed 3 stops
+  // after 12.
+  for (const q of [
+    resolveProblem({ batch: 'bimodal', world: 16, tokensPerRank: 16384, seed: 1 }),
+    resolveProblem({ batch: 'longtail', world: 16, tokensPerRank: 4096, seed: 3 }),
+  ]) {
+    const a = plan(q, 'any');
+    assert.equal(swapsOf(a).swaps, 'any');
+    assert.equal(JSON.stringify(plan(q, 'any-long')), JSON.stringify(a));
+  }
+});
+
+test('a tuned mode (b) plan is its recorded swap variant and candidate planned alone', () => {
+  // The tuned plans keep `node-long`, `any-long` and `node` (8K tokens a rank at 32 ranks, 4K at 64).
+  for (const [batch, world, seed, want] of [
+    ['magi', 32, 2, 'node-long'],
+    ['magi', 64, 5, 'any-long'],
+    ['longtail', 32, 2, 'node'],
+  ] as const) {
+    const label = `${batch} ${world} seed ${seed}`;
+    const p = resolveProblem({ batch, world, tokensPerRank: 262144 / world, seed });
+    const tuned = fcpPlanner.plan(p, { loaderLayout: true });
+    const swaps = swapsOf(tuned).swaps as LoaderSwaps;
+    assert.ok(LOADER_SWAPS.includes(swaps), swaps);
+    assert.equal(swaps, want, label);
+    const t = tuned.meta?.tuning as {
+      candidates: { coalesce: number; fanOut: boolean; estimateMs: number }[];
+      chosen: number;
+    };
+    const c = t.candidates[t.chosen]!;
+    // A long variant is planned with the winning candidate only and recorded last.
+    if (swaps.endsWith('-long')) assert.equal(t.chosen, t.candidates.length - 1, label);
+    const o: FcpPlannerOptions = {
+      loaderLayout: true,
+      tune: false,
+      loaderSwaps: swaps,
+      coalesce: c.coalesce,
+      fanOut: c.fanOut,
+    };
+    const { tuning: _t, ...meta } = tuned.meta!;
+    const alone = fcpPlanner.plan(p, o);
+    assert.equal(
+      JSON.stringify({ ...alone, meta: { ...alone.meta } }),
+      JSON.stringify({ ...tuned, meta }),
+      label,
+    );
+    assert.deepEqual(validatePlan(tuned).issues.map(formatIssue), [], label);
+  }
 });

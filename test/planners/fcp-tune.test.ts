@@ -11,7 +11,7 @@ import { planToJson } from '../../src/plan/io.ts';
 import type { Plan } from '../../src/plan/types.ts';
 import { validatePlan } from '../../src/plan/validate.ts';
 import { fcpPlanner, planFcp, tuneCandidates } from '../../src/planners/fcp/index.ts';
-import type { FcpPlannerOptions } from '../../src/planners/fcp/options.ts';
+import type { FcpPlannerOptions, LoaderSwaps } from '../../src/planners/fcp/options.ts';
 import { BLOCK_SIZE_CANDIDATES, blockSizeCandidates } from '../../src/planners/fcp/tune-candidates.ts';
 import { resolveProblem } from '../../src/problem/problem.ts';
 
@@ -128,7 +128,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);
       // Sharing one placement between candidates changes none of them.
       const c = t.candidates[t.chosen]!;
-      const loaderSwaps = (plan.meta?.loaderLayout as { swaps?: 'node' | 'any' } | undefined)?.swaps;
+      const loaderSwaps = (plan.meta?.loaderLayout as { swaps?: LoaderSwaps } | undefined)?.swaps;
       const opts: FcpPlannerOptions = {
         loaderLayout,
         tune: false,

@@ -33,7 +33,7 @@ import type { Planner, PlannerOptions } from '../types.ts';
 import { KernelTime } from './kernel-time.ts';
 import { type CapLayout, capKept, LOADER_CAPS, layoutAtCap, maxOf } from './loader-caps.ts';
 import { loaderSearch } from './loader-search.ts';
-import { type FcpPlannerOptions, resolveFcpOptions } from './options.ts';
+import { type FcpPlannerOptions, type LoaderSwaps, resolveFcpOptions } from './options.ts';
 import type { FcpResult, PipelineResult } from './pipeline.ts';
 import { computeImbalance } from './placement/distribute.ts';
 import { kvTrafficMs } from './placement/loader-comm.ts';
@@ -41,7 +41,7 @@ import { TOKEN_BAND, tokenBounds, tokenImbalance } from './placement/loader-layo
 import { weightGeometry } from './placement/place.ts';
 import { type PhaseLoads, refineLoaderLayout, type SwapResult } from './placement/token-swap.ts';
 import { linkModel } from './transfers/links.ts';
-import { tunedPipeline } from './tuner.ts';
+import { type TuningRecord, tunedPipeline } from './tuner.ts';
 
 export type { FcpResult, FcpStats, StageTimings } from './pipeline.ts';
 export { tuneCandidates } from './tune-candidates.ts';
@@ -75,6 +75,19 @@ export const fcpPlanner: Planner = {
  * foresaw (simulated; docs/results.md, "Session 29" and "Session 32").
  */
 const SWAP_STEPS = 32;
+
+/**
+ * Exchanges of the long swap variants (`node-long`, `any-long`): where a refinement used all
+ * {@link SWAP_STEPS}, the self-tuner carries it on to this many and plans the result with the
+ * candidate (group size, relays) its short plan chose, keeping it where its estimate is lower.
+ * More exchanges lower the modelled compute imbalance (longtail 256 ranks ratio-5920 seeds 2-3:
+ * forward 1.66 / 1.62% -> 0.89 / 0.82%) but can put pieces of long sequences on ranks whose K/V
+ * then arrives late: taking them always lost on hopper-ib (simulated, session 32: -0.0023 ±
+ * 0.0017 forward MFU) and won on ratio-5920 (+0.0013 ± 0.0003). Judged by the plan's own
+ * estimate, which sees the late K/V, they gain on both, most at 1024 ranks; planning takes about
+ * a quarter longer at 256 ranks (docs/results.md, "Session 44").
+ */
+const LONG_SWAP_STEPS = 128;
 
 /** Lighter ranks tried as partners of a busiest rank per exchange. */
 const SWAP_PARTNERS = 6;
@@ -152,14 +165,33 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const near = refine(links.nodeSize);
   report?.(0.3);
   // A search without swaps anywhere plans them only when pinned (`loaderSwaps: 'any'`).
-  const skipFree = !search.swapsAnywhere && fo.loaderSwaps !== 'any';
+  const pinned = fo.loaderSwaps;
+  const anyPinned = pinned === 'any' || pinned === 'any-long';
+  const skipFree = !search.swapsAnywhere && !anyPinned;
   const free = links.nodeSize >= world || skipFree ? near : refine(world);
+  /**
+   * The long variant of `r` (LONG_SWAP_STEPS): its refinement continued from where it stopped, or
+   * null where it stopped short of SWAP_STEPS (nothing left to exchange) or gains no exchange.
+   */
+  const longer = (r: SwapResult, nodeSize: number): SwapResult | null => {
+    if (r.steps < SWAP_STEPS) return null;
+    const more = refineLoaderLayout(r.layout, world, swapModel, {
+      ...bounds,
+      steps: LONG_SWAP_STEPS - r.steps,
+      partners: SWAP_PARTNERS,
+      nodeSize,
+    });
+    return more.steps === 0 ? null : { ...more, steps: r.steps + more.steps, before: r.before };
+  };
+  // A pinned long variant (the self-tuner carries on only the winner's refinement, below).
+  const nearLong = pinned === 'node-long' ? longer(near, links.nodeSize) : null;
+  const freeLong = pinned === 'any-long' ? longer(free, world) : null;
   report?.(0.35);
-  /** Plans a swap variant; `lo`, `hi`: its share of the progress. */
-  const planOf = (r: SwapResult, lo = 0.35, hi = 1): PipelineResult =>
+  /** Plans a swap variant with `extra` options; `lo`, `hi`: its share of the progress. */
+  const planOf = (r: SwapResult, lo = 0.35, hi = 1, extra: FcpPlannerOptions = {}): PipelineResult =>
     tunedPipeline(
       { ...problem, userLayout: r.layout },
-      { ...rest, ...(report ? { onProgress: progressSpan(report, lo, hi) } : {}) },
+      { ...rest, ...extra, ...(report ? { onProgress: progressSpan(report, lo, hi) } : {}) },
       best.blockSize,
       search,
       kernel,
@@ -167,8 +199,11 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   // The swaps kept without planning both: the only ones (one node), the pinned ones, or with
   // self-tuning off the modelled choice; null: plan both.
   const decided = (): SwapResult | null => {
+    // A pinned long variant that gains nothing is its short one.
+    if (pinned === 'node-long') return nearLong ?? near;
+    if (pinned === 'any-long') return freeLong ?? free;
     if (free === near) return near;
-    if (fo.loaderSwaps !== undefined) return fo.loaderSwaps === 'any' ? free : near;
+    if (pinned !== undefined) return pinned === 'any' ? free : near;
     if (fo.tune !== false) return null;
     const kvOf = (l: Layout): number =>
       o.balance === 'time' ? kvTrafficMs(l, sequences, mask, world, links, kvBytes) : 0;
@@ -177,14 +212,49 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   };
   let swap = decided();
   let second: PipelineResult;
-  if (swap !== null) second = planOf(swap);
-  else {
-    const nearPlan = planOf(near, 0.35, 0.675);
-    const freePlan = planOf(free, 0.675, 1);
+  let swapName: LoaderSwaps;
+  if (swap !== null) {
+    second = planOf(swap);
+    swapName =
+      swap === nearLong ? 'node-long' : swap === freeLong ? 'any-long' : swap === near ? 'node' : 'any';
+  } else {
     const ms = (r: PipelineResult): number => r.estimateMs.forward + r.estimateMs.backward;
+    const nearPlan = planOf(near, 0.35, 0.6);
+    const freePlan = planOf(free, 0.6, 0.85);
     const takeFree = ms(freePlan) < ms(nearPlan);
     swap = takeFree ? free : near;
     second = takeFree ? freePlan : nearPlan;
+    swapName = takeFree ? 'any' : 'node';
+    // Each refinement carried on (LONG_SWAP_STEPS), planned with its short plan's chosen candidate
+    // only (group size and relays): a pipeline each, kept on a lower estimate and recorded as the
+    // last candidate of that short plan's tuning record. Both: a long variant of the short loser
+    // can beat the short winner (`magi` 1024 ranks seed 2, contention: node-long 157.4 ms against
+    // any 158.6 and node 165.9).
+    const longs = [
+      [near, nearPlan, links.nodeSize, 'node-long'],
+      [free, freePlan, world, 'any-long'],
+    ] as const;
+    for (const [k, [short, shortPlan, nodeSize, name]] of longs.entries()) {
+      const long = longer(short, nodeSize);
+      if (long === null) continue;
+      const t = shortPlan.plan.meta?.tuning as TuningRecord;
+      const c = t.candidates[t.chosen]!;
+      const pick = { coalesce: c.coalesce, fanOut: c.fanOut };
+      const probe = planOf(long, 0.85 + 0.075 * k, 0.925 + 0.075 * k, { ...pick, tune: false });
+      if (ms(probe) < ms(second)) {
+        const tried = { ...pick, estimateMs: Math.round(ms(probe) * 1000) / 1000 };
+        const tuning: TuningRecord = {
+          ...t,
+          candidates: [...t.candidates, tried],
+          chosen: t.candidates.length,
+        };
+        probe.plan.meta = { ...probe.plan.meta, tuning };
+        swap = long;
+        second = probe;
+        swapName = name;
+      }
+    }
+    report?.(1);
   }
   const plan = second.plan;
   plan.meta = {
@@ -193,7 +263,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
       tokenImbalance: tokenImbalance(swap.layout, world),
       tokenCap: Number.isFinite(best.cap) ? best.cap : null,
       placedComputeImbalance: computeImbalance(best.placed.placement.computeLoad),
-      swaps: swap === near ? 'node' : 'any',
+      swaps: swapName,
       search: search.name,
       swapSteps: swap.steps,
       levelledImbalance: phaseImbalance(swap.before),

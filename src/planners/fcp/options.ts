@@ -12,6 +12,11 @@ import { LOADER_SEARCHES, type LoaderSearch } from './loader-search.ts';
 /** What the distributor balances: modelled kernel time (default) or attended pairs (the paper's load). */
 export type BalanceMode = 'time' | 'pairs';
 
+/** Mode (b)'s token-swap variants of the loader layout ({@link FcpPlannerOptions.loaderSwaps}). */
+export const LOADER_SWAPS = ['node', 'any', 'node-long', 'any-long'] as const;
+/** One of {@link LOADER_SWAPS}. */
+export type LoaderSwaps = (typeof LOADER_SWAPS)[number];
+
 /** FCP-only knobs beyond the shared {@link PlannerOptions} bag (library callers, tests, benches). */
 export interface FcpPlannerOptions extends PlannerOptions {
   /** Floor of the per-sequence block size refinement, in tokens (default 256, capped at blockSize). */
@@ -60,11 +65,13 @@ export interface FcpPlannerOptions extends PlannerOptions {
   phaseSwaps?: number;
   /**
    * Mode (b): which token swaps of the loader layout to keep (index.ts, planForLoaderLayout):
-   * `node` (inside nodes, or to ranks that fetch the sequence already) or `any`. Unset: the
-   * self-tuner plans both and keeps the lower estimate (with `tune: false`, the modelled choice).
+   * `node` (inside nodes, or to ranks that fetch the sequence already) or `any`, each with at most
+   * 32 exchanges, or `node-long` / `any-long`, the same refinements carried on to 128. Unset: the
+   * self-tuner plans them all (a long one only where its short one used all 32 exchanges) and
+   * keeps the least estimate (with `tune: false`, the modelled choice between `node` and `any`).
    * The choice is recorded in `meta.loaderLayout.swaps`, so a tuned plan can be planned again alone.
    */
-  loaderSwaps?: 'node' | 'any';
+  loaderSwaps?: LoaderSwaps;
   /**
    * Mode (b): pins the level of the layout search (loader-search.ts) instead of sizing it by the
    * budget; recorded in `meta.loaderLayout.search`, so a plan can be planned again alone (and the
@@ -281,11 +288,11 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
         'loaderSearch',
       ),
     );
-  if (o.loaderSwaps !== undefined && o.loaderSwaps !== 'node' && o.loaderSwaps !== 'any')
+  if (o.loaderSwaps !== undefined && !LOADER_SWAPS.includes(o.loaderSwaps))
     issues.push(
       issue(
         'option.loaderSwaps',
-        `loaderSwaps must be node or any (got ${String(o.loaderSwaps)})`,
+        `loaderSwaps must be one of ${LOADER_SWAPS.join(', ')} (got ${String(o.loaderSwaps)})`,
         'loaderSwaps',
       ),
     );
