@@ -84,8 +84,10 @@ const SWAP_STEPS = 32;
  * forward 1.66 / 1.62% -> 0.89 / 0.82%) but can put pieces of long sequences on ranks whose K/V
  * then arrives late: taking them always lost on hopper-ib (simulated, session 32: -0.0023 ±
  * 0.0017 forward MFU) and won on ratio-5920 (+0.0013 ± 0.0003). Judged by the plan's own
- * estimate, which sees the late K/V, they gain on both, most at 1024 ranks; planning takes about
- * a quarter longer at 256 ranks (docs/results.md, "Session 44").
+ * estimate, which sees the late K/V, both phases together gain on every setting measured, most at
+ * 1024 ranks (simulated, B - A: +0.0002 to +0.0007 at 64-256, +0.0042 at 1024; the forward alone
+ * lost 0.0012 under PXN on held-out seeds); planning takes about a quarter longer at 256 ranks
+ * (docs/results.md, "Session 44").
  */
 const LONG_SWAP_STEPS = 128;
 
