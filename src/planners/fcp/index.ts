@@ -86,8 +86,8 @@ const SWAP_STEPS = 32;
  * 0.0017 forward MFU) and won on ratio-5920 (+0.0013 ± 0.0003). Judged by the plan's own
  * estimate, which sees the late K/V, both phases together gain on every setting measured, most at
  * 1024 ranks (simulated, B - A: +0.0002 to +0.0007 at 64-256, +0.0042 at 1024; the forward alone
- * lost 0.0012 under PXN on held-out seeds); planning takes about a quarter longer at 256 ranks
- * (docs/results.md, "Session 44").
+ * lost 0.0012 under PXN on held-out seeds); planning at 256 ranks takes 23% (`longtail`) to 90%
+ * (`magi`) longer (docs/results.md, "Session 44").
  */
 const LONG_SWAP_STEPS = 128;
 
@@ -185,7 +185,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
     });
     return more.steps === 0 ? null : { ...more, steps: r.steps + more.steps, before: r.before };
   };
-  // A pinned long variant (the self-tuner carries on only the winner's refinement, below).
+  // A pinned long variant (the self-tuner carries on both refinements itself, below).
   const nearLong = pinned === 'node-long' ? longer(near, links.nodeSize) : null;
   const freeLong = pinned === 'any-long' ? longer(free, world) : null;
   report?.(0.35);
