@@ -67,8 +67,9 @@ export interface FcpPlannerOptions extends PlannerOptions {
    * Mode (b): which token swaps of the loader layout to keep (index.ts, planForLoaderLayout):
    * `node` (inside nodes, or to ranks that fetch the sequence already) or `any`, each with at most
    * 32 exchanges, or `node-long` / `any-long`, the same refinements carried on to 128. Unset: the
-   * self-tuner plans them all (a long one only where its short one used all 32 exchanges) and
-   * keeps the least estimate (with `tune: false`, the modelled choice between `node` and `any`).
+   * self-tuner plans `node` and `any` and, where one used all 32 exchanges, its long variant with
+   * the candidate that one chose, and keeps the least estimate (with `tune: false`, the modelled
+   * choice between `node` and `any`).
    * The choice is recorded in `meta.loaderLayout.swaps`, so a tuned plan can be planned again alone.
    */
   loaderSwaps?: LoaderSwaps;
