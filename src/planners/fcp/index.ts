@@ -146,13 +146,9 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
   const total = sequences.reduce((a, b) => a + b, 0);
   const swapModel = { sequences, mask, blockSize: best.blockSize, grid: weightGeometry(o), kernel };
   const bounds = tokenBounds(total, world, TOKEN_BAND);
-  const refine = (nodeSize: number): SwapResult =>
-    refineLoaderLayout(best.layout, world, swapModel, {
-      ...bounds,
-      steps: SWAP_STEPS,
-      partners: SWAP_PARTNERS,
-      nodeSize,
-    });
+  /** Token swaps of `from` (default: the levelled layout), at most `steps` exchanges. */
+  const refine = (nodeSize: number, from = best.layout, steps = SWAP_STEPS): SwapResult =>
+    refineLoaderLayout(from, world, swapModel, { ...bounds, steps, partners: SWAP_PARTNERS, nodeSize });
   // Swaps kept inside nodes (or to ranks that fetch the sequence already) against swaps anywhere:
   // both layouts are planned (tuned) and the plan with the lower estimate is kept. Choosing by
   // modelled compute plus the busiest rank's K/V time, as the caps are, missed what the free swaps
@@ -177,12 +173,7 @@ function planForLoaderLayout(problem: Problem, options: PlannerOptions): Plan {
    */
   const longer = (r: SwapResult, nodeSize: number): SwapResult | null => {
     if (r.steps < SWAP_STEPS) return null;
-    const more = refineLoaderLayout(r.layout, world, swapModel, {
-      ...bounds,
-      steps: LONG_SWAP_STEPS - r.steps,
-      partners: SWAP_PARTNERS,
-      nodeSize,
-    });
+    const more = refine(nodeSize, r.layout, LONG_SWAP_STEPS - r.steps);
     return more.steps === 0 ? null : { ...more, steps: r.steps + more.steps, before: r.before };
   };
   // A pinned long variant (the self-tuner carries on both refinements itself, below).
