@@ -16,7 +16,19 @@
  *    the least modelled transfer cost: the block's Q/K/V/O over the link from its source (NVLink
  *    inside the source's node, the NIC across) plus the K/V of the sequence's prefix that the rank
  *    would newly need (nothing for a rank already holding a later block of that sequence). When no
- *    rank takes it under the mean, the least loaded rank with memory.
+ *    rank takes it under the mean, the least loaded rank with memory. Across nodes, ranks of nodes
+ *    that keep room for their own shed blocks come first (node-room.ts; the same for the spread
+ *    units placed anywhere): otherwise the heavy blocks, placed first, filled the other nodes and
+ *    those nodes' own shed blocks crossed the NIC. Simulated, B - A of MFU forward / backward /
+ *    both, mean ± standard error (`npx tsx bench/quality-ab.ts --base <before> --worlds 64,128,256
+ *    --seeds 3`, 27 batches, or as noted): hopper-ib +0.0055 ± 0.0036 / +0.0006 ± 0.0016 / +0.0022
+ *    ± 0.0019, under PXN +0.0052 ± 0.0040 / -0.0004 ± 0.0016 / +0.0011 ± 0.0018; 16 and 32 ranks
+ *    (18) +0.0061 ± 0.0034 / +0.0028 ± 0.0021, under PXN -0.0025 ± 0.0031 / +0.0007 ± 0.0014;
+ *    held-out seeds 4-6 at 16-256 (45) +0.0033 ± 0.0022 / +0.0024 ± 0.0011, under PXN +0.0045 ±
+ *    0.0020 / +0.0015 ± 0.0011; contention under PXN +0.0048 ± 0.0035 / +0.0007 ± 0.0017;
+ *    ratio-5920 +0.0029 ± 0.0016 / -0.0021 ± 0.0009; 1024 ranks under PXN (9) seeds 1-3 +0.0080 ±
+ *    0.0060 / +0.0049 ± 0.0055, seeds 4-6 -0.0066 ± 0.0039 / +0.0048 ± 0.0067 (docs/results.md,
+ *    "Session 45").
  * 4. Refine (refine.ts): block moves and swaps from the most to the least loaded rank, blocks away
  *    from their user rank first, to 0.5% above the mean; the partner hands back no block that
  *    sits on its user rank.
@@ -34,6 +46,7 @@ import type { Blocks } from './blocks.ts';
 import type { Placement } from './distribute.ts';
 import { computeImbalance } from './distribute.ts';
 import { blockUserRanks, type SeqRows } from './layout.ts';
+import { NodeRoom } from './node-room.ts';
 import { refine } from './refine.ts';
 import type { Weights } from './weights.ts';
 
@@ -64,6 +77,7 @@ export function homeFirstPlacement(
   links: HomeFirstLinks,
   causal: boolean,
   maxSteps: number,
+  nodeRoom = true,
 ): Placement {
   const B = blocks.seq.length;
   const w = weights.block;
@@ -100,6 +114,9 @@ export function homeFirstPlacement(
       shed.push(b);
     }
   }
+  // Each node keeps room for its own shed blocks (node-room.ts; null: one node, or switched off).
+  const room = nodeRoom && links.nodeSize < world ? new NodeRoom(load, links.nodeSize, avg) : null;
+  if (room !== null) for (const b of shed) room.shed(userOf[b]!, w[b]!);
   placeSpread(
     blocks,
     weights,
@@ -112,6 +129,7 @@ export function homeFirstPlacement(
     memoryTokens,
     links.nodeSize,
     world,
+    room,
   );
   // Where each rank's K/V need of a sequence ends (causal: the end of its last block of it), for
   // the cost of a new holder. Key: seq * world + rank.
@@ -136,20 +154,24 @@ export function homeFirstPlacement(
     const seqEnd = blocks.start[blocks.seqBlocks[s + 1]! - 1]! + tok[blocks.seqBlocks[s + 1]! - 1]!;
     let pick = -1;
     let pickCost = Number.POSITIVE_INFINITY;
-    for (let k = 0; k < under.length; k++) {
-      const r = under[k]!;
-      if (load[r]! + w[b]! > avg || mem[r]! + tok[b]! > memoryTokens) continue;
-      const bw = node(r) === node(src) ? links.intraBytesPerMs : links.interBytesPerMs;
-      const have = needEnd.get(s * world + r) ?? 0;
-      const want = causal ? a : seqEnd - (e - a);
-      const extra = Math.max(0, want - have);
-      const cost =
-        (tok[b]! * links.moveBytesPerToken) / bw + (extra * links.kvBytesPerToken) / links.interBytesPerMs;
-      if (cost < pickCost || (cost === pickCost && r < pick)) {
-        pick = r;
-        pickCost = cost;
+    // First only ranks of nodes that keep room for their own shed blocks (node-room.ts), then any.
+    for (let pass = room === null ? 1 : 0; pass < 2 && pick < 0; pass++)
+      for (let k = 0; k < under.length; k++) {
+        const r = under[k]!;
+        if (load[r]! + w[b]! > avg || mem[r]! + tok[b]! > memoryTokens) continue;
+        const local = node(r) === node(src);
+        if (pass === 0 && !local && !room!.takes(r, w[b]!)) continue;
+        const bw = local ? links.intraBytesPerMs : links.interBytesPerMs;
+        const have = needEnd.get(s * world + r) ?? 0;
+        const want = causal ? a : seqEnd - (e - a);
+        const extra = Math.max(0, want - have);
+        const cost =
+          (tok[b]! * links.moveBytesPerToken) / bw + (extra * links.kvBytesPerToken) / links.interBytesPerMs;
+        if (cost < pickCost || (cost === pickCost && r < pick)) {
+          pick = r;
+          pickCost = cost;
+        }
       }
-    }
     if (pick < 0) {
       for (let r = 0; r < world; r++) {
         if (mem[r]! + tok[b]! > memoryTokens) continue;
@@ -167,6 +189,7 @@ export function homeFirstPlacement(
     blockRank[b] = pick;
     load[pick]! += w[b]!;
     mem[pick]! += tok[b]!;
+    room?.place(src, pick, w[b]!, true);
     const key = s * world + pick;
     const end = causal ? e : seqEnd;
     if ((needEnd.get(key) ?? -1) < end) needEnd.set(key, end);
@@ -264,6 +287,7 @@ export function placeSpread(
   memoryTokens: number,
   nodeSize: number,
   world: number,
+  room: NodeRoom | null = null,
 ): void {
   const w = weights.block;
   const unitWork = weights.unit;
@@ -284,6 +308,7 @@ export function placeSpread(
     if (bb >= 0) blockRank[bb] = r;
     load[r]! += unitWork[u]!;
     mem[r]! += unitTokens[u]!;
+    room?.place(r, r, unitWork[u]!, false);
   };
   // Pass 1: own user ranks; `last`: the rank of each sequence's last unit placed so far.
   const last = new Int32Array(spread.length).fill(-1);
@@ -308,9 +333,15 @@ export function placeSpread(
         for (let r = n0; r < Math.min(world, n0 + nodeSize); r++)
           if (fits(r, u) && (pick < 0 || load[r]! < load[pick]!)) pick = r;
       }
-      if (pick < 0)
+      // Else the least loaded rank: first of a node that keeps room for its own shed blocks.
+      for (let pass = room === null ? 1 : 0; pass < 2 && pick < 0; pass++)
         for (let r = 0; r < world; r++)
-          if (mem[r]! + unitTokens[u]! <= memoryTokens && (pick < 0 || load[r]! < load[pick]!)) pick = r;
+          if (
+            mem[r]! + unitTokens[u]! <= memoryTokens &&
+            (pass === 1 || room!.takes(r, unitWork[u]!)) &&
+            (pick < 0 || load[r]! < load[pick]!)
+          )
+            pick = r;
       if (pick < 0)
         throw new FcpError(
           issue(

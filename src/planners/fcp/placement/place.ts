@@ -56,9 +56,11 @@ export function weightGeometry(o: FcpOptions): TileGeometry {
  * 0.467/0.460, 0.508/0.476 -> 0.517/0.482, 0.422/0.417 -> 0.435/0.438; magi 0.453/0.447 ->
  * 0.472/0.452, 0.323/0.392 -> 0.347/0.401, 0.270/0.320 -> 0.272/0.341; bimodal 0.532/0.482 ->
  * 0.555/0.493, 0.450/0.445 -> 0.488/0.470, 0.414/0.427 -> 0.441/0.457; `fcp compare --strategies
- * fcp --world 16,64,256 --batch B --batches 3`); `lpt`, the multi-dimensional LPT of distribute.ts.
+ * fcp --world 16,64,256 --batch B --batches 3`); `home-flat`, home-first without the nodes' room for
+ * their own shed blocks (node-room.ts; the placement before session 45, kept for comparison);
+ * `lpt`, the multi-dimensional LPT of distribute.ts.
  */
-export type Placer = 'home' | 'lpt';
+export type Placer = 'home' | 'home-flat' | 'lpt';
 
 /** Blocks, weights and placement, and how many splits it took (0: the user layout). */
 export interface Placed {
@@ -91,7 +93,7 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
   let splitMs = 0;
   const fixed = ctx.homeFromUser;
   // Mode (a): the home-first placement (home-first.ts) unless locality is switched off.
-  const homeFirst = placer === 'home' && !packHeavy && !o.noLocality;
+  const homeFirst = placer !== 'lpt' && !packHeavy && !o.noLocality;
   const links = {
     nodeSize,
     intraBytesPerMs: ctx.links.intraBytesPerMs,
@@ -115,6 +117,7 @@ export function placeBlocks(ctx: PlannerContext, packHeavy = false, placer: Plac
             links,
             mask === 'causal',
             refineStepBudget(o.refineSteps, world),
+            placer === 'home',
           )
         : distributeUnits(blocks, weights, userRows, world, memoryTokens, o, nodeSize, packHeavy);
       // Mode (a), experimental: the cross-node reshuffle spread over the NICs (nic-swaps.ts).
