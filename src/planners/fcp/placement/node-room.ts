@@ -55,7 +55,10 @@ export class NodeRoom {
     this.pending[this.nodeOf(r)]! += w;
   }
 
-  /** Work `w` shed by rank `from` (or 0 for work no node reserved) now placed on rank `to`. */
+  /**
+   * Work `w` placed on rank `to`; `reserved`: it was shed by rank `from`, whose node kept room for
+   * it (a spread unit placed from no shed list passes false).
+   */
   place(from: number, to: number, w: number, reserved: boolean): void {
     if (reserved) this.pending[this.nodeOf(from)]! -= w;
     this.load[this.nodeOf(to)]! += w;
