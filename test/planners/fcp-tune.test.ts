@@ -16,7 +16,13 @@ import { BLOCK_SIZE_CANDIDATES, blockSizeCandidates } from '../../src/planners/f
 import { resolveProblem } from '../../src/problem/problem.ts';
 
 interface Tuning {
-  candidates: { blockSize?: number; coalesce: number; fanOut: boolean; estimateMs: number }[];
+  candidates: {
+    blockSize?: number;
+    coalesce: number;
+    fanOut: boolean;
+    nicSwaps?: boolean;
+    estimateMs: number;
+  }[];
   chosen: number;
   budgetMs: number;
 }
@@ -76,10 +82,15 @@ test('a given block size pins it, the default one too; unset, mode (a) tunes it'
   const p = resolveProblem({ batch: 'bimodal', world: 16, tokensPerRank: 8192, seed: 4 });
   for (const blockSize of [2048, 4096]) {
     const pinned = tuningOf(fcpPlanner.plan(p, { blockSize }));
-    // Two group sizes, then the chosen one with relays (16 ranks on two nodes, tuner.ts).
+    // Two group sizes, then the chosen one with relays and with NIC swaps (16 ranks on two
+    // nodes, tuner.ts).
     assert.deepEqual(
       pinned.candidates.map((c) => c.blockSize),
-      [blockSize, blockSize, blockSize],
+      [blockSize, blockSize, blockSize, blockSize],
+    );
+    assert.deepEqual(
+      pinned.candidates.map((c) => c.nicSwaps === true),
+      [false, false, false, true],
     );
   }
   const tuned = tuningOf(fcpPlanner.plan(p, {}));
@@ -93,15 +104,29 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       const label = `seed ${seed} ${loaderLayout ? '(b)' : '(a)'}`;
       const plan = fcpPlanner.plan(p, { loaderLayout });
       const t = tuningOf(plan);
-      // On two nodes both modes add the relay candidate, last (fcp-relay.test.ts).
-      const relay = t.candidates.filter((c) => c.fanOut).length;
+      // On two nodes both modes add the relay candidate (fcp-relay.test.ts), last in mode (b);
+      // mode (a) then adds the chosen candidate with NIC swaps, last (tuner.ts).
+      const nic = t.candidates.filter((c) => c.nicSwaps === true).length;
+      assert.equal(nic, loaderLayout ? 0 : 1, label);
+      if (!loaderLayout) assert.ok(t.candidates.at(-1)!.nicSwaps, label);
+      const relay = t.candidates.filter((c) => c.fanOut && c.nicSwaps !== true).length;
       assert.equal(relay, 1, label);
-      assert.ok(t.candidates.at(-1)!.fanOut, label);
+      assert.ok(t.candidates.at(-1 - nic)!.fanOut, label);
       // Mode (b) also tries groups of 8 rounds (index.ts, LOADER_CANDIDATES); mode (a) tries them
       // for each block size the budget buys (BLOCK_SIZE_CANDIDATES), in that order.
       const pairs = tuneCandidates(16, 200, loaderLayout ? 3 : 2);
       const sizes = loaderLayout ? 1 : blockSizeCandidates(16, 200);
-      assert.equal(t.candidates.length - relay, pairs * sizes, label);
+      assert.equal(t.candidates.length - relay - nic, pairs * sizes, label);
+      // The NIC-swap variant is the best of the candidates before it, again with the swaps.
+      if (nic === 1) {
+        const before = t.candidates.slice(0, -1).reduce((x, c) => (c.estimateMs < x.estimateMs ? c : x));
+        const last = t.candidates.at(-1)!;
+        assert.deepEqual(
+          [last.blockSize, last.coalesce, last.fanOut],
+          [before.blockSize, before.coalesce, before.fanOut],
+          label,
+        );
+      }
       assert.deepEqual(
         t.candidates.map((c) => c.blockSize),
         loaderLayout
@@ -110,6 +135,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
               ...BLOCK_SIZE_CANDIDATES.slice(0, sizes).flatMap((b) => Array<number>(pairs).fill(b)),
               t.candidates.filter((c) => !c.fanOut).reduce((x, c) => (c.estimateMs < x.estimateMs ? c : x))
                 .blockSize,
+              t.candidates.at(-1)!.blockSize,
             ],
         `${label}: block sizes recorded in mode (a) only`,
       );
@@ -121,10 +147,15 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
       assert.equal(t.budgetMs, 200);
       // The least direct estimate wins unless the relay plan's is less: by 1% in mode (b), by
       // any amount in mode (a) (tuner.ts, RELAY_MARGIN).
-      const least = Math.min(...t.candidates.filter((c) => !c.fanOut).map((c) => c.estimateMs));
-      const r = t.candidates.find((c) => c.fanOut);
+      // The NIC-swap variant (mode (a)) wins on any lead too.
+      const least = Math.min(
+        ...t.candidates.filter((c) => !c.fanOut && c.nicSwaps !== true).map((c) => c.estimateMs),
+      );
+      const r = t.candidates.find((c) => c.fanOut && c.nicSwaps !== true);
       const lead = loaderLayout ? 0.01 : 0;
-      const want = r !== undefined && r.estimateMs < least * (1 - lead) ? r.estimateMs : least;
+      const beforeNic = r !== undefined && r.estimateMs < least * (1 - lead) ? r.estimateMs : least;
+      const n = t.candidates.find((c) => c.nicSwaps === true);
+      const want = n !== undefined && n.estimateMs < beforeNic ? n.estimateMs : beforeNic;
       assert.equal(t.candidates[t.chosen]!.estimateMs, want, `${label}: the least estimate wins`);
       // Sharing one placement between candidates changes none of them.
       const c = t.candidates[t.chosen]!;
@@ -135,6 +166,7 @@ test('tuning on by default: choice recorded, least estimate, equal to its candid
         ...(c.blockSize !== undefined ? { blockSize: c.blockSize } : {}),
         coalesce: c.coalesce,
         fanOut: c.fanOut,
+        ...(c.nicSwaps === true ? { nicSwaps: true } : {}),
         ...(loaderSwaps ? { loaderSwaps } : {}),
       };
       const alone = fcpPlanner.plan(p, opts);

@@ -65,7 +65,7 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     key: 'nicSwaps',
     owner: 'fcp',
     type: 'boolean',
-    doc: "experimental, mode (a): swaps of a sequence's blocks that spread the cross-node reshuffle over the ranks' NICs (off: simulated gains within noise beyond 32 ranks)",
+    doc: "mode (a): swaps of a sequence's blocks that spread the cross-node reshuffle over the ranks' NICs, always (unset: the self-tuner tries them on its chosen candidate where its budget buys two or more, and keeps them on a lower estimate)",
   },
   {
     key: 'noInRelays',

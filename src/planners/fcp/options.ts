@@ -33,10 +33,12 @@ export interface FcpPlannerOptions extends PlannerOptions {
    */
   nodePacking?: boolean;
   /**
-   * Experimental, mode (a) (default false): swaps of a sequence's blocks that spread the cross-node
-   * reshuffle over the ranks' NICs (placement/nic-swaps.ts). Simulated, over paired batches: +0.009
-   * / +0.004 forward / backward MFU at 32 ranks, none at 16 (magi loses), within noise at 64-256
-   * (docs/results.md, "Session 24"), hence off.
+   * Mode (a): swaps of a sequence's blocks that spread the cross-node reshuffle over the ranks'
+   * NICs (placement/nic-swaps.ts). Always on, over paired batches: +0.009 / +0.004 forward /
+   * backward MFU at 32 ranks, none at 16 (magi loses), within noise at 64-256 (docs/results.md,
+   * "Session 24"). Unset, the self-tuner plans its chosen candidate once more with them where its
+   * budget buys two or more candidates, and keeps the lower estimate (tuner.ts; "Session 45");
+   * true: always; false: never. The resolved options read unset as false.
    */
   nicSwaps?: boolean;
   /**

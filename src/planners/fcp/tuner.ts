@@ -57,6 +57,8 @@ export interface TriedCandidate {
   readonly blockSize?: number;
   readonly coalesce: number;
   readonly fanOut: boolean;
+  /** Mode (a)'s NIC swaps (placement/nic-swaps.ts) in the placement: only the last candidate's. */
+  readonly nicSwaps?: boolean;
   readonly estimateMs: number;
 }
 
@@ -140,7 +142,17 @@ export function tunedPipeline(
     ((search === null || search.relays) && loaderRelays(problem, options, homeFromUser)) ||
     (options.fanOut === true && oneAcrossNodes) ||
     aRelay;
-  const steps = sizes.length * count + (mayRelay ? 1 : 0);
+  // Mode (a) across nodes where the budget buys two or more candidates and `nicSwaps` is not given:
+  // the chosen candidate is planned once more with the NIC swaps in its placement
+  // (placement/nic-swaps.ts), kept on any lower estimate. Always on, the swaps were mixed (16 ranks
+  // lost, 32 gained; docs/results.md, "Session 27"); chosen by the estimate, simulated, B - A of
+  // forward / backward / both MFU at 16-64 ranks, seeds 1-3 of each batch kind: hopper-ib +0.0032
+  // ± 0.0017 / -0.0003 ± 0.0007 / +0.0005 ± 0.0007, PXN +0.0022 ± 0.0012 / +0.0010 ± 0.0005 /
+  // +0.0013 ± 0.0005 (9 up, 0 down); held-out seeds 4-6 +0.0024 ± 0.0010 / +0.0002 ± 0.0008 and
+  // PXN +0.0007 ± 0.0011 / +0.0005 ± 0.0002; ratio-5920 +0.0002 ± 0.0004 / +0.0005 ± 0.0004;
+  // contention under PXN +0.0008 ± 0.0011 / +0.0006 ± 0.0005 (docs/results.md, "Session 45").
+  const mayNic = modeAAcross && count > 1 && options.nicSwaps === undefined;
+  const steps = sizes.length * count + (mayRelay ? 1 : 0) + (mayNic ? 1 : 0);
   let stepsDone = 0;
   const stepDone = (): void => options.onProgress?.(Math.min(1, ++stepsDone / steps));
   // Within a step: `f` of the current candidate done (its stages, pipeline.ts PROGRESS_SHARE; the
@@ -202,6 +214,21 @@ export function tunedPipeline(
       { ...rec, ...c },
       shared,
       homeFromUser === null ? 0 : RELAY_MARGIN,
+    );
+    stepDone();
+  }
+  if (mayNic) {
+    const chosen = tried[keep.index]!;
+    const rec = { blockSize: chosen.blockSize ?? FCP_DEFAULTS.blockSize, nicSwaps: true };
+    const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut: chosen.fanOut };
+    // Its own placement: the swaps move blocks, so the chosen candidate's cannot be shared.
+    const o = { ...options, ...rec };
+    const shared = prepare(problem, o, homeFromUser, km);
+    consider(
+      runPhases(shared, resolveFcpOptions({ ...o, ...c }), false, within),
+      { ...rec, ...c },
+      shared,
+      0,
     );
     stepDone();
   }
