@@ -145,7 +145,7 @@ export function tunedPipeline(
   // Mode (a) across nodes where the budget buys two or more candidates and `nicSwaps` is not given:
   // the chosen candidate is planned once more with the NIC swaps in its placement
   // (placement/nic-swaps.ts), kept on any lower estimate. Always on, the swaps were mixed (16 ranks
-  // lost, 32 gained; docs/results.md, "Session 27"); chosen by the estimate, simulated, B - A of
+  // lost, 32 gained; docs/results.md, "Session 24"); chosen by the estimate, simulated, B - A of
   // forward / backward / both MFU at 16-64 ranks, seeds 1-3 of each batch kind: hopper-ib +0.0032
   // ± 0.0017 / -0.0003 ± 0.0007 / +0.0005 ± 0.0007, PXN +0.0022 ± 0.0012 / +0.0010 ± 0.0005 /
   // +0.0013 ± 0.0005 (9 up, 0 down); held-out seeds 4-6 +0.0024 ± 0.0010 / +0.0002 ± 0.0008 and
