@@ -90,15 +90,18 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
         // And its group size (mode (b) also tries groups of 8 rounds): NIC bytes of hand-overs
         // depend on the groups, so relays are compared with direct fetches in the same groups.
         const tuning = direct.meta?.tuning as
-          | { candidates: { coalesce: number }[]; chosen: number }
+          | { candidates: { coalesce: number; nicSwaps?: boolean }[]; chosen: number }
           | undefined;
         const coalesce = tuning ? tuning.candidates[tuning.chosen]!.coalesce : undefined;
+        // And its placement: mode (a)'s tuner may keep its NIC-swap variant (tuner.ts).
+        const nicSwaps = tuning?.candidates[tuning.chosen]!.nicSwaps === true;
         const plan = planWith(p, {
           loaderLayout,
           fanOut: true,
           tune: false,
           ...(loaderSwaps ? { loaderSwaps } : {}),
           ...(coalesce !== undefined ? { coalesce } : {}),
+          ...(nicSwaps ? { nicSwaps } : {}),
         });
         const { issues, report } = validatePlan(plan);
         const label = `seed ${seed} ${mask} ${loaderLayout ? '(b)' : '(a)'}`;
@@ -205,18 +208,24 @@ test('self-tuning: candidates by budget, choice recorded, the least estimate win
   assert.equal(tuning.candidates[tuning.chosen]!.estimateMs, least);
   assert.deepEqual(validatePlan(a).issues, []);
   // Without fanOut the tuner tries direct candidates (test/planners/fcp-tune.test.ts), then, across
-  // nodes, the chosen one's relay variant last (tuner.ts).
+  // nodes, the chosen one's relay variant and its NIC-swap variant, last (tuner.ts).
   const plain = planFcp(p).plan;
   const plainTuning = plain.meta?.tuning as
-    | { candidates: { fanOut: boolean; blockSize?: number; coalesce: number }[]; chosen: number }
+    | {
+        candidates: { fanOut: boolean; blockSize?: number; coalesce: number; nicSwaps?: boolean }[];
+        chosen: number;
+      }
     | undefined;
   assert.ok(plainTuning !== undefined);
-  const cs = plainTuning.candidates;
+  assert.ok(plainTuning.candidates.at(-1)!.nicSwaps, 'the NIC-swap variant is planned last');
+  const cs = plainTuning.candidates.slice(0, -1);
+  assert.ok(cs.every((c) => c.nicSwaps !== true));
   assert.ok(cs.slice(0, -1).every((c) => !c.fanOut));
-  assert.ok(cs.at(-1)!.fanOut, 'the relay variant is planned last');
+  assert.ok(cs.at(-1)!.fanOut, 'the relay variant is planned before it');
   // (Same-slot forwarding, same-slot.ts, hands sends over within their rounds: kv rounds stay Δ.)
   const r = validatePlan(plain).report;
-  if (!cs[plainTuning.chosen]!.fanOut) assert.equal(r.forward.kvRounds, r.forward.kvDirectDelta);
+  if (!plainTuning.candidates[plainTuning.chosen]!.fanOut)
+    assert.equal(r.forward.kvRounds, r.forward.kvDirectDelta);
 });
 
 test('bad planBudgetMs and fanOut are option errors', () => {
