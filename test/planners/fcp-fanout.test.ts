@@ -94,7 +94,7 @@ test('forced relays: valid, congestion 1, each relay inside a node and after its
           | undefined;
         const coalesce = tuning ? tuning.candidates[tuning.chosen]!.coalesce : undefined;
         // And its placement: mode (a)'s tuner may keep its NIC-swap variant (tuner.ts).
-        const nicSwaps = tuning?.candidates[tuning.chosen]!.nicSwaps === true;
+        const nicSwaps = tuning ? tuning.candidates[tuning.chosen]!.nicSwaps === true : false;
         const plan = planWith(p, {
           loaderLayout,
           fanOut: true,
