@@ -199,39 +199,37 @@ export function tunedPipeline(
     }
   }
   assert(keep.shared !== null, 'at least one candidate is planned');
-  // Mode (b) across nodes, mode (a) across nodes (`fanOut` with a one-candidate budget, or not
-  // given with two or more): the chosen group size again with two-hop relays; the block size is
-  // the chosen one's, as for the direct candidates. Mode (a) keeps it on any lead, mode (b) on
-  // RELAY_MARGIN's.
-  if (mayRelay) {
+  /**
+   * Plans the kept candidate again with relays as `fanOut` says and the options in `extra`, from its
+   * placement or, with `ownPlacement` (the change moves blocks), from a new one; kept on `margin`.
+   * Mode (a) records (and plans with) the chosen block size, as its other candidates.
+   */
+  const variant = (
+    fanOut: boolean,
+    extra: { nicSwaps?: true },
+    ownPlacement: boolean,
+    margin: number,
+  ): void => {
     const chosen = tried[keep.index]!;
-    const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut: true };
-    // Mode (a) records (and plans with) the chosen block size, as its other candidates.
-    const rec = chosen.blockSize !== undefined ? { blockSize: chosen.blockSize } : {};
-    const shared = keep.shared;
-    consider(
-      runPhases(shared, resolveFcpOptions({ ...options, ...rec, ...c }), false, within),
-      { ...rec, ...c },
-      shared,
-      homeFromUser === null ? 0 : RELAY_MARGIN,
-    );
-    stepDone();
-  }
-  if (mayNic) {
-    const chosen = tried[keep.index]!;
-    const rec = { blockSize: chosen.blockSize ?? FCP_DEFAULTS.blockSize, nicSwaps: true };
-    const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut: chosen.fanOut };
-    // Its own placement: the swaps move blocks, so the chosen candidate's cannot be shared.
+    const rec = { ...(chosen.blockSize !== undefined ? { blockSize: chosen.blockSize } : {}), ...extra };
+    const c: TuneCandidate = { coalesce: chosen.coalesce, fanOut };
     const o = { ...options, ...rec };
-    const shared = prepare(problem, o, homeFromUser, km);
+    const shared = ownPlacement ? prepare(problem, o, homeFromUser, km) : keep.shared!;
     consider(
       runPhases(shared, resolveFcpOptions({ ...o, ...c }), false, within),
       { ...rec, ...c },
       shared,
-      0,
+      margin,
     );
     stepDone();
-  }
+  };
+  // Mode (b) across nodes, mode (a) across nodes (`fanOut` with a one-candidate budget, or not
+  // given with two or more): the chosen group size again with two-hop relays; the block size is
+  // the chosen one's, as for the direct candidates. Mode (a) keeps it on any lead, mode (b) on
+  // RELAY_MARGIN's.
+  if (mayRelay) variant(true, {}, false, homeFromUser === null ? 0 : RELAY_MARGIN);
+  // The chosen candidate (relays or not) with the NIC swaps (mayNic above): its own placement.
+  if (mayNic) variant(tried[keep.index]!.fanOut, { nicSwaps: true }, true, 0);
   const kept = keep.run;
   assert(kept !== null, 'at least one candidate is planned');
   const plan = kept.plan;
