@@ -85,7 +85,7 @@ for (const world of worlds)
         if (tail[r]! > 1e-6) {
           // Kinds of the entries still open after the last op.
           let mask = 0;
-          for (let e = p.rankEntryOff[r]!; e < p.rankEntryOff[r + 1]!; e++)
+          for (let e = p.rankEntryOff[p.streams * r]!; e < p.rankEntryOff[p.streams * (r + 1)]!; e++)
             if (run.entryEnd[e]! > prev + 1e-9) mask |= kindsOf(p, e).mask;
           add(`tail ${KINDS.filter((_, i) => mask & (1 << i)).join('+')}`, tail[r]!);
           if (r === crit) critList.push(`  tail ${f1(tail[r]!)} ms after ${f1(prev)}`);
@@ -146,7 +146,7 @@ function printRank(
   c: { after: Int32Array; taskOffsets: Int32Array },
   r: number,
 ): void {
-  for (let e = p.rankEntryOff[r]!; e < p.rankEntryOff[r + 1]!; e++) {
+  for (let e = p.rankEntryOff[p.streams * r]!; e < p.rankEntryOff[p.streams * (r + 1)]!; e++) {
     const flows: string[] = [];
     for (let k = p.entryFlowOff[e]!; k < p.entryFlowOff[e + 1]!; k++) {
       const f = p.entryFlows[k]!;

@@ -3,7 +3,8 @@
 Execution rules (the same as src/executors/sim/engine.ts): per rank a compute stream (ops in table
 order; op i also waits for the end of group entry ``opWait[i]`` on its rank) and a comm stream
 (group entries in order; an entry starts when the previous one on that rank ended and ends when all
-its flows are done). A flow is released when both its ranks have entered its group and its
+its flows are done; with ``streams`` 2, a phase under ``pushStream``, a rank's pushes run their own
+entries on a second comm stream). A flow is released when both its ranks have entered its group and its
 sendAfter ops have ended; then SimGrid moves it (route latency, then bytes under the chosen model).
 
 One controller actor drives everything: compute ops are timers it keeps itself (they use no
@@ -64,7 +65,10 @@ class Phase:
         n_entries = len(p["entryGroup"])
         self.need = [2 + d for d in p["flowDeps"]]
         self.pending = [p["entryFlowOff"][e + 1] - p["entryFlowOff"][e] for e in range(n_entries)]
-        self.cur_entry = list(p["rankEntryOff"][: self.world])
+        # entries per (rank, stream) slot streams * rank + stream (src/executors/sim/prepare.ts)
+        self.streams = p.get("streams", 1)
+        self.flow_stream = p.get("flowStream") or [0] * n_flows
+        self.cur_entry = list(p["rankEntryOff"][: self.streams * self.world])
         self.next_op = list(p["rankOpOff"][: self.world])
         self.busy = [False] * self.world
         nan = float("nan")
@@ -188,9 +192,9 @@ def _replay(st, hosts):
         st.op_start[op] = t
         heapq.heappush(timers, (t + op_dur[op] * 1e-3, op))
 
-    def enter(r):
-        e = st.cur_entry[r]
-        if e >= rank_entry_off[r + 1]:
+    def enter(s):
+        e = st.cur_entry[s]
+        if e >= rank_entry_off[s + 1]:
             return
         st.entry_start[e] = now()
         for k in range(entry_flow_off[e], entry_flow_off[e + 1]):
@@ -200,12 +204,13 @@ def _replay(st, hosts):
         st.flow_end[f] = now()
         st.done_flows += 1
         for r in (fsrc[f], fdst[f]):
-            e = st.cur_entry[r]
+            s = st.streams * r + st.flow_stream[f]
+            e = st.cur_entry[s]
             st.pending[e] -= 1
             if st.pending[e] == 0:
                 st.entry_end[e] = now()
-                st.cur_entry[r] += 1
-                enter(r)
+                st.cur_entry[s] += 1
+                enter(s)
                 try_start_op(r)
 
     def finish_op(op):
@@ -218,8 +223,9 @@ def _replay(st, hosts):
             release(op_flows[k])
         try_start_op(r)
 
+    for s in range(st.streams * st.world):
+        enter(s)
     for r in range(st.world):
-        enter(r)
         try_start_op(r)
     while comms or timers:
         events += 1

@@ -92,6 +92,10 @@ class Phase:
     compute: Dict[str, np.ndarray]
     send_after: Dict[str, np.ndarray]
     chunk_transfers: Optional[Dict[str, np.ndarray]] = None
+    # `pushStream` (docs/plan-format.md): the phase's `out`/`dkv` transfers may run on a second comm
+    # stream. This runtime runs them on its one stream, in group order with the rest: a one-stream
+    # schedule of such a plan is valid (no op reads a push), only slower than the simulator's.
+    push_stream: bool = False
 
     @property
     def groups(self) -> int:
@@ -146,7 +150,10 @@ def _phase(obj, path: str) -> Phase:
         raise PlanError("plan.rule5.groupOrder", f"{path}.groupOfRound must never decrease")
     if obj.get("commGroupOfRound") is not None:
         gor = _chains_as_groups(gor, _ints(obj["commGroupOfRound"], f"{path}.commGroupOfRound"), comp, path)
-    return Phase(_table(obj.get("transfers"), f"{path}.transfers", TRANSFERS), gor, comp, sa, ct)
+    push = obj.get("pushStream", False)
+    if not isinstance(push, bool):
+        raise PlanError("plan.schema", f"{path}.pushStream must be true or false")
+    return Phase(_table(obj.get("transfers"), f"{path}.transfers", TRANSFERS), gor, comp, sa, ct, push)
 
 
 def _chains_as_groups(gor: np.ndarray, comm: np.ndarray, comp: dict, path: str) -> np.ndarray:

@@ -39,6 +39,15 @@ class PlanReadTest(unittest.TestCase):
         with self.assertRaises(PlanError) as e:
             plan_from_json(bad)
         self.assertEqual(e.exception.code, "plan.schema")
+        bad = json.loads(json.dumps(p))
+        bad["backward"]["pushStream"] = 1
+        with self.assertRaises(PlanError) as e:
+            plan_from_json(bad)
+        self.assertEqual(e.exception.code, "plan.schema")
+        ok = json.loads(json.dumps(p))
+        ok["backward"]["pushStream"] = True
+        self.assertTrue(plan_from_json(ok).backward.push_stream)
+        self.assertFalse(plan_from_json(p).backward.push_stream)
         with self.assertRaises(PlanError) as e:
             read_plan("/nonexistent/plan.json")
         self.assertEqual(e.exception.code, "io.read")

@@ -168,7 +168,13 @@ function expandPhase(plan: Plan, ph: Phase, idsOfChunk: number[][], name: string
   const hasChunkPairs = (sa.chunkTransfer?.length ?? 0) > 0;
   if ((!ctr || ctr.round.length === 0) && !hasChunkPairs) {
     const sendAfter: SendAfterTable = { transfer: sa.transfer, compute: sa.compute };
-    return { transfers: ph.transfers, groupOfRound: ph.groupOfRound, compute, sendAfter };
+    return {
+      transfers: ph.transfers,
+      groupOfRound: ph.groupOfRound,
+      compute,
+      sendAfter,
+      ...(ph.pushStream ? { pushStream: true } : {}),
+    };
   }
   const t = ph.transfers;
   const cols = {
@@ -247,6 +253,7 @@ function expandPhase(plan: Plan, ph: Phase, idsOfChunk: number[][], name: string
     groupOfRound: ph.groupOfRound,
     compute,
     sendAfter: { transfer: saT.toArray(), compute: saC.toArray() },
+    ...(ph.pushStream ? { pushStream: true } : {}),
   };
 }
 

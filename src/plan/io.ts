@@ -192,6 +192,8 @@ export function planFromJson(json: unknown): Plan {
     if (p.commGroupOfRound !== undefined)
       phase.commGroupOfRound = toInt(p.commGroupOfRound, `${name}.commGroupOfRound`, issues);
     if (p.kvOrigin !== undefined) phase.kvOrigin = toInt(p.kvOrigin, `${name}.kvOrigin`, issues);
+    if (p.pushStream !== undefined && typeof p.pushStream !== 'boolean')
+      issues.push(issue('plan.schema', `${name}.pushStream must be true or false`, `${name}.pushStream`));
     out[name] = phase;
   }
   if (issues.length > 0) throw new FcpError(issues);

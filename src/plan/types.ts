@@ -130,6 +130,16 @@ export interface Phase {
    * row's sender is its direct sender.
    */
   kvOrigin?: Int32Array;
+  /**
+   * Push stream (optional): `true` runs the phase's `out` and `dkv` transfers on a second comm
+   * stream. Per rank, the groups' push transfers then run in group order on that stream and the
+   * `in` and `kv` transfers in group order on the first, each stream waiting only for its own
+   * previous group, so a push held by its `sendAfter` op no longer holds the K/V that the rank's
+   * next ops wait for. Pushes carry results (O, dQ, dK, dV), which no op reads, and a push waits
+   * only for its own op and its stream's earlier groups, so a plan valid with one stream is valid
+   * with two. Absent or false: one stream per rank.
+   */
+  pushStream?: boolean;
 }
 
 /** A whole plan. Extra fields (e.g. `meta`) are allowed and preserved. */

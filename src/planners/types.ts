@@ -28,6 +28,8 @@ export interface PlannerOptions {
   rounds?: 'matching' | 'naive';
   /** fcp ablation: no compute while the reshuffle is in flight. */
   noReshuffleOverlap?: boolean;
+  /** fcp ablation: mode (a)'s backward keeps its pushes on the one comm stream (Phase.pushStream). */
+  noPushStream?: boolean;
   /** fcp ablation: no locality-aware tie-break. */
   noLocality?: boolean;
   /** fcp: disable the granularity refinement (fixed blocks only). */

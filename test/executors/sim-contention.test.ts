@@ -72,6 +72,8 @@ function flowsPhase(net: Network, flows: [number, number, number][]): PreparedPh
     flowMessages: new Int32Array(F).fill(1),
     flowResOff,
     flowRes: Int32Array.from(res),
+    streams: 1,
+    flowStream: new Uint8Array(F),
     rankEntryOff,
     entryGroup: Int32Array.from(entryGroup),
     entryFlowOff: Int32Array.from(entryFlowOff),

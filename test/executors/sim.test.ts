@@ -245,6 +245,57 @@ test('MFU: one rank running the whole causal sequence reaches the kernel efficie
   near(slow.forward.makespanMs / r.forward.makespanMs, 132 / 126);
 });
 
+test('pushStream: a push held by its op no longer holds the next group of its receiver', () => {
+  // Rank 0 computes 100 ms, then pushes 500 tokens of O (1 byte each: 50 ms) to rank 1 in group 0;
+  // rank 2 sends rank 1 500 tokens of K/V (100 ms) in group 1, and rank 1 computes on them.
+  const plan = toyPlan(
+    3,
+    [
+      { src: 0, dst: 1, tokens: 500, round: 0, kind: Kind.out },
+      { src: 2, dst: 1, tokens: 500, round: 1 },
+    ],
+    [0, 1],
+    [
+      { rank: 0, after: -1, tasks: [0] },
+      { rank: 1, after: 1, tasks: [1] },
+    ],
+    [[0, 0]],
+  );
+  // One stream: rank 1 enters group 1 when the push is done (150), K/V by 250, its op by 350.
+  near(simulatePlan(plan, OPTS).forward.makespanMs, 350, 'one stream');
+  // Two: K/V arrives by 100 beside the op of rank 0, rank 1 computes 100-200, the push runs 100-150.
+  plan.forward.pushStream = true;
+  const two = simulatePlan(plan, OPTS).forward;
+  near(two.makespanMs, 200, 'two streams');
+  near(two.computeMs[1]!, 100);
+  // An op naming a group where its rank has only pushes waits for nothing on the first stream:
+  // it runs 0-100, and the push 100-150 ends the phase.
+  plan.forward.compute.after[1] = 0;
+  near(simulatePlan(plan, OPTS).forward.makespanMs, 150, 'after a push-only group');
+  plan.forward.pushStream = false;
+  near(simulatePlan(plan, OPTS).forward.makespanMs, 250, 'one stream, after group 0');
+  // A push from an op that waits for a later group: a deadlock with one stream, none with two.
+  const late = toyPlan(
+    3,
+    [
+      { src: 2, dst: 0, tokens: 500, round: 0 },
+      { src: 0, dst: 1, tokens: 500, round: 1, kind: Kind.dkv },
+      { src: 2, dst: 0, tokens: 500, round: 2 },
+    ],
+    [0, 1, 2],
+    [{ rank: 0, after: 2, tasks: [0] }],
+    [[1, 0]],
+  );
+  assert.throws(
+    () => simulatePlan(late, OPTS),
+    (e: unknown) => e instanceof FcpError && e.code === 'sim.deadlock',
+  );
+  late.forward.pushStream = true;
+  // K/V 0-100 and 100-200 on rank 0's first stream, its op 200-300, the dK,dV push (2 bytes a
+  // token: 100 ms) 300-400.
+  near(simulatePlan(late, OPTS).forward.makespanMs, 400, 'late push, two streams');
+});
+
 test('a plan that waits on itself is reported as a deadlock', () => {
   // Rank 0's op waits for group 0, whose transfer waits for that op.
   const plan = toyPlan(

@@ -26,6 +26,8 @@ const rel = (a: number, b: number): number => Math.abs(a / b - 1);
 
 function conform(strategy: string, world: number): { ours: SimResult; sg: SimResult } {
   const p = plan(strategy, world);
+  // FCP's mode (a) backward runs its pushes on a second comm stream: both engines must honour it.
+  if (strategy === 'fcp') assert.equal(p.backward.pushStream, true);
   const ours = simulatePlan(p, { rates: { mode: 'exact' } });
   const sg = simulatePlan(p, { engine: simgridEngine('cm02') });
   assert.equal(sg.network, 'simgrid-cm02');

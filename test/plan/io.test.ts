@@ -57,6 +57,17 @@ test('a plan round-trips through JSON and gzip byte for byte', () => {
   }
 });
 
+test('a phase running its pushes on a second stream keeps the flag through JSON', () => {
+  const plan = tinyPlan();
+  plan.backward.pushStream = true;
+  const text = planToJson(plan);
+  assert.match(text, /"pushStream":true/);
+  const back = planFromJson(JSON.parse(text));
+  assert.equal(back.backward.pushStream, true);
+  assert.equal(back.forward.pushStream, undefined);
+  assert.equal(planToJson(back), text);
+});
+
 test('readPlan rejects other format versions, bad JSON and missing tables with codes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fcp-'));
   const json = JSON.parse(planToJson(tinyPlan()));
@@ -83,6 +94,10 @@ test('readPlan rejects other format versions, bad JSON and missing tables with c
   );
   assert.equal(
     code(() => planFromJson({ ...json, tasks: { ...json.tasks, qStart: [] } })),
+    'plan.schema',
+  );
+  assert.equal(
+    code(() => planFromJson({ ...json, backward: { ...json.backward, pushStream: 1 } })),
     'plan.schema',
   );
   writeFileSync(join(dir, 'bad.json'), '{"format": ');

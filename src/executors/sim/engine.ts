@@ -2,7 +2,9 @@
  * The discrete-event simulation of one phase. Per rank a compute stream (ops in table order, op i
  * after group `after[i]` completed on its rank) and a comm stream (groups in order; group g starts
  * on a rank when g-1 completed there; a group completes on a rank when all its flows with that rank
- * as sender or receiver are done). A flow becomes ready when both its ranks have entered its group
+ * as sender or receiver are done). Under `Phase.pushStream` a rank has two comm streams, pushes
+ * (`out`, `dkv`) on the second, each running its own groups in order; ops wait only for the first.
+ * A flow becomes ready when both its ranks have entered its group (on the flow's stream)
  * and its sendAfter ops have finished; after its latency it moves bytes at its max-min fair rate.
  * Events: op end and flow activation (a heap ordered by time, then type and id), flow end (an indexed
  * heap: a rate change moves the flow's pending end). All events at one instant are applied before
@@ -74,7 +76,9 @@ export function runPhase(
   const entryEnd = new Float64Array(E).fill(Number.NaN);
   const pending = new Int32Array(E);
   for (let e = 0; e < E; e++) pending[e] = p.entryFlowOff[e + 1]! - p.entryFlowOff[e]!;
-  const curEntry = Int32Array.from(p.rankEntryOff.subarray(0, W));
+  // Next entry of each (rank, stream) slot: a stream enters its groups one after another.
+  const S = p.streams;
+  const curEntry = Int32Array.from(p.rankEntryOff.subarray(0, S * W));
 
   const opStart = new Float64Array(p.opCount).fill(Number.NaN);
   const opEnd = new Float64Array(p.opCount).fill(Number.NaN);
@@ -130,9 +134,10 @@ export function runPhase(
     opStart[op] = t;
     heap.push(t + p.opDur[op]!, op * 4 + EV_OP_END, 0);
   };
-  const enter = (r: number, t: number): void => {
-    const e = curEntry[r]!;
-    if (e >= p.rankEntryOff[r + 1]!) return;
+  /** Enters slot `s`'s next group (slot: streams * rank + stream). */
+  const enter = (s: number, t: number): void => {
+    const e = curEntry[s]!;
+    if (e >= p.rankEntryOff[s + 1]!) return;
     entryStart[e] = t;
     for (let k = p.entryFlowOff[e]!; k < p.entryFlowOff[e + 1]!; k++) release(p.entryFlows[k]!, t);
   };
@@ -143,22 +148,21 @@ export function runPhase(
       const r = side === 0 ? p.flowSrc[f]! : p.flowDst[f]!;
       account(r, t);
       commActive[r]!--;
-      const e = curEntry[r]!;
+      const s = S * r + p.flowStream[f]!;
+      const e = curEntry[s]!;
       pending[e] = pending[e]! - 1;
       if (pending[e] === 0) {
         entryEnd[e] = t;
         endMs[r] = Math.max(endMs[r]!, t);
-        curEntry[r]!++;
-        enter(r, t);
+        curEntry[s]!++;
+        enter(s, t);
         tryStartOp(r, t);
       }
     }
   };
 
-  for (let r = 0; r < W; r++) {
-    enter(r, 0);
-    tryStartOp(r, 0);
-  }
+  for (let s = 0; s < S * W; s++) enter(s, 0);
+  for (let r = 0; r < W; r++) tryStartOp(r, 0);
   const popped = heap.popped;
   const total = Math.max(1, p.opCount + F);
   let lastEvents = 0;

@@ -43,7 +43,18 @@ export interface PreparedPhase {
   readonly flowMessages: Int32Array;
   readonly flowResOff: Int32Array;
   readonly flowRes: Int32Array;
-  // Per-rank group entries.
+  /**
+   * Comm streams per rank: 2 where the phase runs its pushes on a stream of their own
+   * (`Phase.pushStream`: `out` and `dkv` transfers on stream 1), else 1.
+   */
+  readonly streams: 1 | 2;
+  /** Stream of each flow (0, or 1 for a push under `pushStream`). */
+  readonly flowStream: Uint8Array;
+  /**
+   * Group entries per (rank, stream) slot `streams * rank + stream` (CSR; a rank's slots are
+   * consecutive, so its entries are rankEntryOff[streams * r] .. rankEntryOff[streams * (r + 1)]),
+   * each slot's in group order: a stream runs its entries one after another.
+   */
   readonly rankEntryOff: Int32Array;
   readonly entryGroup: Int32Array;
   readonly entryFlowOff: Int32Array;
@@ -227,19 +238,25 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
   }
   if (network.hasContention()) addMessageCosts(network, flowGroup, flowResOff, res, flowLatency);
 
-  // Per-rank entries: (rank, group) pairs sorted by rank then group, each with its flows.
-  const ends = new Int32Array(2 * flows); // rank of each flow endpoint
+  // Entries: (rank, stream, group) triples sorted by rank, stream, then group, each with its flows.
+  const streams: 1 | 2 = phase.pushStream === true ? 2 : 1;
+  const flowStream = new Uint8Array(flows);
+  if (streams === 2)
+    for (let f = 0; f < flows; f++)
+      flowStream[f] = flowKind[f] === Kind.out || flowKind[f] === Kind.dkv ? 1 : 0;
+  const ends = new Int32Array(2 * flows); // (rank, stream) slot of each flow endpoint
   for (let f = 0; f < flows; f++) {
-    ends[2 * f] = flowSrc[f]!;
-    ends[2 * f + 1] = flowDst[f]!;
+    ends[2 * f] = streams * flowSrc[f]! + flowStream[f]!;
+    ends[2 * f + 1] = streams * flowDst[f]! + flowStream[f]!;
   }
-  const byRank = countingSort(ends, world); // endpoint slots sorted by rank, then flow id (groups ascending)
-  const rankEntryOff = new Int32Array(world + 1);
+  const slots = streams * world;
+  const byRank = countingSort(ends, slots); // endpoint slots sorted by slot, then flow id (groups ascending)
+  const rankEntryOff = new Int32Array(slots + 1);
   const entryGroupL: number[] = [];
   const entryStart: number[] = [];
   const entryFlows = new Int32Array(2 * flows);
   let pos = 0;
-  for (let r = 0, k = 0; r < world; r++) {
+  for (let r = 0, k = 0; r < slots; r++) {
     rankEntryOff[r] = entryGroupL.length;
     let lastG = -1;
     while (k < byRank.length && ends[byRank[k]!] === r) {
@@ -254,7 +271,7 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
       k++;
     }
   }
-  rankEntryOff[world] = entryGroupL.length;
+  rankEntryOff[slots] = entryGroupL.length;
   entryStart.push(pos);
   const entryGroup = Int32Array.from(entryGroupL);
   const entryFlowOff = Int32Array.from(entryStart);
@@ -269,15 +286,16 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     const after = c.after[i]!;
     if (after < 0) continue;
     const r = opRank[i]!;
-    // Last entry of r with group <= after.
-    let lo = rankEntryOff[r]!;
-    let hi = rankEntryOff[r + 1]!;
+    // Last entry of r's first stream with group <= after (ops never wait for pushes).
+    const first = rankEntryOff[streams * r]!;
+    let lo = first;
+    let hi = rankEntryOff[streams * r + 1]!;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
       if (entryGroup[mid]! <= after) lo = mid + 1;
       else hi = mid;
     }
-    opWait[i] = lo - 1 >= rankEntryOff[r]! ? lo - 1 : -1;
+    opWait[i] = lo - 1 >= first ? lo - 1 : -1;
   }
   return {
     dir,
@@ -301,6 +319,8 @@ export function preparePhase(ctx: PrepareContext, phase: Phase, dir: Direction):
     flowMessages,
     flowResOff,
     flowRes: Int32Array.from(res),
+    streams,
+    flowStream,
     rankEntryOff,
     entryGroup,
     entryFlowOff,

@@ -32,6 +32,8 @@ export function buildTrace(
     ev.push({ name: 'process_sort_index', ph: 'M', pid: r, tid: 0, args: { sort_index: r } });
     ev.push({ name: 'thread_name', ph: 'M', pid: r, tid: TID_COMPUTE, args: { name: 'compute' } });
     ev.push({ name: 'thread_name', ph: 'M', pid: r, tid: TID_COMM, args: { name: 'comm' } });
+    if (phases.some((x) => x.prep.streams === 2))
+      ev.push({ name: 'thread_name', ph: 'M', pid: r, tid: TID_COMM + 1, args: { name: 'comm (pushes)' } });
   }
   let offsetUs = 0;
   for (const { prep, run } of phases) {
@@ -48,8 +50,13 @@ export function buildTrace(
         dur: Math.round((run.opEnd[op]! - s) * 1e6) / 1000,
       });
     }
+    // A rank's entries, stream by stream (Phase.pushStream: pushes on a second comm thread).
     for (let r = 0; r < world; r++)
-      for (let e = prep.rankEntryOff[r]!; e < prep.rankEntryOff[r + 1]!; e++) {
+      for (
+        let e = prep.rankEntryOff[prep.streams * r]!;
+        e < prep.rankEntryOff[prep.streams * (r + 1)]!;
+        e++
+      ) {
         let bytes = 0;
         const kinds = new Set<string>();
         for (let k = prep.entryFlowOff[e]!; k < prep.entryFlowOff[e + 1]!; k++) {
@@ -63,7 +70,7 @@ export function buildTrace(
           cat: prep.dir,
           ph: 'X',
           pid: r,
-          tid: TID_COMM,
+          tid: TID_COMM + prep.flowStream[prep.entryFlows[prep.entryFlowOff[e]!]!]!,
           ts: us(s),
           dur: Math.round((run.entryEnd[e]! - s) * 1e6) / 1000,
           args: { flows: prep.entryFlowOff[e + 1]! - prep.entryFlowOff[e]!, bytes },

@@ -105,6 +105,8 @@ function phaseJob(p: PreparedPhase): Record<string, unknown> {
     flowDeps: a(p.flowDeps),
     flowResOff: a(p.flowResOff),
     flowRes: a(p.flowRes),
+    streams: p.streams,
+    flowStream: a(p.flowStream),
     rankEntryOff: a(p.rankEntryOff),
     entryGroup: a(p.entryGroup),
     entryFlowOff: a(p.entryFlowOff),

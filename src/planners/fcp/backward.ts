@@ -258,6 +258,16 @@ export function planBackward(forward: ForwardResult, ctx: PhaseContext): Backwar
   placeSecondHops(placer, list, pieces, Kind.out, outRelay, out.slot, pieces.user);
   const estimateMs = phaseEstimateMs(estimateTimeline(tctx, placer, list, compute, ms));
   const phase = finishPhase(placer, list, compute, sendAfter, railRoundsNodeSize(ctx));
+  // Mode (a): the pushes run on a second comm stream (Phase.pushStream), so a `dkv` or `out` push
+  // held by its op no longer holds the K/V its receiver's next ops wait for (the groups stay in
+  // lockstep per stream). Simulated, mode (a), B - A of backward MFU over paired batches (the same
+  // plans, one stream against two): 1024 ranks, `longtail`, direct +0.0148 ± 0.0005 (3 of 3 up);
+  // PXN, 3 batches x 3 kinds, +0.0105 ± 0.0026 (8 up, 1 down), contention +0.0109 ± 0.0022 (9 up);
+  // ratio-5920 +0.0004 ± 0.0002; 64-256 ranks +0.0007 ± 0.0005, 16-32 +0.0003 ± 0.0003. Mode (b)
+  // keeps one stream (-0.0003 ± 0.0003 at 16-256, -0.0001 at 1024), and so does the forward: its
+  // `out` pushes on a second stream compete with the `kv` fetches (-0.0038 ± 0.0021 forward at
+  // 16-32). docs/results.md, "Session 46".
+  if (pieces.moving.length > 0 && !o.noPushStream) phase.pushStream = true;
   return {
     phase,
     estimateMs,

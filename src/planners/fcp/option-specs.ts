@@ -60,6 +60,12 @@ export const FCP_OPTION_SPECS: readonly OptionSpec[] = [
     type: 'boolean',
     doc: 'ablation: no compute while the reshuffle is in flight',
   },
+  {
+    key: 'noPushStream',
+    owner: 'fcp',
+    type: 'boolean',
+    doc: "ablation: mode (a)'s backward runs its pushes (dK,dV partials, the out reshuffle) on the one comm stream instead of a second",
+  },
   { key: 'noLocality', owner: 'fcp', type: 'boolean', doc: 'ablation: no locality-aware tie-break' },
   {
     key: 'nicSwaps',

@@ -127,6 +127,8 @@ export interface FcpOptions {
   readonly noPipeline: boolean;
   readonly rounds: 'matching' | 'naive';
   readonly noReshuffleOverlap: boolean;
+  /** Ablation: mode (a)'s backward keeps its pushes on the one comm stream (backward.ts, pushStream). */
+  readonly noPushStream: boolean;
   readonly noLocality: boolean;
   readonly noAffinity: boolean;
   readonly nodePacking: boolean;
@@ -161,6 +163,7 @@ export const FCP_DEFAULTS: FcpOptions = Object.freeze({
   noPipeline: false,
   rounds: 'matching',
   noReshuffleOverlap: false,
+  noPushStream: false,
   noLocality: false,
   noAffinity: false,
   nodePacking: false,
@@ -302,6 +305,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
   const flags = [
     'noPipeline',
     'noReshuffleOverlap',
+    'noPushStream',
     'noLocality',
     'noAffinity',
     'nodePacking',
@@ -337,6 +341,7 @@ export function resolveFcpOptions(o: FcpPlannerOptions = {}): FcpOptions {
     noPipeline: o.noPipeline ?? d.noPipeline,
     rounds,
     noReshuffleOverlap: o.noReshuffleOverlap ?? d.noReshuffleOverlap,
+    noPushStream: o.noPushStream ?? d.noPushStream,
     noLocality: o.noLocality ?? d.noLocality,
     noAffinity: o.noAffinity ?? d.noAffinity,
     nodePacking: o.nodePacking ?? d.nodePacking,
